@@ -1,0 +1,73 @@
+"""Errors, each with a stable snake_case ``code`` and a human message.
+
+::
+
+    RemindkitError
+    ├── InvalidSchedule (ValueError)     invalid_duration, invalid_time, time_not_future,
+    │                                    nonexistent_local_time, unknown_time_zone,
+    │                                    invalid_cron, interval_too_short, horizon_exceeded,
+    │                                    conflicting_schedule, invalid_repeat, until_not_after_start,
+    │                                    no_future_fire
+    ├── InvalidInput (ValueError)        empty_text, text_too_long, label_too_long,
+    │                                    announce_too_long, invalid_argument, invalid_id,
+    │                                    invalid_import
+    ├── LimitExceeded                    too_many_reminders
+    ├── NotFound (LookupError)           not_found, session_not_found
+    ├── Conflict                         not_active, already_exists, session_deleted
+    └── StoreError (RuntimeError)        store_unavailable, schema_too_new
+
+Adapters (CLI, tools, HTTP) turn these into results: ``error: <code>: <message>``
+or ``{"error": {"code": ..., "message": ...}}``. A refusal never writes anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RemindkitError(Exception):
+    code = "error"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.message = message
+        self.details = details
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class InvalidSchedule(RemindkitError, ValueError):
+    code = "invalid_schedule"
+
+
+class InvalidInput(RemindkitError, ValueError):
+    code = "invalid_argument"
+
+
+class LimitExceeded(RemindkitError):
+    code = "too_many_reminders"
+
+
+class NotFound(RemindkitError, LookupError):
+    code = "not_found"
+
+    @classmethod
+    def reminder(cls, reminder_id: str) -> NotFound:
+        return cls(f"No reminder by the id of {reminder_id!r} was found", reminder_id=reminder_id)
+
+
+class Conflict(RemindkitError):
+    code = "conflict"
+
+
+class StoreError(RemindkitError, RuntimeError):
+    code = "store_unavailable"

@@ -1,0 +1,350 @@
+"""The schedule of a reminder: what kind, when first, how it repeats, until when.
+
+A :class:`Schedule` is a frozen value validated where it is built
+(:func:`build_schedule`). Everything here is pure: ``now`` is a parameter.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from ..clock import UTC, format_utc, parse_utc
+from ..errors import InvalidSchedule
+from .cron import compile_cron, next_cron_time
+from .durations import format_duration, parse_duration
+from .zones import get_zone, instant_to_wall, parse_local_or_instant, wall_to_instant
+
+Kind = Literal["after", "at", "every", "cron"]
+KINDS = ("after", "at", "every", "cron")
+DAY = 86_400
+
+
+@dataclass(frozen=True)
+class Schedule:
+    kind: Kind
+    tz: str
+    first_at: datetime | None = None  # after/at: the due instant; every: the anchor
+    every_s: int | None = None
+    cron: str | None = None
+    repeat: int | None = 1  # number of fires; None = forever
+    until: datetime | None = None
+    delay_s: int | None = None  # kind "after": the delay as given
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InvalidSchedule(f"unknown schedule kind {self.kind!r}", code="invalid_schedule")
+        for name in ("first_at", "until"):
+            value = getattr(self, name)
+            if value is not None and (value.tzinfo is None or value.utcoffset() != timedelta(0)):
+                raise ValueError(f"Schedule.{name} must be an aware UTC datetime")
+        if self.kind in ("after", "at") and (self.first_at is None or self.repeat != 1):
+            raise ValueError("one-shot schedules need first_at and repeat=1")
+        if self.kind == "every" and (not self.every_s or self.first_at is None):
+            raise ValueError("every needs every_s and an anchor")
+        if self.kind == "cron" and not self.cron:
+            raise ValueError("cron needs an expression")
+
+    @property
+    def repeating(self) -> bool:
+        return self.kind in ("every", "cron")
+
+    @property
+    def calendar_days(self) -> bool:
+        """Whole-day intervals keep the local wall time across DST changes."""
+        return bool(self.every_s) and self.every_s % DAY == 0
+
+    def describe(self) -> str:
+        """Short human form: ``in 5m``, ``at 2026-12-01T08:00:00Z``, ``every 2m x30``, ``cron '0 9 * * 1-5' Europe/Berlin``."""
+        if self.kind == "after":
+            text = f"in {format_duration(self.delay_s or 0)}"
+        elif self.kind == "at":
+            text = f"at {format_utc(self.first_at)}"
+        elif self.kind == "every":
+            text = f"every {format_duration(self.every_s or 0)}"
+        else:
+            text = f"cron '{self.cron}' {self.tz}"
+        if self.repeating:
+            text += " forever" if self.repeat is None else f" x{self.repeat}"
+            if self.until is not None:
+                text += f" until {format_utc(self.until)}"
+        return text
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {"v": 1, "kind": self.kind, "tz": self.tz}
+        if self.first_at is not None:
+            data["first_at"] = format_utc(self.first_at)
+        for key in ("every_s", "cron", "delay_s"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        data["repeat"] = self.repeat
+        if self.until is not None:
+            data["until"] = format_utc(self.until)
+        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Schedule:
+        data = json.loads(text)
+        if data.get("v") != 1:
+            raise ValueError(f"unsupported schedule version {data.get('v')!r}")
+        return cls(
+            kind=data["kind"],
+            tz=data["tz"],
+            first_at=parse_utc(data["first_at"]) if data.get("first_at") else None,
+            every_s=data.get("every_s"),
+            cron=data.get("cron"),
+            repeat=data.get("repeat"),
+            until=parse_utc(data["until"]) if data.get("until") else None,
+            delay_s=data.get("delay_s"),
+        )
+
+
+def parse_repeat(value: object) -> int | None:
+    """``N`` fires (N >= 1), or ``forever`` / ``-1`` / ``inf`` -> None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise _bad_repeat(value)
+    if isinstance(value, int):
+        if value == -1:
+            return None
+        if value >= 1:
+            return value
+        raise _bad_repeat(value)
+    text = str(value).strip().lower()
+    if text in ("forever", "inf", "infinite", "-1"):
+        return None
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise _bad_repeat(value)
+
+
+def build_schedule(
+    *,
+    now: datetime,
+    default_tz: str,
+    tz: str | None = None,
+    in_: str | int | None = None,
+    at: str | datetime | None = None,
+    every: str | int | None = None,
+    cron: str | None = None,
+    repeat: object = None,
+    until: str | datetime | None = None,
+    min_period_s: int = 60,
+    horizon_s: int = 366 * DAY,
+) -> Schedule:
+    """Validate user input and build a :class:`Schedule`; raise ``InvalidSchedule``."""
+    zone_name = tz or default_tz
+    get_zone(zone_name)
+    if in_ is not None and at is not None:
+        raise _conflict("give either --in or --at, not both")
+    if every is not None and cron is not None:
+        raise _conflict("give either --every or --cron, not both")
+    if cron is not None and (in_ is not None or at is not None):
+        raise _conflict("--cron sets its own times; it does not take --in or --at")
+    if in_ is None and at is None and every is None and cron is None:
+        raise InvalidSchedule("say when: give --in, --at, --every or --cron", code="missing_schedule")
+    repeating = every is not None or cron is not None
+    if not repeating and repeat is not None and parse_repeat(repeat) != 1:
+        raise _bad_repeat(repeat, "--repeat needs --every or --cron")
+    if not repeating and until is not None:
+        raise _conflict("--until needs --every or --cron")
+    repeat_n = parse_repeat(repeat) if repeating else 1
+
+    start: datetime | None = None
+    delay_s: int | None = None
+    if in_ is not None:
+        delay_s = parse_duration(in_)
+        if delay_s > horizon_s:
+            raise _horizon(horizon_s)
+        start = now + timedelta(seconds=delay_s)
+    elif at is not None:
+        start = _instant(at, zone_name, now)
+        if start <= now:
+            raise InvalidSchedule(
+                f"{format_utc(start)} is not in the future (now is {format_utc(now)})",
+                code="time_not_future",
+            )
+        if (start - now).total_seconds() > horizon_s:
+            raise _horizon(horizon_s)
+
+    until_at = _instant(until, zone_name, now) if until is not None else None
+
+    if every is not None:
+        every_s = parse_duration(every)
+        if every_s < min_period_s:
+            raise _too_short(every_s, min_period_s)
+        if every_s > horizon_s:
+            raise _horizon(horizon_s)
+        anchor = start if start is not None else now + timedelta(seconds=every_s)
+        sched = Schedule("every", zone_name, first_at=anchor, every_s=every_s, repeat=repeat_n, until=until_at)
+    elif cron is not None:
+        expr = " ".join(str(cron).split())
+        compile_cron(expr)
+        sched = Schedule("cron", zone_name, cron=expr, repeat=repeat_n, until=until_at)
+        gap = cron_min_gap(expr, zone_name, now)
+        if gap is not None and gap < min_period_s:
+            raise _too_short(gap, min_period_s, cron=True)
+    else:
+        assert start is not None
+        kind: Kind = "after" if in_ is not None else "at"
+        return Schedule(kind, zone_name, first_at=start, delay_s=delay_s)
+
+    first = first_fire(sched, now)
+    if first is None:
+        if until_at is not None:
+            raise InvalidSchedule(
+                f"--until {format_utc(until_at)} comes before the first fire", code="until_not_after_start"
+            )
+        raise InvalidSchedule(f"{sched.describe()} never fires", code="no_future_fire")
+    if (first - now).total_seconds() > horizon_s:
+        raise _horizon(horizon_s)
+    return sched
+
+
+def _instant(value: str | datetime, zone_name: str, now: datetime) -> datetime:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise InvalidSchedule("naive datetimes are not accepted; attach a zone", code="invalid_time")
+        return value.astimezone(UTC)
+    return parse_local_or_instant(value, zone_name, now=now)
+
+
+# -- occurrence arithmetic ---------------------------------------------------------------
+
+
+def first_fire(s: Schedule, now: datetime) -> datetime | None:
+    """The first nominal fire of a new schedule made at ``now``."""
+    if s.kind == "cron":
+        return next_after(s, now)
+    first = s.first_at
+    if first is not None and s.until is not None and first > s.until:
+        return None
+    return first
+
+
+def next_after(s: Schedule, t: datetime) -> datetime | None:
+    """The first nominal occurrence strictly after ``t`` (ignores the repeat count)."""
+    if s.kind in ("after", "at"):
+        assert s.first_at is not None
+        return s.first_at if s.first_at > t else None
+    if s.kind == "cron":
+        assert s.cron is not None
+        nxt = next_cron_time(s.cron, get_zone(s.tz), t)
+    else:
+        nxt = _next_every(s, t)
+    if nxt is not None and s.until is not None and nxt > s.until:
+        return None
+    return nxt
+
+
+def _next_every(s: Schedule, t: datetime) -> datetime:
+    assert s.first_at is not None and s.every_s
+    anchor = s.first_at
+    if t < anchor:
+        return anchor
+    if not s.calendar_days:
+        step = timedelta(seconds=s.every_s)
+        k = (t - anchor) // step + 1
+        return anchor + k * step
+    days = s.every_s // DAY
+    zone = get_zone(s.tz)
+    anchor_wall = instant_to_wall(anchor, zone)
+    k = max(0, (t - anchor) // timedelta(days=days) - 1)
+    while True:
+        cand = wall_to_instant(anchor_wall + timedelta(days=k * days), zone, gap="end")
+        if cand > t:
+            return cand
+        k += 1
+
+
+def due_between(s: Schedule, start: datetime, now: datetime, *, cap: int = 10_000) -> tuple[datetime, int, bool]:
+    """Occurrences of ``s`` in ``[start, now]`` where ``start`` is a nominal occurrence <= now.
+
+    Returns ``(latest, count, exact)``: the latest occurrence <= now, how many
+    there are (``start`` included), and whether the count is exact (it stops at
+    ``cap`` steps for dense cron rules; ``latest`` is always exact).
+    """
+    if s.kind in ("after", "at"):
+        return start, 1, True
+    if s.kind == "every" and not s.calendar_days:
+        assert s.every_s
+        step = timedelta(seconds=s.every_s)
+        k = (now - start) // step
+        latest = start + k * step
+        if s.until is not None and latest > s.until:
+            k = (s.until - start) // step
+            latest = start + k * step
+        return latest, int(k) + 1, True
+    latest, count = start, 1
+    cursor = start
+    while count < cap:
+        nxt = next_after(s, cursor)
+        if nxt is None or nxt > now:
+            return latest, count, True
+        latest, count, cursor = nxt, count + 1, nxt
+    # Dense rule and a long outage: find the latest by probing backwards windows.
+    for window in (timedelta(minutes=1), timedelta(hours=1), timedelta(days=1), timedelta(days=32),
+                   timedelta(days=400), timedelta(days=4000)):
+        probe = max(cursor, now - window)
+        nxt = next_after(s, probe)
+        if nxt is not None and nxt <= now:
+            latest = nxt
+            while True:
+                after = next_after(s, latest)
+                if after is None or after > now:
+                    return latest, count, False
+                latest = after
+    return latest, count, False
+
+
+def cron_min_gap(expr: str, zone_name: str, now: datetime, samples: int = 400) -> int | None:
+    """Smallest gap in seconds between consecutive fires over the next ``samples`` fires
+    (and at least two days). None when it fires fewer than twice."""
+    zone = get_zone(zone_name)
+    prev = next_cron_time(expr, zone, now)
+    if prev is None:
+        return None
+    best: float | None = None
+    horizon = now + timedelta(days=2)
+    for i in range(samples * 4):
+        nxt = next_cron_time(expr, zone, prev)
+        if nxt is None:
+            break
+        gap = (nxt - prev).total_seconds()
+        best = gap if best is None else min(best, gap)
+        prev = nxt
+        if i >= samples and prev > horizon:
+            break
+    return None if best is None else int(best)
+
+
+def with_anchor(s: Schedule, anchor: datetime) -> Schedule:
+    return replace(s, first_at=anchor)
+
+
+def _conflict(msg: str) -> InvalidSchedule:
+    return InvalidSchedule(msg, code="conflicting_schedule")
+
+
+def _horizon(horizon_s: int) -> InvalidSchedule:
+    return InvalidSchedule(
+        f"reminders reach at most {horizon_s // DAY} days ahead", code="horizon_exceeded"
+    )
+
+
+def _too_short(got: int | float, minimum: int, *, cron: bool = False) -> InvalidSchedule:
+    what = "this cron rule fires every" if cron else "the interval is"
+    return InvalidSchedule(
+        f"{what} {format_duration(got)}; repeating reminders need at least {format_duration(minimum)}",
+        code="interval_too_short",
+    )
+
+
+def _bad_repeat(value: object, why: str = "") -> InvalidSchedule:
+    return InvalidSchedule(
+        why or f"repeat {value!r} is not valid; give a count >= 1, or -1 / forever",
+        code="invalid_repeat",
+    )
