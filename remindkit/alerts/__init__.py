@@ -1,0 +1,34 @@
+"""Alerts on fire: alarm sound, spoken announcement, desktop notification.
+
+The engine calls :meth:`Alerter.alert` for a fire whose reminder asks for an
+alarm or an announcement, after publishing the fired event and before delivery.
+An alerter never raises and never blocks longer than its own timeouts; a failure
+is logged and recorded, and delivery goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from ..models import Fire
+
+log = logging.getLogger(__name__)
+
+
+class Alerter(Protocol):
+    def alert(self, fire: Fire) -> str:
+        """Play the alerts for ``fire``; return ``done``, ``muted`` or ``failed``."""
+        ...
+
+
+class NullAlerter:
+    """Logs instead of playing (headless servers, tests)."""
+
+    def __init__(self) -> None:
+        self.played: list[str] = []
+
+    def alert(self, fire: Fire) -> str:
+        log.info("alert for %s (alarm=%s announce=%r): no alert devices here", fire.key, fire.alarm, fire.announce)
+        self.played.append(fire.key)
+        return "done"

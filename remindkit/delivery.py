@@ -1,0 +1,317 @@
+"""Delivery: from a fired occurrence to a turn in its session.
+
+Order on fire (DESIGN.md): the fired event is published, then the alarm and the
+announcement play (when the reminder asks and this engine alerts), then the
+``<schedule-fired>`` message is delivered. Delivery never interrupts a turn:
+
+* the target is the reminder's session, or, when it has none, the most recently
+  active session;
+* a session that is busy (a turn runs through remindkit, or an external agent
+  marked it busy) keeps the occurrence ``waiting``, or skips it, per the
+  reminder's ``on_busy`` policy; waiting ones for one session go out together in
+  its next idle turn, ordered by due time;
+* a session this process cannot reach (no adapter, or a python session
+  registered elsewhere) keeps it ``waiting`` until one that can picks it up.
+
+Outcomes are written with the claim's token in batches by the engine thread
+(:meth:`Dispatcher.flush`); a stale token (the lease was taken over) is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from . import events as ev
+from .alerts import Alerter, NullAlerter
+from .clock import Clock, from_us, now_us, to_us
+from .models import (
+    OCC_FAILED,
+    SESSION_DELETED,
+    SKIPPED,
+    WAITING,
+    Fire,
+    Session,
+)
+from .models import DELIVERED as OCC_DELIVERED
+from .protocol import frame_fired
+from .sessions.base import Adapters, SessionAdapter, TurnResult
+from .settings import Settings
+from .store import Outcome, SqlStore
+
+log = logging.getLogger(__name__)
+SESSION_TTL_US = 1_000_000
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: SqlStore,
+        *,
+        clock: Clock,
+        owner: str,
+        adapters: Adapters,
+        alerter: Alerter | None = None,
+        events: ev.Events | None = None,
+        settings: Settings | None = None,
+        inline: bool = False,
+        poke: Callable[[], None] | None = None,
+        workers: int = 8,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.owner = owner
+        self.adapters = adapters
+        self.alerter: Alerter = alerter or NullAlerter()
+        self.events = events or ev.Events()
+        self.settings = settings or store.settings
+        self.inline = inline
+        self.poke = poke or (lambda: None)
+        self._lock = threading.RLock()
+        self._outcomes: list[Outcome] = []
+        self._fired: list[tuple[int, str, int]] = []
+        self._turns: set[str] = set()
+        self._recheck = False
+        self._sessions: dict[str, tuple[Session | None, int]] = {}
+        self._pool = None if inline else ThreadPoolExecutor(workers, thread_name_prefix="remindkit-turn")
+        self._alerts = None if inline else ThreadPoolExecutor(1, thread_name_prefix="remindkit-alert")
+        self._inflight = 0
+
+    # -- called by the engine thread -----------------------------------------------------
+
+    def submit(self, fires: Sequence[Fire], fired_us: int) -> None:
+        """Fire these occurrences now: publish, alert, deliver."""
+        fired_at = from_us(fired_us)
+        stamped = [f if f.fired_at is not None else replace(f, fired_at=fired_at) for f in fires]
+        with self._lock:
+            for f in stamped:
+                self._fired.append((f.occurrence_id, f.token, fired_us))
+        for f in stamped:
+            self.events.emit(ev.FIRED, f)
+        plain = [f for f in stamped if f.alert != "pending"]
+        alerting = [f for f in stamped if f.alert == "pending"]
+        if plain:
+            self.route(plain)
+        if alerting:
+            if self._alerts is None:
+                self._alert_then_route(alerting)
+            else:
+                self._track(self._alerts.submit(self._alert_then_route, alerting))
+
+    def flush(self) -> list[int]:
+        """Write queued outcomes (one transaction). Returns refused (stale) ids."""
+        with self._lock:
+            outcomes, self._outcomes = self._outcomes, []
+            fired, self._fired = self._fired, []
+            recheck, self._recheck = self._recheck, False
+        ended = {o.occurrence_id for o in outcomes}
+        fired = [f for f in fired if f[0] not in ended]
+        stale: list[int] = []
+        try:
+            if fired:
+                self.store.mark_fired(fired)
+            if outcomes:
+                stale = self.store.finish(outcomes)
+        except Exception:
+            with self._lock:  # keep them for the next flush
+                self._outcomes[:0] = outcomes
+                self._fired[:0] = fired
+                self._recheck = self._recheck or recheck
+            raise
+        for occ_id in stale:
+            log.warning("outcome of occurrence %s refused: its lease was taken over by another engine", occ_id)
+        if recheck:
+            self.deliver_waiting()
+        return stale
+
+    def deliver_waiting(self) -> int:
+        """Pick up waiting occurrences for sessions this process can serve now."""
+        try:
+            candidates = self.store.waiting_sessions()
+        except Exception:
+            log.exception("cannot list waiting deliveries")
+            return 0
+        now = now_us(self.clock)
+        ready: list[str | None] = []
+        for sid in candidates:
+            target = self._resolve(sid)
+            if target is None or target.state == SESSION_DELETED:
+                if sid is not None and target is not None:
+                    ready.append(sid)  # recorded as failed by route()
+                continue
+            adapter = self.adapters.get(target.adapter)
+            if adapter is None or not adapter.can_deliver(target) or self._busy(target):
+                continue
+            ready.append(sid)
+        if not ready:
+            return 0
+        fires = self.store.claim_waiting(
+            now_us=now, owner=self.owner, lease_us=int(self.settings.lease_s * 1e6), sessions=ready
+        )
+        if fires:
+            self.route(fires)
+        return len(fires)
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._sessions.clear()
+
+    @property
+    def idle(self) -> bool:
+        with self._lock:
+            return self._inflight == 0 and not self._outcomes and not self._fired
+
+    def close(self, wait: bool = True) -> None:
+        for pool in (self._alerts, self._pool):
+            if pool is not None:
+                pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    # -- routing -------------------------------------------------------------------------
+
+    def route(self, fires: Sequence[Fire]) -> None:
+        groups: dict[str | None, list[Fire]] = defaultdict(list)
+        targets: dict[str | None, Session | None] = {}
+        for f in fires:
+            target = self._resolve(f.session)
+            key = target.id if target is not None else None
+            targets[key] = target
+            groups[key].append(f)
+        for key, group in groups.items():
+            target = targets[key]
+            if target is None:
+                self._finish(group, WAITING, error="no session to deliver to yet")
+                continue
+            if target.state == SESSION_DELETED:
+                self._finish(group, OCC_FAILED, error=f"session {target.id} was deleted")
+                self.events.emit(ev.FAILED, target.id, group, f"session {target.id} was deleted")
+                continue
+            adapter = self.adapters.get(target.adapter)
+            if adapter is None:
+                why = "session has no delivery adapter" if target.adapter is None else f"no {target.adapter} adapter in this process"
+                self._finish(group, WAITING, error=why)
+                continue
+            if not adapter.can_deliver(target):
+                self._finish(group, WAITING, error=f"session {target.id} is not reachable from this process")
+                continue
+            if self._busy(target):
+                self._when_busy(target, group)
+                continue
+            with self._lock:
+                self._turns.add(target.id)
+            if self._pool is None:
+                self._run_turn(target, adapter, group)
+            else:
+                self._track(self._pool.submit(self._run_turn, target, adapter, group))
+
+    def _when_busy(self, target: Session, group: Sequence[Fire]) -> None:
+        skip = [f for f in group if f.on_busy == "skip"]
+        wait = [f for f in group if f.on_busy != "skip"]
+        if skip:
+            self._finish(skip, SKIPPED, error=f"session {target.id} was busy at the due time (policy: skip)")
+        if wait:
+            self._finish(wait, WAITING, error=f"session {target.id} is busy; waiting for it to be idle")
+            self.events.emit(ev.WAITING, target.id, wait)
+
+    def _run_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> None:
+        token = None
+        now = now_us(self.clock)
+        try:
+            if adapter.shared:
+                token = uuid.uuid4().hex
+                until = now + int(self.settings.lease_s * 1e6)
+                if not self.store.claim_turn(target.id, owner=self.owner, token=token, until_us=until, now_us=now):
+                    token = None
+                    self._finish(fires, WAITING, error=f"session {target.id} is busy; waiting for it to be idle")
+                    return
+            result = self._deliver(target, adapter, fires)
+            done = now_us(self.clock)
+            if result.ok:
+                self._finish(fires, OCC_DELIVERED, delivered_us=done, delivered_to=result.session or target.id)
+                self.events.emit(ev.DELIVERED, result.session or target.id, list(fires), result)
+            else:
+                self._finish(fires, OCC_FAILED, error=result.error or "turn failed")
+                self.events.emit(ev.FAILED, target.id, list(fires), result.error)
+        except Exception as exc:  # an adapter bug must not lose the occurrence
+            log.exception("delivery to %s failed", target.id)
+            self._finish(fires, OCC_FAILED, error=f"{type(exc).__name__}: {exc}")
+            self.events.emit(ev.FAILED, target.id, list(fires), str(exc))
+        finally:
+            if token is not None:
+                try:
+                    self.store.release_turn(target.id, token, now_us=now_us(self.clock))
+                except Exception:
+                    log.exception("could not release the turn of %s (its lease will expire)", target.id)
+            with self._lock:
+                self._turns.discard(target.id)
+                self._recheck = True
+            self.poke()
+
+    def _deliver(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> TurnResult:
+        """Run the turn; the agent-side fallbacks hook in here."""
+        return adapter.run_turn(target, frame_fired(fires), fires)
+
+    def _alert_then_route(self, fires: Sequence[Fire]) -> None:
+        for f in fires:
+            try:
+                if not self.store.set_alert(f.occurrence_id, f.token, expect="pending", to="playing"):
+                    continue  # another engine has it, or it already played
+                try:
+                    state = self.alerter.alert(f)
+                except Exception:
+                    log.exception("alerter failed for %s", f.key)
+                    state = "failed"
+                self.store.set_alert(f.occurrence_id, f.token, expect="playing", to=state)
+                self.events.emit(ev.ALERTED, f, state)
+            except Exception:
+                log.exception("alert bookkeeping failed for %s; delivery goes on", f.key)
+        self.route([replace(f, alert="done") for f in fires])
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _finish(self, fires: Sequence[Fire], state: str, *, error: str | None = None,
+                delivered_us: int | None = None, delivered_to: str | None = None) -> None:
+        with self._lock:
+            for f in fires:
+                self._outcomes.append(Outcome(
+                    occurrence_id=f.occurrence_id, token=f.token, state=state,
+                    fired_at_us=None if f.fired_at is None else to_us(f.fired_at),
+                    delivered_at_us=delivered_us, delivered_to=delivered_to, error=error,
+                ))
+        self.poke()
+
+    def _busy(self, target: Session) -> bool:
+        with self._lock:
+            local = target.id in self._turns
+        return local or target.busy or target.in_turn
+
+    def _resolve(self, session_id: str | None) -> Session | None:
+        """The session to deliver to (cached for a second; hints clear the cache)."""
+        key = session_id if session_id is not None else "\0most-recent"
+        now = now_us(self.clock)
+        with self._lock:
+            hit = self._sessions.get(key)
+        if hit is not None and now - hit[1] < SESSION_TTL_US:
+            return hit[0]
+        if session_id is None:
+            sess = self.store.most_recent_session()
+        else:
+            sess = self.store.get_session(session_id, now_us=now)
+        with self._lock:
+            self._sessions[key] = (sess, now)
+        return sess
+
+    def _track(self, future: Any) -> None:
+        with self._lock:
+            self._inflight += 1
+
+        def done(_f: Any) -> None:
+            with self._lock:
+                self._inflight -= 1
+
+        future.add_done_callback(done)

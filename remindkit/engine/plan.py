@@ -1,0 +1,118 @@
+"""What claiming a due reminder does: pure functions of the reminder and ``now``.
+
+Missed while no engine ran (DESIGN.md): an overdue one-shot fires once; a
+repeating reminder follows its ``misfire`` policy:
+
+* ``latest`` (default): fire the latest missed occurrence once; the record
+  says how many earlier ones were missed;
+* ``skip``: fire none of them (a ``skipped`` record says how many), unless the
+  occurrence is only a little late (within ``grace``);
+* ``all``: fire the missed occurrences, at most ``catchup_cap`` of them (the
+  latest ones); the rest are recorded as missed.
+
+Missed occurrences do not count against the repeat count; fires do.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ..clock import to_us
+from ..models import ACTIVE, DONE, Reminder
+from ..schedules import due_between, next_after
+from ..store import Plan, PlannedFire
+
+GRACE = timedelta(seconds=60)
+
+
+def plan_fire(rem: Reminder, now: datetime, *, catchup_cap: int | None = None, grace: timedelta = GRACE) -> Plan:
+    assert rem.next_fire_at is not None, "only reminders with a next fire are claimed"
+    s = rem.schedule
+    due = rem.next_fire_at
+    fired = rem.fired_count
+
+    if rem.snoozed:
+        # A snoozed fire is an extra one; the series (if any) continues after it.
+        position = max(1, fired)
+        nxt = _next_series(rem, max(due, now), fired)
+        state = ACTIVE if nxt is not None else DONE
+        return Plan((PlannedFire(to_us(due), 0, position),), (), _us(nxt), state, fired, snoozed=False)
+
+    if not s.repeating:
+        return Plan((PlannedFire(to_us(due), 0, 1),), (), None, DONE, fired + 1)
+
+    if due > now:
+        dues, missed_before = [due], 0
+    else:
+        latest, count, _exact = due_between(s, due, now)
+        if rem.misfire == "skip" and now - latest > grace:
+            skipped = (PlannedFire(to_us(latest), count, 0),)
+            nxt = _next_series(rem, latest, fired)
+            return Plan((), skipped, _us(nxt), ACTIVE if nxt is not None else DONE, fired)
+        if rem.misfire == "all" and count > 1:
+            cap = max(1, catchup_cap if catchup_cap is not None else rem.catchup_cap)
+            dues = _last_n(rem, due, latest, min(cap, count))
+            missed_before = count - len(dues)
+        else:  # "latest", or "skip" whose latest occurrence is only a little late
+            dues, missed_before = [latest], count - 1
+
+    remaining = None if s.repeat is None else max(0, s.repeat - fired)
+    if remaining is not None:
+        dues = dues[-remaining:] if remaining else []
+    fires = tuple(
+        PlannedFire(to_us(d), missed_before if i == 0 else 0, fired + i + 1) for i, d in enumerate(dues)
+    )
+    fired_count = fired + len(fires)
+    last = dues[-1] if dues else due
+    nxt = _next_series(rem, last, fired_count)
+    return Plan(fires, (), _us(nxt), ACTIVE if nxt is not None else DONE, fired_count)
+
+
+def _next_series(rem: Reminder, after: datetime, fired_count: int) -> datetime | None:
+    s = rem.schedule
+    if not s.repeating:
+        return None
+    if s.repeat is not None and fired_count >= s.repeat:
+        return None
+    return next_after(s, after)
+
+
+def _last_n(rem: Reminder, first: datetime, latest: datetime, n: int) -> list[datetime]:
+    """The last ``n`` occurrences in [first, latest], oldest first."""
+    s = rem.schedule
+    if s.kind == "every" and not s.calendar_days and s.every_s:
+        step = timedelta(seconds=s.every_s)
+        out = [latest - i * step for i in range(n)]
+        return sorted(d for d in out if d >= first)
+    window: list[datetime] = []
+    cursor: datetime | None = first
+    while cursor is not None and cursor <= latest:
+        window.append(cursor)
+        if len(window) > n:
+            window.pop(0)
+        cursor = next_after(s, cursor)
+    return window
+
+
+def _us(dt: datetime | None) -> int | None:
+    return None if dt is None else to_us(dt)
+
+
+def resume_next(rem: Reminder, now: datetime) -> datetime | None:
+    """Next fire of a resumed reminder, computed from now.
+
+    A one-shot keeps its time if that is still ahead, else fires at once; a
+    repeating one takes its next anchor-aligned occurrence after now."""
+    s = rem.schedule
+    if not s.repeating:
+        first = s.first_at
+        assert first is not None
+        if rem.next_fire_at is not None and rem.next_fire_at > now:
+            return rem.next_fire_at
+        return first if first > now else now
+    if s.repeat is not None and rem.fired_count >= s.repeat:
+        return None
+    return next_after(s, now)
+
+
+__all__ = ["plan_fire", "resume_next"]

@@ -1,0 +1,393 @@
+"""The reminders API: create, list, cancel, pause, resume, snooze, history,
+export and import. The CLI, the agent tools, the widgets and the tray all go
+through it. Input is validated before anything is written; a refusal raises a
+:class:`~remindkit.errors.RemindkitError` with a stable code and writes nothing.
+
+>>> rk = Reminders(open_store())                                  # doctest: +SKIP
+>>> rk.create("Check the deploy", session="s1", label="deploy", in_="5m")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import secrets
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from .clock import Clock, SystemClock, format_utc, parse_utc, to_us
+from .engine.plan import resume_next
+from .errors import Conflict, InvalidInput, NotFound
+from .models import (
+    ACTIVE,
+    BUSY_POLICIES,
+    CANCELLED,
+    DONE,
+    LIVE_STATES,
+    MISFIRE_POLICIES,
+    PAUSED,
+    REMINDER_STATES,
+    SESSION_DELETED,
+    URGENCIES,
+    Occurrence,
+    Reminder,
+    Session,
+)
+from .schedules import Schedule, build_schedule, first_fire, local_zone_name, parse_duration
+from .settings import Settings
+from .store import SqlStore
+
+EXPORT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Created:
+    reminder: Reminder
+    replaced: tuple[str, ...] = ()
+
+
+class Reminders:
+    def __init__(self, store: SqlStore, *, clock: Clock | None = None, settings: Settings | None = None) -> None:
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+        self.settings = settings or store.settings
+
+    @property
+    def default_tz(self) -> str:
+        return self.settings.tz or local_zone_name()
+
+    # -- create --------------------------------------------------------------------------
+
+    def create(self, text: str, **kwargs: Any) -> Reminder:
+        return self.add(text, **kwargs).reminder
+
+    def add(
+        self,
+        text: str,
+        *,
+        session: str | None = None,
+        label: str | None = None,
+        in_: str | int | None = None,
+        at: str | datetime | None = None,
+        every: str | int | None = None,
+        cron: str | None = None,
+        tz: str | None = None,
+        repeat: object = None,
+        until: str | datetime | None = None,
+        alarm: bool = False,
+        announce: str | None = None,
+        urgency: str = "normal",
+        misfire: str = "latest",
+        catchup_cap: int | None = None,
+        on_busy: str = "wait",
+        source: str = "api",
+        slot: int | None = None,
+        replace_label: bool = True,
+        min_period_s: int | None = None,
+    ) -> Created:
+        limits = self.settings.limits
+        now = self.clock.now()
+        text = check_text(text, limits.text_max)
+        session = check_session_id(session)
+        label = check_label(label, limits.label_max)
+        announce = check_announce(announce, limits.announce_max)
+        _choice("urgency", urgency, URGENCIES)
+        _choice("misfire", misfire, MISFIRE_POLICIES)
+        _choice("on_busy", on_busy, BUSY_POLICIES)
+        sched = build_schedule(
+            now=now, default_tz=self.default_tz, tz=tz, in_=in_, at=at, every=every, cron=cron,
+            repeat=repeat, until=until,
+            min_period_s=limits.min_period_s if min_period_s is None else min_period_s,
+            horizon_s=limits.horizon_s,
+        )
+        first = first_fire(sched, now)
+        rem = Reminder(
+            id=new_id(), session=session, label=label, text=text, schedule=sched, state=ACTIVE,
+            next_fire_at=first, alarm=bool(alarm), announce=announce, urgency=urgency, misfire=misfire,
+            catchup_cap=catchup_cap if catchup_cap is not None else self.settings.catchup_cap,
+            on_busy=on_busy, created_at=now, updated_at=now, source=source, slot=slot,
+        )
+        rem, replaced = self.store.add_reminder(rem, limits=limits, now_us=to_us(now), replace_label=replace_label)
+        return Created(rem, tuple(replaced))
+
+    # -- read ----------------------------------------------------------------------------
+
+    def get(self, reminder_id: str) -> Reminder:
+        rem = self.store.get_reminder(check_id(reminder_id))
+        if rem is None:
+            raise NotFound.reminder(reminder_id)
+        return rem
+
+    def list(self, *, session: Any = Any, all: bool = False, states: Iterable[str] | None = None,
+             order: str = "created") -> builtins.list[Reminder]:
+        if states is None and not all:
+            states = LIVE_STATES
+        if session is not Any and session is not None:
+            session = check_session_id(session)
+        return self.store.find_reminders(session=session, states=states, order=order)
+
+    def history(self, reminder_id: str | None = None, *, session: str | None = None, limit: int = 100) -> builtins.list[Occurrence]:
+        if reminder_id is not None:
+            self.get(reminder_id)
+        return self.store.history(reminder_id=reminder_id, session=session, limit=limit)
+
+    # -- change --------------------------------------------------------------------------
+
+    def cancel(self, ids: Sequence[str], *, session: Any = Any, reason: str | None = None) -> builtins.list[Reminder]:
+        """Cancel reminders by id. An unknown id, or one already finished, refuses the
+        whole call (``not_found`` / ``not_active``) and nothing changes."""
+        ids = [check_id(i) for i in ids]
+
+        def fn(r: Reminder) -> Reminder:
+            if r.state not in LIVE_STATES:
+                raise Conflict(f"reminder {r.id} is {r.state}; there is nothing to cancel", code="not_active", reminder_id=r.id)
+            return replace(r, state=CANCELLED, next_fire_at=None, last_error=reason or r.last_error)
+
+        return self._modify(fn, ids=ids, session=session)
+
+    def cancel_label(self, session: str | None, label: str) -> builtins.list[Reminder]:
+        label = check_label(label, self.settings.limits.label_max) or ""
+        session = check_session_id(session)
+        changed = self._modify(
+            lambda r: replace(r, state=CANCELLED, next_fire_at=None), session=session, label=label, states=LIVE_STATES,
+        )
+        if not changed:
+            where = f" in session {session!r}" if session else ""
+            raise NotFound(f"No active reminder labelled {label!r}{where} was found", code="not_found", label=label)
+        return changed
+
+    def cancel_session(self, session: str | None) -> builtins.list[Reminder]:
+        session = check_session_id(session)
+        return self._modify(lambda r: replace(r, state=CANCELLED, next_fire_at=None), session=session, states=LIVE_STATES)
+
+    def pause(self, ids: Sequence[str], *, session: Any = Any) -> builtins.list[Reminder]:
+        def fn(r: Reminder) -> Reminder | None:
+            if r.state == PAUSED:
+                return None
+            if r.state != ACTIVE:
+                raise Conflict(f"reminder {r.id} is {r.state}; only active reminders can be paused", code="not_active", reminder_id=r.id)
+            return replace(r, state=PAUSED)
+
+        self._modify(fn, ids=[check_id(i) for i in ids], session=session)
+        return [self.get(i) for i in ids]
+
+    def resume(self, ids: Sequence[str], *, session: Any = Any) -> builtins.list[Reminder]:
+        now = self.clock.now()
+
+        def fn(r: Reminder) -> Reminder | None:
+            if r.state == ACTIVE:
+                return None
+            if r.state != PAUSED:
+                raise Conflict(f"reminder {r.id} is {r.state}; only paused reminders can be resumed", code="not_active", reminder_id=r.id)
+            if r.session is not None:
+                sess = self.store.get_session(r.session)
+                if sess is not None and sess.state == SESSION_DELETED:
+                    raise Conflict(f"session {r.session!r} was deleted", code="session_deleted", session=r.session)
+            nxt = resume_next(r, now)
+            if nxt is None:
+                return replace(r, state=DONE, next_fire_at=None)
+            return replace(r, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False)
+
+        self._modify(fn, ids=[check_id(i) for i in ids], session=session)
+        return [self.get(i) for i in ids]
+
+    def snooze(self, reminder_id: str, duration: str | int, *, session: Any = Any) -> Reminder:
+        """Fire this reminder again after ``duration`` (a fired one-shot comes back;
+        a repeating one gets one extra fire, then its series goes on)."""
+        seconds = parse_duration(duration)
+        if seconds > self.settings.limits.horizon_s:
+            raise InvalidInput("snooze is longer than the horizon", code="horizon_exceeded")
+        when = self.clock.now() + timedelta(seconds=seconds)
+
+        def fn(r: Reminder) -> Reminder:
+            if r.state in (CANCELLED,):
+                raise Conflict(f"reminder {r.id} is cancelled", code="not_active", reminder_id=r.id)
+            return replace(r, state=ACTIVE, next_fire_at=when, snoozed=True, last_error=None)
+
+        self._modify(fn, ids=[check_id(reminder_id)], session=session)
+        return self.get(reminder_id)
+
+    def pause_all(self) -> None:
+        """Stop all firing (persisted; survives restarts). Reminders keep their state."""
+        self.store.set_paused_all(True, now_us=to_us(self.clock.now()))
+
+    def resume_all(self) -> None:
+        """Resume firing; what came due while paused fires per each reminder's policy."""
+        self.store.set_paused_all(False, now_us=to_us(self.clock.now()))
+
+    @property
+    def paused_all(self) -> bool:
+        return self.store.paused_all()
+
+    def _modify(self, fn: Any, **select: Any) -> builtins.list[Reminder]:
+        pairs = self.store.modify(fn, now_us=to_us(self.clock.now()), **select)
+        return [new for _old, new in pairs]
+
+    # -- export / import -----------------------------------------------------------------
+
+    def export(self) -> Iterator[str]:
+        """JSON lines: a header, then every session and every reminder (all states)."""
+        rems, sessions = self.store.export_rows()
+        yield json.dumps({"remindkit_export": EXPORT_VERSION, "exported_at": format_utc(self.clock.now()),
+                          "reminders": len(rems), "sessions": len(sessions)})
+        for s in sessions:
+            yield json.dumps({"type": "session", "id": s.id, "adapter": s.adapter, "config": s.config,
+                              "state": s.state, "created_at": format_utc(s.created_at),
+                              "last_active_at": format_utc(s.last_active_at), "parent_id": s.parent_id,
+                              "title": s.title}, ensure_ascii=False)
+        for r in rems:
+            yield json.dumps(_export_reminder(r), ensure_ascii=False)
+
+    def import_(self, lines: Iterable[str], *, replace_existing: bool = False) -> int:
+        """Validate every line first, then insert all in one transaction."""
+        reminders: builtins.list[Reminder] = []
+        sessions: builtins.list[Session] = []
+        seen: set[str] = set()
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                data = json.loads(line)
+                if not isinstance(data, dict):
+                    raise ValueError("not an object")
+                if "remindkit_export" in data:
+                    if data["remindkit_export"] != EXPORT_VERSION:
+                        raise ValueError(f"export version {data['remindkit_export']} is not supported")
+                    continue
+                kind = data.get("type")
+                if kind == "session":
+                    sessions.append(_import_session(data))
+                elif kind == "reminder":
+                    rem = _import_reminder(data, self.settings)
+                    if rem.id in seen:
+                        raise ValueError(f"duplicate id {rem.id}")
+                    seen.add(rem.id)
+                    reminders.append(rem)
+                else:
+                    raise ValueError(f"unknown line type {kind!r}")
+            except InvalidInput as exc:
+                raise InvalidInput(f"line {number}: {exc.message}", code="invalid_import") from None
+            except (ValueError, KeyError, TypeError) as exc:
+                raise InvalidInput(f"line {number}: {exc}", code="invalid_import") from None
+        return self.store.import_rows(reminders, sessions, replace_existing=replace_existing)
+
+
+def _export_reminder(r: Reminder) -> dict[str, Any]:
+    return {
+        "type": "reminder", "id": r.id, "session": r.session, "label": r.label, "text": r.text,
+        "schedule": json.loads(r.schedule.to_json()), "state": r.state,
+        "next_fire_at": format_utc(r.next_fire_at), "fired_count": r.fired_count, "alarm": r.alarm,
+        "announce": r.announce, "urgency": r.urgency, "misfire": r.misfire, "catchup_cap": r.catchup_cap,
+        "on_busy": r.on_busy, "last_error": r.last_error, "source": r.source, "slot": r.slot,
+        "snoozed": r.snoozed, "created_at": format_utc(r.created_at), "updated_at": format_utc(r.updated_at),
+    }
+
+
+def _import_reminder(d: dict[str, Any], settings: Settings) -> Reminder:
+    sched = Schedule.from_json(json.dumps(d["schedule"]))
+    state = d.get("state", ACTIVE)
+    _choice("state", state, REMINDER_STATES)
+    _choice("urgency", d.get("urgency", "normal"), URGENCIES)
+    _choice("misfire", d.get("misfire", "latest"), MISFIRE_POLICIES)
+    _choice("on_busy", d.get("on_busy", "wait"), BUSY_POLICIES)
+    nxt = parse_utc(d["next_fire_at"]) if d.get("next_fire_at") else None
+    if state == ACTIVE and nxt is None:
+        raise ValueError("an active reminder needs next_fire_at")
+    created = parse_utc(d["created_at"]) if d.get("created_at") else None
+    if created is None:
+        raise ValueError("created_at is missing")
+    return Reminder(
+        id=check_id(d["id"]), session=check_session_id(d.get("session")),
+        label=check_label(d.get("label"), settings.limits.label_max),
+        text=check_text(d["text"], settings.limits.text_max), schedule=sched, state=state,
+        next_fire_at=nxt, fired_count=int(d.get("fired_count", 0)), alarm=bool(d.get("alarm", False)),
+        announce=check_announce(d.get("announce"), settings.limits.announce_max),
+        urgency=d.get("urgency", "normal"), misfire=d.get("misfire", "latest"),
+        catchup_cap=int(d.get("catchup_cap", settings.catchup_cap)), on_busy=d.get("on_busy", "wait"),
+        last_error=d.get("last_error"), source=d.get("source", "import"), slot=d.get("slot"),
+        snoozed=bool(d.get("snoozed", False)), created_at=created,
+        updated_at=parse_utc(d["updated_at"]) if d.get("updated_at") else created,
+    )
+
+
+def _import_session(d: dict[str, Any]) -> Session:
+    return Session(
+        id=check_session_id(d["id"]) or "", adapter=d.get("adapter"), config=dict(d.get("config") or {}),
+        state=d.get("state", "active"),
+        created_at=parse_utc(d["created_at"]) if d.get("created_at") else None,
+        last_active_at=parse_utc(d["last_active_at"]) if d.get("last_active_at") else None,
+        parent_id=d.get("parent_id"), title=d.get("title"),
+    )
+
+
+# -- validation (pure) --------------------------------------------------------------------
+
+
+def new_id() -> str:
+    return "rem_" + secrets.token_hex(6)
+
+
+def _has_control(s: str) -> bool:
+    return any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in s)
+
+
+def check_text(text: object, max_len: int) -> str:
+    if not isinstance(text, str):
+        raise InvalidInput("the reminder text must be a string", code="empty_text")
+    s = text.strip()
+    if not s:
+        raise InvalidInput("the reminder needs text: say what to remind about", code="empty_text")
+    if len(s) > max_len:
+        raise InvalidInput(f"the text has {len(s)} characters; at most {max_len} are allowed", code="text_too_long",
+                           limit=max_len)
+    return s
+
+
+def check_label(label: object, max_len: int) -> str | None:
+    if label is None:
+        return None
+    if not isinstance(label, str):
+        raise InvalidInput("a label must be a string", code="invalid_label")
+    s = label.strip()
+    if not s:
+        return None
+    if len(s) > max_len:
+        raise InvalidInput(f"the label has {len(s)} characters; at most {max_len} are allowed", code="label_too_long")
+    if _has_control(s):
+        raise InvalidInput("a label cannot contain control characters", code="invalid_label")
+    return s
+
+
+def check_announce(announce: object, max_len: int) -> str | None:
+    if announce is None:
+        return None
+    if not isinstance(announce, str):
+        raise InvalidInput("announce must be a string", code="invalid_argument")
+    s = " ".join(announce.split())
+    if not s:
+        return None
+    if len(s) > max_len:
+        raise InvalidInput(f"announce has {len(s)} characters; at most {max_len} are allowed", code="announce_too_long")
+    return s
+
+
+def check_session_id(session: object) -> str | None:
+    if session is None:
+        return None
+    if not isinstance(session, str) or not session.strip() or len(session) > 200 or _has_control(session):
+        raise InvalidInput(f"{session!r} is not a session id (1-200 printable characters)", code="invalid_session")
+    return session.strip()
+
+
+def check_id(reminder_id: object) -> str:
+    if not isinstance(reminder_id, str) or not reminder_id or len(reminder_id) > 100 or _has_control(reminder_id):
+        raise NotFound(f"No reminder by the id of {reminder_id!r} was found", code="not_found")
+    return reminder_id
+
+
+def _choice(name: str, value: object, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise InvalidInput(f"{name} must be one of {', '.join(allowed)} (got {value!r})", code=f"invalid_{name}")

@@ -1,0 +1,53 @@
+"""Session adapters: how a ``<schedule-fired>`` message becomes a turn.
+
+An adapter runs one turn with the framed message and returns a
+:class:`TurnResult`. ``shared`` adapters (command, openai) can be driven by any
+engine process, so their turns are claimed in the store; a local adapter
+(python) only by the process that registered the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..models import Fire, Session
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    ok: bool
+    reply: str | None = None
+    error: str | None = None
+    instant: bool = False  # failed at once (e.g. the session cannot be resumed)
+    session: str | None = None  # the session that actually took the turn, if another
+
+
+class SessionAdapter(Protocol):
+    name: str
+    shared: bool
+
+    def can_deliver(self, session: Session) -> bool:
+        """This process can run a turn in ``session`` now."""
+        ...
+
+    def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult: ...
+
+
+class Adapters:
+    """The adapters this process knows, by name."""
+
+    def __init__(self, *adapters: SessionAdapter) -> None:
+        self._by_name: dict[str, SessionAdapter] = {}
+        for adapter in adapters:
+            self.add(adapter)
+
+    def add(self, adapter: SessionAdapter) -> None:
+        self._by_name[adapter.name] = adapter
+
+    def get(self, name: str | None) -> SessionAdapter | None:
+        return None if name is None else self._by_name.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)

@@ -1,0 +1,106 @@
+"""Settings with defaults, overridable from the environment.
+
+=========================  =====================================  ==========
+environment                meaning                                default
+=========================  =====================================  ==========
+REMINDKIT_HOME             data folder (store, logs)              user data dir
+REMINDKIT_DB               SQLAlchemy URL of the store            SQLite in home
+REMINDKIT_TZ               zone for reminders that give none      local zone
+REMINDKIT_MAX_PER_SESSION  active reminders per session           20
+REMINDKIT_MAX_TOTAL        active reminders in the store          200
+REMINDKIT_MIN_PERIOD       shortest repeat period (seconds)       60
+REMINDKIT_HORIZON_DAYS     how far ahead a reminder may reach     366
+REMINDKIT_MAX_TEXT         longest reminder text (characters)     8000
+REMINDKIT_LEASE            claim lease (seconds)                  30
+REMINDKIT_WAIT_CAP         longest engine sleep (seconds)         30
+REMINDKIT_SQLITE_SYNC      SQLite synchronous: FULL or NORMAL     FULL
+=========================  =====================================  ==========
+
+``0`` or ``none`` disables a count limit.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Limits:
+    per_session: int | None = 20
+    total: int | None = 200
+    min_period_s: int = 60
+    horizon_s: int = 366 * 86_400
+    text_max: int = 8_000
+    label_max: int = 100
+    announce_max: int = 500
+    callback_slots: int = 8
+    callback_delay_min: int = 1
+    callback_delay_max: int = 3_600
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = field(default_factory=lambda: default_home())
+    db_url: str | None = None
+    tz: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    lease_s: float = 30.0
+    wait_cap_s: float = 30.0
+    lookahead_s: float = 0.25
+    claim_batch: int = 1000
+    catchup_cap: int = 10
+    sqlite_synchronous: str = "FULL"
+    alert_timeout_s: float = 60.0
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> Settings:
+        env = dict(os.environ if env is None else env)
+        limits = Limits()
+        lim = {
+            "per_session": _count(env.get("REMINDKIT_MAX_PER_SESSION"), limits.per_session),
+            "total": _count(env.get("REMINDKIT_MAX_TOTAL"), limits.total),
+            "min_period_s": int(env.get("REMINDKIT_MIN_PERIOD", limits.min_period_s)),
+            "horizon_s": int(float(env.get("REMINDKIT_HORIZON_DAYS", 366)) * 86_400),
+            "text_max": int(env.get("REMINDKIT_MAX_TEXT", limits.text_max)),
+        }
+        home = Path(env["REMINDKIT_HOME"]).expanduser() if env.get("REMINDKIT_HOME") else default_home()
+        settings = cls(
+            home=home,
+            db_url=env.get("REMINDKIT_DB") or None,
+            tz=env.get("REMINDKIT_TZ") or None,
+            limits=replace(limits, **lim),  # type: ignore[arg-type]
+            lease_s=float(env.get("REMINDKIT_LEASE", 30)),
+            wait_cap_s=float(env.get("REMINDKIT_WAIT_CAP", 30)),
+            sqlite_synchronous=env.get("REMINDKIT_SQLITE_SYNC", "FULL").upper(),
+        )
+        return replace(settings, **overrides)  # type: ignore[arg-type]
+
+    def with_limits(self, **changes: object) -> Settings:
+        return replace(self, limits=replace(self.limits, **changes))  # type: ignore[arg-type]
+
+    @property
+    def default_db_url(self) -> str:
+        return f"sqlite:///{self.home / 'remindkit.db'}"
+
+    @property
+    def url(self) -> str:
+        return self.db_url or self.default_db_url
+
+
+def default_home() -> Path:
+    try:
+        from platformdirs import user_data_dir
+
+        return Path(user_data_dir("remindkit", appauthor=False))
+    except Exception:  # pragma: no cover - platformdirs is a core dependency
+        return Path.home() / ".local" / "share" / "remindkit"
+
+
+def _count(value: str | None, default: int | None) -> int | None:
+    if value is None or value == "":
+        return default
+    if value.strip().lower() in ("0", "none", "off", "unlimited"):
+        return None
+    return int(value)

@@ -1,0 +1,478 @@
+"""Claiming occurrences, leases and acknowledgements.
+
+An occurrence is keyed ``UNIQUE(reminder_id, due_at)``. An engine claims due
+reminders in one write transaction: it inserts the occurrence rows as
+``claimed`` with its owner id, a fresh token and a lease, and advances each
+reminder (next fire, fired count, state) with a compare-and-set on its version.
+SQLite serialises this with ``BEGIN IMMEDIATE``; PostgreSQL with
+``FOR UPDATE SKIP LOCKED`` (the state predicate repeated in the outer UPDATE).
+
+Every later write about a claimed occurrence carries its token; after a lease
+expires another engine may take the occurrence over with a new token, and the
+old owner's acknowledgement then matches no row and is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from ..clock import from_us
+from ..models import ACTIVE, CLAIMED, WAITING, Fire, Reminder
+from . import schema as t
+from .rows import reminder_from_row
+
+PAUSED_ALL = "paused_all"
+
+
+@dataclass(frozen=True)
+class PlannedFire:
+    due_us: int
+    missed: int
+    position: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What claiming one due reminder does (computed by ``engine.plan``, a pure function)."""
+
+    fires: tuple[PlannedFire, ...]
+    skipped: tuple[PlannedFire, ...]
+    next_fire_us: int | None
+    state: str
+    fired_count: int
+    snoozed: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The end (or the pause) of one claimed occurrence, written with its token."""
+
+    occurrence_id: int
+    token: str
+    state: str  # delivered | waiting | failed | skipped | cancelled
+    fired_at_us: int | None = None
+    delivered_at_us: int | None = None
+    delivered_to: str | None = None
+    error: str | None = None
+    alert: str | None = None
+
+
+_FIRE_COLUMNS = (
+    t.occurrences.c.id.label("occ_id"),
+    t.occurrences.c.due_at,
+    t.occurrences.c.token,
+    t.occurrences.c.missed,
+    t.occurrences.c.position,
+    t.occurrences.c.alert,
+    t.occurrences.c.fired_at,
+    t.occurrences.c.session_id.label("occ_session"),
+    t.reminders,
+)
+
+
+def _fire_from_joined(row: Any, token: str) -> Fire:
+    m = row._mapping
+    rem = reminder_from_row(row)
+    return Fire(
+        occurrence_id=m["occ_id"],
+        reminder_id=rem.id,
+        session=m["occ_session"],
+        due_at=from_us(m["due_at"]),
+        text=rem.text,
+        label=rem.label,
+        kind=rem.kind,
+        position=m["position"] or 1,
+        repeat=rem.schedule.repeat,
+        missed=m["missed"],
+        alarm=rem.alarm,
+        announce=rem.announce,
+        urgency=rem.urgency,
+        on_busy=rem.on_busy,
+        token=token,
+        fired_at=from_us(m["fired_at"]) if m["fired_at"] is not None else None,
+        alert=m["alert"],
+        every_s=rem.schedule.every_s,
+    )
+
+
+class ClaimOps:
+    """Occurrence and lease operations, mixed into SqlStore."""
+
+    if TYPE_CHECKING:
+        is_postgres: bool
+
+        def write(self, *, notify: bool = True) -> contextlib.AbstractContextManager[Connection]: ...
+        def read(self) -> contextlib.AbstractContextManager[Connection]: ...
+        def _set_flag(self, conn: Connection, name: str, value: str, now_us: int) -> None: ...
+
+    def _insert(self, table):  # type: ignore[no-untyped-def]
+        return pg_dialect.insert(table) if self.is_postgres else sqlite_dialect.insert(table)
+
+    # -- claiming due reminders ----------------------------------------------------------
+
+    def claim_due(
+        self,
+        *,
+        now_us: int,
+        horizon_us: int,
+        owner: str,
+        lease_us: int,
+        limit: int,
+        plan: Callable[[Reminder], Plan],
+        leave_alerts: bool = False,
+    ) -> tuple[list[Fire], int]:
+        """Claim up to ``limit`` active reminders due by ``horizon_us``; returns the
+        fires and how many reminders were claimed (a full batch means: claim again).
+
+        ``leave_alerts``: another engine holds the alerter lease, so reminders
+        with an alarm or an announcement are left for it.
+        """
+        c = t.reminders.c
+        token = uuid.uuid4().hex
+        fires: list[Fire] = []
+        with self.write(notify=False) as conn:
+            if _paused_all(conn):
+                return [], 0
+            stmt = select(t.reminders).where(c.state == ACTIVE, c.next_fire_at <= horizon_us)
+            if leave_alerts:
+                stmt = stmt.where(c.alarm.is_(False), c.announce.is_(None))
+            stmt = stmt.order_by(c.next_fire_at).limit(limit)
+            if self.is_postgres:
+                stmt = stmt.with_for_update(skip_locked=True)
+            rems = [reminder_from_row(r) for r in conn.execute(stmt)]
+            if not rems:
+                return [], 0
+            occ_rows: list[dict[str, Any]] = []
+            rem_updates: list[dict[str, Any]] = []
+            lease_until = now_us + lease_us
+            for rem in rems:
+                p = plan(rem)
+                for f in p.fires:
+                    occ_rows.append({
+                        "reminder_id": rem.id, "due_at": f.due_us, "session_id": rem.session,
+                        "state": CLAIMED, "owner": owner, "token": token, "lease_until": lease_until,
+                        "missed": f.missed, "position": f.position, "attempts": 1,
+                        "alert": "pending" if (rem.alarm or rem.announce) else None,
+                    })
+                for f in p.skipped:
+                    occ_rows.append({
+                        "reminder_id": rem.id, "due_at": f.due_us, "session_id": rem.session,
+                        "state": "skipped", "owner": None, "token": None, "lease_until": None,
+                        "missed": f.missed, "position": None, "attempts": 0,
+                        "error": f"missed {f.missed} occurrence(s) while no engine ran (policy: skip)",
+                        "alert": None, "fired_at": None,
+                    })
+                rem_updates.append({
+                    "b_id": rem.id, "b_version": rem.version, "next_fire_at": p.next_fire_us,
+                    "state": p.state, "fired_count": p.fired_count, "snoozed": p.snoozed,
+                    "version": rem.version + 1, "updated_at": now_us,
+                })
+            if occ_rows:
+                for row in occ_rows:
+                    row.setdefault("error", None)
+                    row.setdefault("fired_at", None)
+                ins = self._insert(t.occurrences).on_conflict_do_nothing(index_elements=["reminder_id", "due_at"])
+                ins = ins.returning(t.occurrences.c.id, t.occurrences.c.reminder_id, t.occurrences.c.due_at,
+                                    t.occurrences.c.state)
+                inserted = conn.execute(ins, occ_rows).all()
+            else:
+                inserted = []
+            upd = (
+                update(t.reminders)
+                .where(c.id == bindparam("b_id"), c.version == bindparam("b_version"), c.state == ACTIVE)
+                .values(next_fire_at=bindparam("next_fire_at"), state=bindparam("state"),
+                        fired_count=bindparam("fired_count"), snoozed=bindparam("snoozed"),
+                        version=bindparam("version"), updated_at=bindparam("updated_at"))
+            )
+            conn.execute(upd, rem_updates)
+            by_id = {r.id: r for r in rems}
+            by_key = {(row["reminder_id"], row["due_at"]): row for row in occ_rows}
+            for occ_id, rid, due_us, state in inserted:
+                if state != CLAIMED:
+                    continue
+                rem = by_id[rid]
+                row = by_key[(rid, due_us)]
+                fires.append(Fire(
+                    occurrence_id=occ_id, reminder_id=rid, session=rem.session, due_at=from_us(due_us),
+                    text=rem.text, label=rem.label, kind=rem.kind, position=row["position"],
+                    repeat=rem.schedule.repeat, missed=row["missed"], alarm=rem.alarm,
+                    announce=rem.announce, urgency=rem.urgency, on_busy=rem.on_busy, token=token,
+                    alert=row["alert"], every_s=rem.schedule.every_s,
+                ))
+        fires.sort(key=lambda f: (f.due_at, f.occurrence_id))
+        return fires, len(rems)
+
+    def reclaim_expired(
+        self, *, now_us: int, owner: str, lease_us: int, limit: int
+    ) -> list[Fire]:
+        """Take over claimed occurrences whose owner's lease ran out (it crashed or froze)."""
+        o = t.occurrences.c
+        token = uuid.uuid4().hex
+        with self.write(notify=False) as conn:
+            stmt = (
+                select(*_FIRE_COLUMNS, t.occurrences.c.token.label("old_token"))
+                .join(t.reminders, t.reminders.c.id == o.reminder_id)
+                .where(o.state == CLAIMED, o.lease_until < now_us)
+                .order_by(o.due_at)
+                .limit(limit)
+            )
+            if self.is_postgres:
+                stmt = stmt.with_for_update(of=t.occurrences, skip_locked=True)
+            rows = conn.execute(stmt).all()
+            fires = []
+            for row in rows:
+                res = conn.execute(
+                    update(t.occurrences)
+                    .where(o.id == row._mapping["occ_id"], o.token == row._mapping["old_token"], o.state == CLAIMED)
+                    .values(owner=owner, token=token, lease_until=now_us + lease_us, attempts=o.attempts + 1)
+                )
+                if res.rowcount == 1:
+                    fires.append(_fire_from_joined(row, token))
+        return fires
+
+    def claim_waiting(
+        self,
+        *,
+        now_us: int,
+        owner: str,
+        lease_us: int,
+        sessions: Iterable[str | None] | None,
+        limit: int = 500,
+    ) -> list[Fire]:
+        """Take fired occurrences that wait for delivery (optionally only for ``sessions``)."""
+        o = t.occurrences.c
+        token = uuid.uuid4().hex
+        with self.write(notify=False) as conn:
+            stmt = (
+                select(*_FIRE_COLUMNS)
+                .join(t.reminders, t.reminders.c.id == o.reminder_id)
+                .where(o.state == WAITING)
+                .order_by(o.due_at, o.id)
+                .limit(limit)
+            )
+            if sessions is not None:
+                wanted = list(sessions)
+                named = [s for s in wanted if s is not None]
+                conds = []
+                if named:
+                    conds.append(o.session_id.in_(named))
+                if None in wanted:
+                    conds.append(o.session_id.is_(None))
+                if not conds:
+                    return []
+                stmt = stmt.where(or_(*conds))
+            if self.is_postgres:
+                stmt = stmt.with_for_update(of=t.occurrences, skip_locked=True)
+            rows = conn.execute(stmt).all()
+            if not rows:
+                return []
+            ids = [r._mapping["occ_id"] for r in rows]
+            conn.execute(
+                update(t.occurrences)
+                .where(o.id.in_(ids), o.state == WAITING)
+                .values(state=CLAIMED, owner=owner, token=token, lease_until=now_us + lease_us,
+                        attempts=o.attempts + 1)
+            )
+            return [_fire_from_joined(r, token) for r in rows]
+
+    def waiting_sessions(self) -> list[str | None]:
+        """Sessions that have fired occurrences waiting for delivery."""
+        o = t.occurrences.c
+        with self.read() as conn:
+            return [r[0] for r in conn.execute(select(o.session_id).where(o.state == WAITING).distinct())]
+
+    # -- acknowledging -------------------------------------------------------------------
+
+    def finish(self, outcomes: Sequence[Outcome]) -> list[int]:
+        """Write outcomes with their tokens in one transaction. Returns the ids whose
+        token no longer matched (the lease was taken over): those writes are refused."""
+        if not outcomes:
+            return []
+        o = t.occurrences.c
+        stale: list[int] = []
+        with self.write() as conn:
+            for item in outcomes:
+                values: dict[str, Any] = {"state": item.state, "error": item.error}
+                if item.fired_at_us is not None:
+                    values["fired_at"] = func.coalesce(o.fired_at, item.fired_at_us)
+                if item.delivered_at_us is not None:
+                    values["delivered_at"] = item.delivered_at_us
+                if item.delivered_to is not None:
+                    values["delivered_to"] = item.delivered_to
+                if item.alert is not None:
+                    values["alert"] = item.alert
+                if item.state != CLAIMED:
+                    values.update(owner=None, token=None, lease_until=None)
+                res = conn.execute(
+                    update(t.occurrences)
+                    .where(o.id == item.occurrence_id, o.token == item.token, o.state == CLAIMED)
+                    .values(**values)
+                )
+                if res.rowcount != 1:
+                    stale.append(item.occurrence_id)
+        return stale
+
+    def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool:
+        """Compare-and-set the alert state; an alert plays only after winning ``pending -> playing``."""
+        o = t.occurrences.c
+        with self.write(notify=False) as conn:
+            res = conn.execute(
+                update(t.occurrences)
+                .where(o.id == occurrence_id, o.token == token, o.alert == expect)
+                .values(alert=to)
+            )
+            return res.rowcount == 1
+
+    def mark_fired(self, items: Sequence[tuple[int, str, int]]) -> None:
+        """Record ``fired_at`` for (occurrence_id, token, fired_at_us) without ending the claim."""
+        if not items:
+            return
+        o = t.occurrences.c
+        with self.write() as conn:
+            conn.execute(
+                update(t.occurrences)
+                .where(o.id == bindparam("b_id"), o.token == bindparam("b_token"), o.fired_at.is_(None))
+                .values(fired_at=bindparam("b_fired")),
+                [{"b_id": i, "b_token": tok, "b_fired": f} for i, tok, f in items],
+            )
+
+    def renew_leases(self, *, owner: str, until_us: int) -> int:
+        o = t.occurrences.c
+        with self.write(notify=False) as conn:
+            res = conn.execute(
+                update(t.occurrences).where(o.owner == owner, o.state == CLAIMED).values(lease_until=until_us)
+            )
+            conn.execute(
+                update(t.sessions).where(t.sessions.c.turn_owner == owner).values(turn_until=until_us)
+            )
+            return res.rowcount
+
+    # -- session turns -------------------------------------------------------------------
+
+    def claim_turn(self, session_id: str, *, owner: str, token: str, until_us: int, now_us: int) -> bool:
+        """Start a turn on an idle session (no external busy mark, no live turn)."""
+        s = t.sessions.c
+        with self.write() as conn:
+            res = conn.execute(
+                update(t.sessions)
+                .where(
+                    s.id == session_id,
+                    s.busy_since.is_(None),
+                    or_(s.turn_token.is_(None), s.turn_until < now_us),
+                )
+                .values(turn_owner=owner, turn_token=token, turn_until=until_us, last_active_at=now_us)
+            )
+            return res.rowcount == 1
+
+    def release_turn(self, session_id: str, token: str, *, now_us: int) -> bool:
+        s = t.sessions.c
+        with self.write() as conn:
+            res = conn.execute(
+                update(t.sessions)
+                .where(s.id == session_id, s.turn_token == token)
+                .values(turn_owner=None, turn_token=None, turn_until=None, last_active_at=now_us)
+            )
+            return res.rowcount == 1
+
+    # -- what to wait for ----------------------------------------------------------------
+
+    def next_due_us(self, *, leave_alerts: bool = False) -> tuple[int | None, int | None]:
+        """(earliest due reminder, earliest lease expiry of a claimed occurrence)."""
+        c, o = t.reminders.c, t.occurrences.c
+        with self.read() as conn:
+            if _paused_all(conn):
+                due = None
+            else:
+                stmt = select(func.min(c.next_fire_at)).where(c.state == ACTIVE)
+                if leave_alerts:
+                    stmt = stmt.where(c.alarm.is_(False), c.announce.is_(None))
+                due = conn.execute(stmt).scalar()
+            lease = conn.execute(select(func.min(o.lease_until)).where(o.state == CLAIMED)).scalar()
+        return due, lease
+
+    def release_claims(self, *, owner: str, ids: Sequence[int]) -> None:
+        """Let other engines take these claims at once (a clean shutdown)."""
+        if not ids:
+            return
+        o = t.occurrences.c
+        with self.write() as conn:
+            for i in range(0, len(ids), 500):
+                conn.execute(
+                    update(t.occurrences)
+                    .where(o.id.in_(list(ids[i : i + 500])), o.owner == owner, o.state == CLAIMED)
+                    .values(lease_until=0)
+                )
+
+    # -- alerter lease and engine registry -----------------------------------------------
+
+    def hold_lease(
+        self, name: str, *, holder: str, priority: int, until_us: int, now_us: int
+    ) -> tuple[str, int, int]:
+        """Take or renew the named lease if it is free, expired, ours, or held at a lower
+        priority. Returns the (holder, priority, until) that holds it afterwards."""
+        lc = t.leases.c
+        with self.write(notify=False) as conn:
+            res = conn.execute(
+                update(t.leases)
+                .where(lc.name == name, or_(lc.holder == holder, lc.until < now_us, lc.priority < priority))
+                .values(holder=holder, priority=priority, until=until_us)
+            )
+            if res.rowcount == 0:
+                conn.execute(
+                    self._insert(t.leases)
+                    .values(name=name, holder=holder, priority=priority, until=until_us)
+                    .on_conflict_do_nothing(index_elements=["name"])
+                )
+            row = conn.execute(select(lc.holder, lc.priority, lc.until).where(lc.name == name)).one()
+            return row[0], row[1], row[2]
+
+    def lease_holder(self, name: str, *, now_us: int) -> tuple[str, int] | None:
+        lc = t.leases.c
+        with self.read() as conn:
+            row = conn.execute(select(lc.holder, lc.priority).where(lc.name == name, lc.until >= now_us)).first()
+        return None if row is None else (row[0], row[1])
+
+    def drop_lease(self, name: str, *, holder: str) -> None:
+        with self.write(notify=False) as conn:
+            conn.execute(delete(t.leases).where(t.leases.c.name == name, t.leases.c.holder == holder))
+
+    def heartbeat(
+        self, *, engine_id: str, host: str, pid: int, role: str, priority: int, now_us: int
+    ) -> None:
+        e = t.engines.c
+        with self.write(notify=False) as conn:
+            res = conn.execute(update(t.engines).where(e.id == engine_id).values(heartbeat_at=now_us))
+            if res.rowcount == 0:
+                conn.execute(insert(t.engines).values(
+                    id=engine_id, host=host, pid=pid, role=role, alert_priority=priority,
+                    started_at=now_us, heartbeat_at=now_us,
+                ))
+
+    def unregister_engine(self, engine_id: str) -> None:
+        with self.write(notify=False) as conn:
+            conn.execute(delete(t.engines).where(t.engines.c.id == engine_id))
+
+    def live_engines(self, *, since_us: int) -> list[dict[str, Any]]:
+        with self.read() as conn:
+            rows = conn.execute(select(t.engines).where(t.engines.c.heartbeat_at >= since_us)).all()
+        return [dict(r._mapping) for r in rows]
+
+    def set_paused_all(self, paused: bool, *, now_us: int) -> None:
+        with self.write() as conn:
+            self._set_flag(conn, PAUSED_ALL, "1" if paused else "0", now_us)
+
+
+def _paused_all(conn: Connection) -> bool:
+    value = conn.execute(select(t.flags.c.value).where(t.flags.c.name == PAUSED_ALL)).scalar()
+    return value == "1"
+
+
+__all__ = ["ClaimOps", "Outcome", "Plan", "PlannedFire"]

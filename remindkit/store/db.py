@@ -1,0 +1,175 @@
+"""Opening a database: SQLite set-up (WAL, BEGIN IMMEDIATE for writes, private
+files) or PostgreSQL, then Alembic migrations to the latest revision.
+
+SQLite claims must be serialised: pysqlite's own BEGIN is deferred, so a
+SELECT-then-UPDATE can race. As in SQLAlchemy's "Serializable isolation /
+Savepoints / Transactional DDL" recipe for pysqlite, we switch pysqlite's
+transaction handling off and emit BEGIN ourselves: ``BEGIN IMMEDIATE`` for a
+write transaction (it takes the write lock at once), plain ``BEGIN`` for reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool, QueuePool
+
+from ..errors import StoreError
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+WRITE = "rk_write"
+
+
+def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 30_000) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(url, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            url = str(parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False))
+        return create_engine(url, poolclass=QueuePool, pool_size=4, max_overflow=8, pool_pre_ping=True)
+    return create_engine(url)
+
+
+def sqlite_path(url: str) -> Path | None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database).expanduser().resolve()
+
+
+def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engine:
+    path = sqlite_path(url)
+    if path is None:
+        raise StoreError("remindkit needs a SQLite file, not an in-memory database", code="store_unavailable")
+    make_private_file(path)
+    engine = create_engine(
+        f"sqlite:///{path}",
+        poolclass=QueuePool,
+        pool_size=4,
+        max_overflow=8,
+        connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
+    )
+    sync = synchronous if synchronous in ("FULL", "NORMAL", "EXTRA") else "FULL"
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA synchronous={sync}")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):  # type: ignore[no-untyped-def]
+        if conn.get_execution_options().get(WRITE):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+def make_private_file(path: Path) -> None:
+    """Create the database folder (0700) and file (0600) before SQLite does."""
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(parents=True, mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)
+    if not path.exists():
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if not side.exists():
+            with contextlib.suppress(OSError):
+                os.close(os.open(side, os.O_CREAT | os.O_RDWR, 0o600))
+
+
+# -- migrations ---------------------------------------------------------------------------
+
+
+def head_revision() -> str:
+    versions = sorted(p.stem for p in (MIGRATIONS / "versions").glob("[0-9]*.py"))
+    return versions[-1].split("_", 1)[0] if versions else ""
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+        return row[0] if row else None
+
+
+def migrate(engine: Engine, target: str = "head") -> None:
+    """Bring the schema to ``target``; a no-op (and no Alembic import) when current."""
+    if target == "head" and current_revision(engine) == head_revision():
+        return
+    with _migration_lock(engine):
+        if target == "head" and current_revision(engine) == head_revision():
+            return
+        _run_alembic(engine, target)
+
+
+def _run_alembic(engine: Engine, target: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.connect().execution_options(**{WRITE: True}) as conn:
+        cfg.attributes["connection"] = conn
+        known = {p.stem.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9]*.py")}
+        have = current_revision(engine)
+        if have is not None and have not in known:
+            raise StoreError(
+                f"the store was written by a newer remindkit (schema {have}); upgrade remindkit",
+                code="schema_too_new",
+            )
+        command.upgrade(cfg, target)
+        conn.commit()
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """Only one process migrates at a time (file lock for SQLite, advisory lock on PostgreSQL)."""
+    if engine.dialect.name == "sqlite":
+        path = Path(str(engine.url.database))
+        lock = path.with_name(path.name + ".migrate.lock")
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+    elif engine.dialect.name == "postgresql":
+        key = int(hashlib.sha1(b"remindkit-migrate").hexdigest()[:15], 16)
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                conn.commit()
+    else:
+        yield
+
+
+def dispose_quietly(engine: Engine) -> None:
+    with contextlib.suppress(Exception):
+        engine.dispose()
+
+
+__all__ = ["NullPool", "make_engine", "migrate", "sqlite_path"]

@@ -1,0 +1,125 @@
+"""Rows <-> domain values. The only place that knows both shapes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..clock import from_us, to_us
+from ..models import Occurrence, Reminder, Session
+from ..schedules import Schedule
+
+
+def _dt(us: int | None):  # type: ignore[no-untyped-def]
+    return None if us is None else from_us(int(us))
+
+
+def _us(dt):  # type: ignore[no-untyped-def]
+    return None if dt is None else to_us(dt)
+
+
+def reminder_from_row(row: Any) -> Reminder:
+    m = row._mapping
+    return Reminder(
+        id=m["id"],
+        session=m["session_id"],
+        label=m["label"],
+        text=m["text"],
+        schedule=Schedule.from_json(m["spec"]),
+        state=m["state"],
+        next_fire_at=_dt(m["next_fire_at"]),
+        fired_count=m["fired_count"],
+        alarm=bool(m["alarm"]),
+        announce=m["announce"],
+        urgency=m["urgency"],
+        misfire=m["misfire"],
+        catchup_cap=m["catchup_cap"],
+        on_busy=m["on_busy"],
+        last_error=m["last_error"],
+        created_at=_dt(m["created_at"]),
+        updated_at=_dt(m["updated_at"]),
+        source=m["source"],
+        slot=m["slot"],
+        snoozed=bool(m["snoozed"]),
+        version=m["version"],
+    )
+
+
+def reminder_to_row(r: Reminder) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "session_id": r.session,
+        "label": r.label,
+        "text": r.text,
+        "kind": r.schedule.kind,
+        "spec": r.schedule.to_json(),
+        "tz": r.schedule.tz,
+        "state": r.state,
+        "next_fire_at": _us(r.next_fire_at),
+        "fired_count": r.fired_count,
+        "alarm": r.alarm,
+        "announce": r.announce,
+        "urgency": r.urgency,
+        "misfire": r.misfire,
+        "catchup_cap": r.catchup_cap,
+        "on_busy": r.on_busy,
+        "last_error": r.last_error,
+        "source": r.source,
+        "slot": r.slot,
+        "snoozed": r.snoozed,
+        "created_at": _us(r.created_at),
+        "updated_at": _us(r.updated_at),
+        "version": r.version,
+    }
+
+
+def occurrence_from_row(row: Any) -> Occurrence:
+    m = row._mapping
+    return Occurrence(
+        id=m["id"],
+        reminder_id=m["reminder_id"],
+        due_at=from_us(m["due_at"]),
+        state=m["state"],
+        session=m["session_id"],
+        fired_at=_dt(m["fired_at"]),
+        delivered_at=_dt(m["delivered_at"]),
+        missed=m["missed"],
+        position=m["position"],
+        attempts=m["attempts"],
+        error=m["error"],
+        delivered_to=m["delivered_to"],
+        alert=m["alert"],
+        owner=m["owner"],
+    )
+
+
+def session_from_row(row: Any, now_us: int | None = None) -> Session:
+    m = row._mapping
+    in_turn = m["turn_token"] is not None and (now_us is None or (m["turn_until"] or 0) > now_us)
+    return Session(
+        id=m["id"],
+        adapter=m["adapter"],
+        config=json.loads(m["config"] or "{}"),
+        state=m["state"],
+        created_at=_dt(m["created_at"]),
+        last_active_at=_dt(m["last_active_at"]),
+        busy=m["busy_since"] is not None,
+        busy_since=_dt(m["busy_since"]),
+        in_turn=in_turn,
+        parent_id=m["parent_id"],
+        title=m["title"],
+    )
+
+
+def session_to_row(s: Session) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "adapter": s.adapter,
+        "config": json.dumps(s.config, sort_keys=True),
+        "state": s.state,
+        "created_at": _us(s.created_at),
+        "last_active_at": _us(s.last_active_at),
+        "busy_since": _us(s.busy_since),
+        "parent_id": s.parent_id,
+        "title": s.title,
+    }

@@ -1,0 +1,131 @@
+"""Tables of the store (SQLAlchemy Core). Times are integer microseconds, UTC.
+
+The Alembic migrations in ``migrations/versions`` create and change these
+tables; this module mirrors the latest revision for queries.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+metadata = MetaData()
+
+reminders = Table(
+    "reminders",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("session_id", Text, nullable=True),
+    Column("label", Text, nullable=True),
+    Column("text", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("spec", Text, nullable=False),  # Schedule.to_json()
+    Column("tz", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("next_fire_at", BigInteger, nullable=True),
+    Column("fired_count", Integer, nullable=False, server_default="0"),
+    Column("alarm", Boolean, nullable=False, server_default=text("false")),
+    Column("announce", Text, nullable=True),
+    Column("urgency", Text, nullable=False, server_default="normal"),
+    Column("misfire", Text, nullable=False, server_default="latest"),
+    Column("catchup_cap", Integer, nullable=False, server_default="10"),
+    Column("on_busy", Text, nullable=False, server_default="wait"),
+    Column("last_error", Text, nullable=True),
+    Column("source", Text, nullable=False, server_default="api"),
+    Column("slot", Integer, nullable=True),
+    Column("snoozed", Boolean, nullable=False, server_default=text("false")),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("version", Integer, nullable=False, server_default="1"),
+)
+Index("ix_reminders_due", reminders.c.state, reminders.c.next_fire_at)
+Index("ix_reminders_session", reminders.c.session_id, reminders.c.state)
+Index(
+    "ux_reminders_live_label",
+    reminders.c.session_id,
+    reminders.c.label,
+    unique=True,
+    sqlite_where=text("state IN ('active','paused') AND label IS NOT NULL"),
+    postgresql_where=text("state IN ('active','paused') AND label IS NOT NULL"),
+)
+
+occurrences = Table(
+    "occurrences",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("reminder_id", Text, nullable=False),
+    Column("due_at", BigInteger, nullable=False),
+    Column("session_id", Text, nullable=True),
+    Column("state", Text, nullable=False),
+    Column("owner", Text, nullable=True),
+    Column("token", Text, nullable=True),
+    Column("lease_until", BigInteger, nullable=True),
+    Column("fired_at", BigInteger, nullable=True),
+    Column("delivered_at", BigInteger, nullable=True),
+    Column("missed", Integer, nullable=False, server_default="0"),
+    Column("position", Integer, nullable=True),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("error", Text, nullable=True),
+    Column("delivered_to", Text, nullable=True),
+    Column("alert", Text, nullable=True),  # None | pending | playing | done | failed | muted
+    UniqueConstraint("reminder_id", "due_at", name="uq_occurrence_key"),
+)
+Index("ix_occurrences_state", occurrences.c.state, occurrences.c.lease_until)
+Index("ix_occurrences_session", occurrences.c.session_id, occurrences.c.state)
+Index("ix_occurrences_fired", occurrences.c.fired_at)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("adapter", Text, nullable=True),
+    Column("config", Text, nullable=False, server_default="{}"),
+    Column("state", Text, nullable=False, server_default="active"),
+    Column("created_at", BigInteger, nullable=False),
+    Column("last_active_at", BigInteger, nullable=False),
+    Column("busy_since", BigInteger, nullable=True),  # set by `session busy`, cleared by `idle`
+    Column("turn_owner", Text, nullable=True),
+    Column("turn_token", Text, nullable=True),
+    Column("turn_until", BigInteger, nullable=True),
+    Column("parent_id", Text, nullable=True),
+    Column("title", Text, nullable=True),
+)
+
+flags = Table(
+    "flags",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
+engines = Table(
+    "engines",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("role", Text, nullable=False, server_default="engine"),
+    Column("alert_priority", Integer, nullable=False, server_default="0"),
+    Column("started_at", BigInteger, nullable=False),
+    Column("heartbeat_at", BigInteger, nullable=False),
+)
+
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("holder", Text, nullable=False),
+    Column("priority", Integer, nullable=False, server_default="0"),
+    Column("until", BigInteger, nullable=False),
+)

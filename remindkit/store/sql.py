@@ -1,0 +1,462 @@
+"""SqlStore: reminders, sessions and flags on SQLite or PostgreSQL.
+
+Every mutation is one transaction that either commits whole or changes nothing.
+On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` (see ``db.py``); on
+PostgreSQL rows are locked ``FOR UPDATE`` and limit checks take a transaction
+advisory lock, so two processes cannot both pass a limit or a label check.
+After a commit the store sends a wake-up hint to engines (``wake.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, or_, select, text, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from ..clock import from_us, to_us
+from ..errors import Conflict, LimitExceeded, NotFound, StoreError
+from ..models import (
+    ACTIVE,
+    CANCELLED,
+    CLAIMED,
+    LIVE_STATES,
+    OCC_CANCELLED,
+    PAUSED,
+    SESSION_ACTIVE,
+    SESSION_DELETED,
+    WAITING,
+    Occurrence,
+    Reminder,
+    Session,
+)
+from ..settings import Limits, Settings
+from . import schema as t
+from .claims import ClaimOps
+from .db import WRITE, dispose_quietly, make_engine, migrate
+from .rows import occurrence_from_row, reminder_from_row, reminder_to_row, session_from_row, session_to_row
+from .wake import Wake, make_wake
+
+log = logging.getLogger(__name__)
+_LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)
+PAUSED_ALL = "paused_all"
+
+
+class SqlStore(ClaimOps):
+    def __init__(self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None) -> None:
+        self.engine = engine
+        self.settings = settings or Settings.from_env()
+        self.dialect = engine.dialect.name
+        self.wake: Wake = wake if wake is not None else make_wake(engine)
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.dialect == "postgresql"
+
+    @contextlib.contextmanager
+    def write(self, *, notify: bool = True) -> Iterator[Connection]:
+        """One write transaction; commits on success, hints engines afterwards."""
+        try:
+            with self.engine.connect().execution_options(**{WRITE: True}) as conn:
+                with conn.begin():
+                    yield conn
+        except OperationalError as exc:
+            raise StoreError(f"the store is unavailable: {exc.orig}", code="store_unavailable") from exc
+        if notify:
+            self.wake.notify()
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                with conn.begin():
+                    yield conn
+        except OperationalError as exc:
+            raise StoreError(f"the store is unavailable: {exc.orig}", code="store_unavailable") from exc
+
+    def for_update(self, stmt):  # type: ignore[no-untyped-def]
+        return stmt.with_for_update() if self.is_postgres else stmt
+
+    def close(self) -> None:
+        self.wake.close()
+        dispose_quietly(self.engine)
+
+    def __enter__(self) -> SqlStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reminders -----------------------------------------------------------------------
+
+    def add_reminder(
+        self, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool = True
+    ) -> tuple[Reminder, list[str]]:
+        """Insert ``rem``; an active reminder with the same label in its session is
+        cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``."""
+        for attempt in range(3):
+            try:
+                with self.write() as conn:
+                    return self._add_reminder(conn, rem, limits=limits, now_us=now_us, replace_label=replace_label)
+            except IntegrityError:
+                if attempt == 2:
+                    raise Conflict("another process changed this label at the same moment; retry", code="conflict") from None
+        raise AssertionError("unreachable")
+
+    def _add_reminder(
+        self, conn: Connection, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool
+    ) -> tuple[Reminder, list[str]]:
+        if self.is_postgres:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LIMIT_LOCK})
+        replaced: list[str] = []
+        if rem.session is not None:
+            sess = conn.execute(select(t.sessions.c.state).where(t.sessions.c.id == rem.session)).first()
+            if sess is None:
+                conn.execute(insert(t.sessions).values(**_new_session_row(rem.session, now_us)))
+            elif sess.state == SESSION_DELETED:
+                raise Conflict(f"session {rem.session!r} was deleted", code="session_deleted", session=rem.session)
+        if rem.label is not None and replace_label:
+            label_sess = t.reminders.c.session_id.is_(None) if rem.session is None else t.reminders.c.session_id == rem.session
+            old = conn.execute(
+                select(t.reminders.c.id).where(
+                    label_sess, t.reminders.c.label == rem.label, t.reminders.c.state.in_(LIVE_STATES)
+                )
+            ).all()
+            for (old_id,) in old:
+                conn.execute(
+                    update(t.reminders)
+                    .where(t.reminders.c.id == old_id)
+                    .values(state=CANCELLED, last_error=f"replaced by {rem.id}", next_fire_at=None,
+                            updated_at=now_us, version=t.reminders.c.version + 1)
+                )
+                self._cancel_pending(conn, [old_id])
+                replaced.append(old_id)
+        if limits.per_session is not None and rem.session is not None:
+            n = conn.execute(
+                select(func.count()).select_from(t.reminders).where(
+                    t.reminders.c.session_id == rem.session, t.reminders.c.state.in_(LIVE_STATES)
+                )
+            ).scalar_one()
+            if n >= limits.per_session:
+                raise LimitExceeded(
+                    f"session {rem.session!r} already has {n} active reminders (limit {limits.per_session}); "
+                    "cancel one first",
+                    code="too_many_reminders", limit=limits.per_session, scope="session",
+                )
+        if limits.total is not None:
+            n = conn.execute(
+                select(func.count()).select_from(t.reminders).where(t.reminders.c.state.in_(LIVE_STATES))
+            ).scalar_one()
+            if n >= limits.total:
+                raise LimitExceeded(
+                    f"the store already has {n} active reminders (limit {limits.total})",
+                    code="too_many_reminders", limit=limits.total, scope="total",
+                )
+        conn.execute(insert(t.reminders).values(**reminder_to_row(rem)))
+        return rem, replaced
+
+    def import_rows(self, reminders: Sequence[Reminder], sessions: Sequence[Session], *, replace_existing: bool) -> int:
+        """Bulk insert in one transaction (``remindkit import``)."""
+        with self.write() as conn:
+            ids = [r.id for r in reminders]
+            existing: set[str] = set()
+            for chunk in _chunks(ids, 500):
+                existing.update(
+                    row[0] for row in conn.execute(select(t.reminders.c.id).where(t.reminders.c.id.in_(chunk)))
+                )
+            if existing and not replace_existing:
+                raise Conflict(
+                    f"{len(existing)} reminder ids already exist (e.g. {sorted(existing)[0]}); "
+                    "use --replace to overwrite them",
+                    code="already_exists",
+                )
+            if existing:
+                for chunk in _chunks(sorted(existing), 500):
+                    conn.execute(delete(t.reminders).where(t.reminders.c.id.in_(chunk)))
+            have_sessions = {
+                row[0] for row in conn.execute(select(t.sessions.c.id))
+            }
+            new_sessions = [session_to_row(s) for s in sessions if s.id not in have_sessions]
+            if new_sessions:
+                conn.execute(insert(t.sessions), new_sessions)
+            implied = {r.session for r in reminders if r.session} - have_sessions - {s.id for s in sessions}
+            if implied:
+                now = max((to_us(r.created_at) for r in reminders if r.created_at), default=0)
+                conn.execute(insert(t.sessions), [_new_session_row(s, now) for s in sorted(implied)])
+            rows = [reminder_to_row(r) for r in reminders]
+            for chunk in _chunks(rows, 2000):
+                conn.execute(insert(t.reminders), chunk)
+        return len(rows)
+
+    def get_reminder(self, reminder_id: str) -> Reminder | None:
+        with self.read() as conn:
+            row = conn.execute(select(t.reminders).where(t.reminders.c.id == reminder_id)).first()
+        return None if row is None else reminder_from_row(row)
+
+    def find_reminders(
+        self,
+        *,
+        session: str | None | type[Any] = Any,
+        states: Iterable[str] | None = None,
+        label: str | None = None,
+        ids: Iterable[str] | None = None,
+        limit: int | None = None,
+        order: str = "created",
+    ) -> list[Reminder]:
+        stmt = select(t.reminders)
+        stmt = _filter(stmt, session=session, states=states, label=label, ids=ids)
+        if order == "next":
+            stmt = stmt.order_by(t.reminders.c.next_fire_at.is_(None), t.reminders.c.next_fire_at, t.reminders.c.id)
+        else:
+            stmt = stmt.order_by(t.reminders.c.created_at, t.reminders.c.id)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self.read() as conn:
+            return [reminder_from_row(r) for r in conn.execute(stmt)]
+
+    def count_reminders(self, *, session: str | None | type[Any] = Any, states: Iterable[str] | None = None) -> int:
+        stmt = _filter(select(func.count()).select_from(t.reminders), session=session, states=states)
+        with self.read() as conn:
+            return int(conn.execute(stmt).scalar_one())
+
+    def modify(
+        self,
+        fn: Callable[[Reminder], Reminder | None],
+        *,
+        now_us: int,
+        ids: Sequence[str] | None = None,
+        session: str | None | type[Any] = Any,
+        label: str | None = None,
+        states: Iterable[str] | None = None,
+        require_all: bool = True,
+    ) -> list[tuple[Reminder, Reminder]]:
+        """Apply ``fn`` to each selected reminder under the write lock.
+
+        ``fn`` returns the new value, or None to leave it unchanged; it may raise
+        a ``RemindkitError``, which rolls everything back. Returns (old, new)
+        pairs of the reminders that changed. With ``ids`` and ``require_all``, an
+        unknown id raises ``not_found`` and nothing changes.
+        """
+        with self.write() as conn:
+            stmt = _filter(select(t.reminders), session=session, states=states, label=label, ids=ids)
+            stmt = self.for_update(stmt.order_by(t.reminders.c.created_at, t.reminders.c.id))
+            current = [reminder_from_row(r) for r in conn.execute(stmt)]
+            if ids is not None and require_all:
+                found = {r.id for r in current}
+                for rid in ids:
+                    if rid not in found:
+                        raise NotFound.reminder(rid)
+            changed: list[tuple[Reminder, Reminder]] = []
+            for old in current:
+                new = fn(old)
+                if new is None or new == old:
+                    continue
+                new = replace(new, updated_at=from_us(now_us), version=old.version + 1)
+                row = reminder_to_row(new)
+                result = conn.execute(
+                    update(t.reminders)
+                    .where(t.reminders.c.id == old.id, t.reminders.c.version == old.version)
+                    .values(**{k: v for k, v in row.items() if k not in ("id", "created_at")})
+                )
+                if result.rowcount != 1:
+                    raise Conflict(f"reminder {old.id} changed concurrently; retry", code="conflict")
+                changed.append((old, new))
+            ended = [new.id for old, new in changed if new.state == CANCELLED and old.state != CANCELLED]
+            if ended:
+                self._cancel_pending(conn, ended)
+            return changed
+
+    def _cancel_pending(self, conn: Connection, reminder_ids: Sequence[str]) -> None:
+        """A cancelled reminder's fires that were not yet delivered are cancelled too."""
+        for chunk in _chunks(list(reminder_ids), 500):
+            conn.execute(
+                update(t.occurrences)
+                .where(
+                    t.occurrences.c.reminder_id.in_(chunk),
+                    or_(t.occurrences.c.state == WAITING,
+                        and_(t.occurrences.c.state == CLAIMED, t.occurrences.c.fired_at.is_(None))),
+                )
+                .values(state=OCC_CANCELLED, error="reminder cancelled", owner=None, token=None, lease_until=None)
+            )
+
+    # -- flags ---------------------------------------------------------------------------
+
+    def get_flag(self, name: str, default: str | None = None) -> str | None:
+        with self.read() as conn:
+            value = conn.execute(select(t.flags.c.value).where(t.flags.c.name == name)).scalar()
+        return default if value is None else str(value)
+
+    def set_flag(self, name: str, value: str, *, now_us: int) -> None:
+        with self.write() as conn:
+            self._set_flag(conn, name, value, now_us)
+
+    def _set_flag(self, conn: Connection, name: str, value: str, now_us: int) -> None:
+        done = conn.execute(update(t.flags).where(t.flags.c.name == name).values(value=value, updated_at=now_us))
+        if done.rowcount == 0:
+            conn.execute(insert(t.flags).values(name=name, value=value, updated_at=now_us))
+
+    def paused_all(self) -> bool:
+        return self.get_flag(PAUSED_ALL, "0") == "1"
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def put_session(self, sess: Session, *, now_us: int) -> Session:
+        """Create or update a session's adapter, config and title (not its busy state)."""
+        with self.write() as conn:
+            row = conn.execute(self.for_update(select(t.sessions).where(t.sessions.c.id == sess.id))).first()
+            values = session_to_row(sess)
+            if row is None:
+                values["created_at"] = values["created_at"] or now_us
+                values["last_active_at"] = values["last_active_at"] or now_us
+                conn.execute(insert(t.sessions).values(**values))
+            else:
+                conn.execute(
+                    update(t.sessions).where(t.sessions.c.id == sess.id).values(
+                        adapter=values["adapter"], config=values["config"], title=values["title"],
+                        state=values["state"], parent_id=values["parent_id"],
+                    )
+                )
+        got = self.get_session(sess.id)
+        assert got is not None
+        return got
+
+    def get_session(self, session_id: str, *, now_us: int | None = None) -> Session | None:
+        with self.read() as conn:
+            row = conn.execute(select(t.sessions).where(t.sessions.c.id == session_id)).first()
+        return None if row is None else session_from_row(row, now_us)
+
+    def list_sessions(self, *, include_deleted: bool = False, now_us: int | None = None) -> list[Session]:
+        stmt = select(t.sessions).order_by(t.sessions.c.last_active_at.desc(), t.sessions.c.id)
+        if not include_deleted:
+            stmt = stmt.where(t.sessions.c.state != SESSION_DELETED)
+        with self.read() as conn:
+            return [session_from_row(r, now_us) for r in conn.execute(stmt)]
+
+    def most_recent_session(self, *, exclude: Iterable[str] = ()) -> Session | None:
+        stmt = (
+            select(t.sessions)
+            .where(t.sessions.c.state == SESSION_ACTIVE, t.sessions.c.adapter.is_not(None))
+            .order_by(t.sessions.c.last_active_at.desc(), t.sessions.c.id)
+        )
+        excluded = list(exclude)
+        if excluded:
+            stmt = stmt.where(t.sessions.c.id.not_in(excluded))
+        with self.read() as conn:
+            row = conn.execute(stmt.limit(1)).first()
+        return None if row is None else session_from_row(row)
+
+    def touch_session(self, session_id: str, *, now_us: int) -> None:
+        with self.write(notify=False) as conn:
+            conn.execute(update(t.sessions).where(t.sessions.c.id == session_id).values(last_active_at=now_us))
+
+    def set_session_busy(self, session_id: str, busy: bool, *, now_us: int) -> Session:
+        with self.write() as conn:
+            row = conn.execute(select(t.sessions.c.id).where(t.sessions.c.id == session_id)).first()
+            if row is None:
+                conn.execute(insert(t.sessions).values(**_new_session_row(session_id, now_us)))
+            conn.execute(
+                update(t.sessions).where(t.sessions.c.id == session_id).values(
+                    busy_since=now_us if busy else None, last_active_at=now_us
+                )
+            )
+        got = self.get_session(session_id, now_us=now_us)
+        assert got is not None
+        return got
+
+    def delete_session(self, session_id: str, *, now_us: int) -> list[str]:
+        """Mark the session deleted and pause its live reminders (``last_error`` says why)."""
+        with self.write() as conn:
+            row = conn.execute(self.for_update(select(t.sessions).where(t.sessions.c.id == session_id))).first()
+            if row is None:
+                raise NotFound(f"No session by the id of {session_id!r} was found", code="session_not_found")
+            conn.execute(update(t.sessions).where(t.sessions.c.id == session_id).values(state=SESSION_DELETED))
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    select(t.reminders.c.id).where(
+                        t.reminders.c.session_id == session_id, t.reminders.c.state == ACTIVE
+                    )
+                )
+            ]
+            if ids:
+                conn.execute(
+                    update(t.reminders).where(t.reminders.c.id.in_(ids)).values(
+                        state=PAUSED, last_error=f"session {session_id} was deleted",
+                        updated_at=now_us, version=t.reminders.c.version + 1,
+                    )
+                )
+            return ids
+
+    # -- history -------------------------------------------------------------------------
+
+    def history(
+        self, *, reminder_id: str | None = None, session: str | None = None, limit: int = 100,
+        states: Iterable[str] | None = None,
+    ) -> list[Occurrence]:
+        stmt = select(t.occurrences)
+        if reminder_id is not None:
+            stmt = stmt.where(t.occurrences.c.reminder_id == reminder_id)
+        if session is not None:
+            stmt = stmt.where(or_(t.occurrences.c.session_id == session, t.occurrences.c.delivered_to == session))
+        if states is not None:
+            stmt = stmt.where(t.occurrences.c.state.in_(list(states)))
+        stmt = stmt.order_by(t.occurrences.c.due_at.desc(), t.occurrences.c.id.desc()).limit(limit)
+        with self.read() as conn:
+            return [occurrence_from_row(r) for r in conn.execute(stmt)]
+
+    def export_rows(self) -> tuple[list[Reminder], list[Session]]:
+        with self.read() as conn:
+            rems = [reminder_from_row(r) for r in conn.execute(select(t.reminders).order_by(t.reminders.c.created_at, t.reminders.c.id))]
+            sess = [session_from_row(r) for r in conn.execute(select(t.sessions).order_by(t.sessions.c.id))]
+        return rems, sess
+
+
+def _filter(stmt, *, session=Any, states=None, label=None, ids=None):  # type: ignore[no-untyped-def]
+    c = t.reminders.c
+    if session is not Any:
+        stmt = stmt.where(c.session_id.is_(None) if session is None else c.session_id == session)
+    if states is not None:
+        stmt = stmt.where(c.state.in_(list(states)))
+    if label is not None:
+        stmt = stmt.where(c.label == label)
+    if ids is not None:
+        stmt = stmt.where(c.id.in_(list(ids)))
+    return stmt
+
+
+def _new_session_row(session_id: str, now_us: int) -> dict[str, Any]:
+    return {"id": session_id, "adapter": None, "config": json.dumps({}), "state": SESSION_ACTIVE,
+            "created_at": now_us, "last_active_at": now_us}
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def open_store(url: str | None = None, *, settings: Settings | None = None, run_migrations: bool = True) -> SqlStore:
+    """Open (and create or migrate) the store at ``url`` or the configured default."""
+    settings = settings or Settings.from_env()
+    engine = make_engine(url or settings.url, synchronous=settings.sqlite_synchronous)
+    try:
+        if run_migrations:
+            migrate(engine)
+    except StoreError:
+        dispose_quietly(engine)
+        raise
+    except OperationalError as exc:
+        dispose_quietly(engine)
+        raise StoreError(f"cannot open the store at {engine.url!r}: {exc.orig}", code="store_unavailable") from exc
+    return SqlStore(engine, settings=settings)

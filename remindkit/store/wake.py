@@ -1,0 +1,204 @@
+"""Wake-up hints between processes sharing a store.
+
+A hint only shortens a sleep; correctness never depends on it (engines also
+wake at their cap). After a write commits, the store calls :meth:`notify`;
+engines wait on :meth:`Listener.fileno` with ``select``.
+
+* SQLite: every listening process binds a Unix datagram socket in a private
+  per-user folder named after the database file; ``notify`` sends one byte
+  to each (and removes sockets whose owner is gone).
+* PostgreSQL: ``LISTEN remindkit`` / ``NOTIFY remindkit``.
+* Elsewhere (no AF_UNIX datagrams): no hints; engines poll at a short cap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+CHANNEL = "remindkit"
+
+
+class Listener(Protocol):
+    def fileno(self) -> int: ...
+    def drain(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class Wake(Protocol):
+    def notify(self) -> None: ...
+    def listen(self) -> Listener | None: ...
+    def close(self) -> None: ...
+
+
+class NoWake:
+    def notify(self) -> None:
+        pass
+
+    def listen(self) -> Listener | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def _runtime_dir(db_path: Path) -> Path:
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if not base or not os.access(base, os.W_OK):
+        base = tempfile.gettempdir()
+    digest = hashlib.sha1(str(db_path).encode()).hexdigest()[:12]
+    folder = Path(base) / f"remindkit-{os.getuid()}" / digest
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        os.chmod(folder.parent, 0o700)
+        os.chmod(folder, 0o700)
+    return folder
+
+
+class SocketListener:
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(self.path))
+        self.sock.setblocking(False)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def drain(self) -> int:
+        count = 0
+        while True:
+            try:
+                self.sock.recv(64)
+                count += 1
+            except (BlockingIOError, InterruptedError):
+                return count
+            except OSError:
+                return count
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+class SocketWake:
+    """Datagram fan-out among processes on one host (SQLite stores)."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.folder = _runtime_dir(db_path)
+        self._send = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._send.setblocking(False)
+        self._lock = threading.Lock()
+
+    def notify(self) -> None:
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return
+        with self._lock:
+            for name in names:
+                if not name.endswith(".sock"):
+                    continue
+                path = os.path.join(self.folder, name)
+                try:
+                    self._send.sendto(b"!", path)
+                except (ConnectionRefusedError, FileNotFoundError):
+                    with contextlib.suppress(OSError):
+                        pid = int(name.split("-", 1)[0])
+                        if not _alive(pid):
+                            os.unlink(path)
+                except (BlockingIOError, OSError):
+                    pass  # its buffer is full: it has hints enough
+
+    def listen(self) -> Listener | None:
+        return SocketListener(self.folder)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._send.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class PgListener:
+    def __init__(self, dsn: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.conn.execute(f"LISTEN {CHANNEL}")
+
+    def fileno(self) -> int:
+        return self.conn.pgconn.socket
+
+    def drain(self) -> int:
+        count = 0
+        pg = self.conn.pgconn
+        try:
+            pg.consume_input()
+            while pg.notifies() is not None:
+                count += 1
+        except Exception as exc:  # the connection dropped; engines keep waking at their cap
+            log.warning("wake: PostgreSQL listener failed: %s", exc)
+            raise
+        return count
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
+
+class PgWake:
+    """LISTEN/NOTIFY (a hint: notifications can be lost with a dropped connection)."""
+
+    def __init__(self, dsn: str, notify_conn_factory) -> None:  # type: ignore[no-untyped-def]
+        self.dsn = dsn
+        self._factory = notify_conn_factory
+
+    def notify(self) -> None:
+        try:
+            with self._factory() as conn:
+                conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
+                conn.commit()
+        except Exception as exc:
+            log.debug("wake: NOTIFY failed: %s", exc)
+
+    def listen(self) -> Listener | None:
+        try:
+            return PgListener(self.dsn)
+        except Exception as exc:
+            log.warning("wake: cannot LISTEN (%s); engines will poll at their cap", exc)
+            return None
+
+    def close(self) -> None:
+        pass
+
+
+def make_wake(engine) -> Wake:  # type: ignore[no-untyped-def]
+    if engine.dialect.name == "sqlite":
+        if not hasattr(socket, "AF_UNIX"):
+            return NoWake()
+        return SocketWake(Path(str(engine.url.database)).resolve())
+    if engine.dialect.name == "postgresql":
+        url = engine.url.set(drivername="postgresql")
+        dsn = url.render_as_string(hide_password=False)
+        return PgWake(dsn, engine.connect)
+    return NoWake()
