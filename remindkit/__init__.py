@@ -12,7 +12,15 @@ as a new turn, never in the middle of one.
 
 from .clock import Clock, FakeClock, SystemClock
 from .engine import Engine
-from .errors import Conflict, InvalidInput, InvalidSchedule, LimitExceeded, NotFound, RemindkitError, StoreError
+from .errors import (
+    Conflict,
+    InvalidInput,
+    InvalidSchedule,
+    LimitExceeded,
+    NotFound,
+    RemindkitError,
+    StoreError,
+)
 from .events import Events
 from .models import Fire, Occurrence, Reminder, Session
 from .reminders import Reminders

@@ -31,6 +31,7 @@ from typing import Any
 from . import events as ev
 from .alerts import Alerter, NullAlerter
 from .clock import Clock, from_us, now_us, to_us
+from .models import DELIVERED as OCC_DELIVERED
 from .models import (
     OCC_FAILED,
     SESSION_DELETED,
@@ -39,7 +40,6 @@ from .models import (
     Fire,
     Session,
 )
-from .models import DELIVERED as OCC_DELIVERED
 from .protocol import frame_fired
 from .sessions.base import Adapters, SessionAdapter, TurnResult
 from .settings import Settings

@@ -40,7 +40,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _pg_reachable() -> str | None:
     try:
         import psycopg
-
         from sqlalchemy.engine import make_url
 
         url = make_url(PG_URL).set(drivername="postgresql")

@@ -359,7 +359,7 @@ def _table(out: TextIO, api: Reminders, rems: Sequence[Reminder]) -> None:
                      r.session or "-", r.label or "-", text.replace("\n", " ")))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
-        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] + "\n")
+        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1] + "\n")
 
 
 def _history(out: TextIO, hist: Sequence[Occurrence]) -> None:

@@ -28,7 +28,7 @@ from .zones import instant_to_wall, wall_to_instant
 
 _DOW_NAMES = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 _DOW_INDEX = {name: i for i, name in enumerate(_DOW_NAMES)}
-_MONTHS = "jan feb mar apr may jun jul aug sep oct nov dec".split()
+_MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 _MAX_STEPS = 200_000
 
 

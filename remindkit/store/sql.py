@@ -40,7 +40,13 @@ from ..settings import Limits, Settings
 from . import schema as t
 from .claims import ClaimOps
 from .db import WRITE, dispose_quietly, make_engine, migrate
-from .rows import occurrence_from_row, reminder_from_row, reminder_to_row, session_from_row, session_to_row
+from .rows import (
+    occurrence_from_row,
+    reminder_from_row,
+    reminder_to_row,
+    session_from_row,
+    session_to_row,
+)
 from .wake import Wake, make_wake
 
 log = logging.getLogger(__name__)
@@ -69,9 +75,8 @@ class SqlStore(ClaimOps):
     def write(self, *, notify: bool = True) -> Iterator[Connection]:
         """One write transaction; commits on success, hints engines afterwards."""
         try:
-            with self.engine.connect().execution_options(**{WRITE: True}) as conn:
-                with conn.begin():
-                    yield conn
+            with self.engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
+                yield conn
         except OperationalError as exc:
             raise StoreError(f"the store is unavailable: {exc.orig}", code="store_unavailable") from exc
         if notify:
@@ -80,9 +85,8 @@ class SqlStore(ClaimOps):
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         try:
-            with self.engine.connect() as conn:
-                with conn.begin():
-                    yield conn
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
         except OperationalError as exc:
             raise StoreError(f"the store is unavailable: {exc.orig}", code="store_unavailable") from exc
 

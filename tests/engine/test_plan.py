@@ -1,0 +1,91 @@
+"""Catch-up planning: pure function of the reminder and now."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from remindkit.clock import from_us
+from remindkit.engine.plan import plan_fire, resume_next
+from remindkit.models import ACTIVE, DONE, Reminder
+from remindkit.schedules import Schedule
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+
+
+def every(minutes=10, repeat=None, **kw):
+    s = Schedule("every", "UTC", first_at=T0, every_s=minutes * 60, repeat=repeat)
+    return Reminder(id="rem_x", session="s1", text="t", schedule=s, next_fire_at=T0, **kw)
+
+
+def dues(plan):
+    return [from_us(f.due_us) for f in plan.fires]
+
+
+def test_on_time_fire():
+    p = plan_fire(every(), T0)
+    assert dues(p) == [T0] and p.fires[0].missed == 0 and p.fires[0].position == 1
+    assert from_us(p.next_fire_us) == T0 + timedelta(minutes=10)
+    assert p.state == ACTIVE and p.fired_count == 1
+
+
+def test_pre_claim_in_the_future_has_no_catch_up():
+    p = plan_fire(every(), T0 - timedelta(milliseconds=200))
+    assert dues(p) == [T0]
+
+
+@pytest.mark.parametrize(
+    "policy, late, expect_dues, expect_missed, skipped",
+    [
+        ("latest", timedelta(minutes=35), [T0 + timedelta(minutes=30)], 3, 0),
+        ("latest", timedelta(seconds=5), [T0], 0, 0),
+        ("skip", timedelta(minutes=35), [], None, 4),
+        ("skip", timedelta(seconds=30), [T0], 0, 0),
+        ("all", timedelta(minutes=35), [T0 + timedelta(minutes=m) for m in (0, 10, 20, 30)], 0, 0),
+        ("all", timedelta(hours=5), [T0 + timedelta(minutes=m) for m in range(210, 310, 10)], 21, 0),
+    ],
+    ids=["latest", "latest-just-late", "skip", "skip-within-grace", "all", "all-capped"],
+)
+def test_missed_policies(policy, late, expect_dues, expect_missed, skipped):
+    p = plan_fire(every(misfire=policy, catchup_cap=10), T0 + late)
+    assert dues(p) == expect_dues
+    if expect_dues:
+        assert p.fires[0].missed == expect_missed
+        assert [f.position for f in p.fires] == list(range(1, len(expect_dues) + 1))
+    assert sum(f.missed for f in p.skipped) == skipped
+    # The next fire is the first occurrence after now, on the anchor grid.
+    nxt = from_us(p.next_fire_us)
+    assert nxt > T0 + late and (nxt - T0) % timedelta(minutes=10) == timedelta(0)
+
+
+def test_repeat_count_is_exact_and_ends():
+    r = every(repeat=3)
+    p = plan_fire(r, T0 + timedelta(hours=1))
+    assert len(p.fires) == 1 and p.fired_count == 1
+    r2 = Reminder(**{**r.__dict__, "fired_count": 2, "next_fire_at": T0 + timedelta(minutes=20)})
+    p2 = plan_fire(r2, T0 + timedelta(minutes=20))
+    assert p2.state == DONE and p2.next_fire_us is None and p2.fired_count == 3
+
+
+def test_all_policy_respects_remaining_repeats():
+    r = every(repeat=3, misfire="all", catchup_cap=10)
+    p = plan_fire(r, T0 + timedelta(hours=1))
+    assert len(p.fires) == 3 and p.state == DONE
+
+
+def test_one_shot_overdue_fires_once():
+    s = Schedule("after", "UTC", first_at=T0, delay_s=60)
+    r = Reminder(id="rem_y", session=None, text="t", schedule=s, next_fire_at=T0)
+    p = plan_fire(r, T0 + timedelta(days=3))
+    assert dues(p) == [T0] and p.state == DONE and p.fired_count == 1
+
+
+def test_resume_next():
+    r = every()
+    assert resume_next(r, T0 + timedelta(minutes=25)) == T0 + timedelta(minutes=30)
+    s = Schedule("at", "UTC", first_at=T0)
+    one = Reminder(id="rem_z", session=None, text="t", schedule=s, next_fire_at=T0)
+    assert resume_next(one, T0 - timedelta(minutes=5)) == T0
+    late = T0 + timedelta(minutes=5)
+    assert resume_next(one, late) == late  # a missed one-shot fires at once

@@ -1,0 +1,242 @@
+"""The store contract, run over every backend (SQLite file and PostgreSQL)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from remindkit.clock import to_us
+from remindkit.engine.plan import plan_fire
+from remindkit.errors import Conflict, LimitExceeded, NotFound
+from remindkit.models import ACTIVE, CANCELLED, CLAIMED, DELIVERED, DONE, PAUSED, WAITING, Session
+from remindkit.reminders import Reminders
+from remindkit.store import Outcome, open_store
+
+
+@pytest.fixture
+def api(store, clock, settings):
+    return Reminders(store, clock=clock, settings=settings)
+
+
+def claim(store, clock, owner="e1", lookahead=0.0, limit=100, lease_s=30):
+    now = clock.now()
+    fires, _n = store.claim_due(
+        now_us=to_us(now), horizon_us=to_us(now) + int(lookahead * 1e6), owner=owner,
+        lease_us=int(lease_s * 1e6), limit=limit, plan=lambda r: plan_fire(r, now),
+    )
+    return fires
+
+
+def test_create_and_read_back(api, store):
+    r = api.create("Check the deploy", session="s1", label="deploy", in_="5m", alarm=True, announce="Deploy check")
+    got = store.get_reminder(r.id)
+    assert got == r
+    assert got.next_fire_at == api.clock.now() + timedelta(minutes=5)
+    assert store.get_session("s1") is not None
+
+
+def test_label_replaces_live_reminder(api):
+    a = api.create("first", session="s1", label="x", in_="5m")
+    b = api.add("second", session="s1", label="x", in_="10m")
+    assert b.replaced == (a.id,)
+    old = api.get(a.id)
+    assert old.state == CANCELLED and old.last_error == f"replaced by {b.reminder.id}"
+    assert [r.id for r in api.list(session="s1")] == [b.reminder.id]
+    # Another session's label is independent.
+    c = api.add("third", session="s2", label="x", in_="10m")
+    assert c.replaced == ()
+
+
+@pytest.mark.parametrize("scope", ["session", "total"])
+def test_limits_refuse_and_change_nothing(store, clock, settings, scope):
+    limits = {"per_session": 3, "total": None} if scope == "session" else {"per_session": None, "total": 3}
+    api = Reminders(store, clock=clock, settings=settings.with_limits(**limits))
+    for i in range(3):
+        api.create(f"r{i}", session="s1" if scope == "session" else f"s{i}", in_="5m")
+    before = store.count_reminders()
+    with pytest.raises(LimitExceeded) as exc:
+        api.create("one too many", session="s1", in_="5m")
+    assert exc.value.code == "too_many_reminders"
+    assert store.count_reminders() == before
+    # A cancelled one frees a slot.
+    api.cancel([api.list()[0].id])
+    api.create("fits again", session="s1", in_="5m")
+
+
+def test_modify_unknown_id_changes_nothing(api, store):
+    a = api.create("a", session="s1", in_="5m")
+    with pytest.raises(NotFound):
+        api.cancel([a.id, "rem_doesnotexist"])
+    assert api.get(a.id).state == ACTIVE
+
+
+def test_cancel_finished_is_refused(api, store, clock):
+    a = api.create("a", session="s1", in_="5m")
+    api.cancel([a.id])
+    with pytest.raises(Conflict) as exc:
+        api.cancel([a.id])
+    assert exc.value.code == "not_active"
+
+
+def test_claim_once_and_advance(api, store, clock):
+    one = api.create("one", session="s1", in_="1m")
+    rep = api.create("rep", session="s1", every="1m", repeat=2)
+    clock.advance(61)
+    fires = claim(store, clock)
+    assert sorted(f.reminder_id for f in fires) == sorted([one.id, rep.id])
+    assert claim(store, clock, owner="e2") == []  # nothing twice
+    assert api.get(one.id).state == DONE
+    r = api.get(rep.id)
+    assert r.fired_count == 1 and r.next_fire_at == rep.next_fire_at + timedelta(minutes=1)
+    clock.advance(60)
+    (f2,) = claim(store, clock)
+    assert f2.position == 2
+    assert api.get(rep.id).state == DONE
+
+
+def test_outcome_needs_the_token(api, store, clock):
+    api.create("one", session="s1", in_="1m")
+    clock.advance(61)
+    (fire,) = claim(store, clock, lease_s=1)
+    # The lease runs out; another engine takes it over with a new token.
+    clock.advance(5)
+    (taken,) = store.reclaim_expired(now_us=clock.now_us(), owner="e2", lease_us=30_000_000, limit=10)
+    assert taken.occurrence_id == fire.occurrence_id and taken.token != fire.token
+    stale = store.finish([Outcome(fire.occurrence_id, fire.token, DELIVERED, delivered_at_us=clock.now_us())])
+    assert stale == [fire.occurrence_id]
+    assert store.finish([Outcome(taken.occurrence_id, taken.token, DELIVERED, delivered_at_us=clock.now_us())]) == []
+    (occ,) = store.history()
+    assert occ.state == DELIVERED and occ.attempts == 2
+
+
+def test_waiting_then_claimed_for_delivery(api, store, clock):
+    api.create("one", session="s1", in_="1m")
+    clock.advance(61)
+    (fire,) = claim(store, clock)
+    store.finish([Outcome(fire.occurrence_id, fire.token, WAITING, fired_at_us=clock.now_us(), error="busy")])
+    assert store.waiting_sessions() == ["s1"]
+    (again,) = store.claim_waiting(now_us=clock.now_us(), owner="e2", lease_us=10**7, sessions=["s1"])
+    assert again.occurrence_id == fire.occurrence_id
+    assert store.claim_waiting(now_us=clock.now_us(), owner="e3", lease_us=10**7, sessions=None) == []
+    (occ,) = store.history()
+    assert occ.state == CLAIMED and occ.fired_at is not None
+
+
+def test_paused_all_blocks_claims_and_persists(store_url, settings, clock):
+    s1 = open_store(store_url, settings=settings)
+    api = Reminders(s1, clock=clock, settings=settings)
+    api.create("one", session="s1", in_="1m")
+    api.pause_all()
+    s1.close()
+    s2 = open_store(store_url, settings=settings)
+    try:
+        clock.advance(120)
+        assert s2.paused_all()
+        assert claim(s2, clock) == []
+        Reminders(s2, clock=clock, settings=settings).resume_all()
+        assert len(claim(s2, clock)) == 1
+    finally:
+        s2.close()
+
+
+def test_pause_resume_from_now(api, clock):
+    r = api.create("rep", session="s1", every="10m")
+    api.pause([r.id])
+    assert api.get(r.id).state == PAUSED
+    clock.advance(timedelta(minutes=25))
+    (resumed,) = api.resume([r.id])
+    # Anchored to the original first fire (09:10), next after now (09:25): 09:30.
+    assert resumed.state == ACTIVE
+    assert resumed.next_fire_at == r.next_fire_at + timedelta(minutes=20)
+
+
+def test_snooze_brings_back_a_fired_one_shot(api, store, clock):
+    r = api.create("one", session="s1", in_="1m")
+    clock.advance(61)
+    claim(store, clock)
+    assert api.get(r.id).state == DONE
+    s = api.snooze(r.id, "10m")
+    assert s.state == ACTIVE and s.next_fire_at == clock.now() + timedelta(minutes=10)
+    clock.advance(timedelta(minutes=10))
+    (f,) = claim(store, clock)
+    assert f.reminder_id == r.id
+    assert api.get(r.id).state == DONE
+
+
+def test_delete_session_pauses_its_reminders(api, store, clock):
+    r = api.create("one", session="s1", in_="5m")
+    store.delete_session("s1", now_us=clock.now_us())
+    got = api.get(r.id)
+    assert got.state == PAUSED and "deleted" in got.last_error
+    with pytest.raises(Conflict) as exc:
+        api.create("two", session="s1", in_="5m")
+    assert exc.value.code == "session_deleted"
+    with pytest.raises(Conflict):
+        api.resume([r.id])
+
+
+def test_export_import_roundtrip(api, store, store_url, settings, clock, tmp_path):
+    api.create("one", session="s1", label="a", in_="5m")
+    api.create("two", session="s2", cron="0 9 * * 1-5", tz="Europe/Berlin")
+    done = api.create("three", session="s1", in_="1m")
+    api.cancel([done.id])
+    store.put_session(Session("s1", adapter="command", config={"argv": ["true"]}), now_us=clock.now_us())
+    lines = list(api.export())
+    other = open_store(f"sqlite:///{tmp_path / 'copy.db'}", settings=settings)
+    try:
+        api2 = Reminders(other, clock=clock, settings=settings)
+        assert api2.import_(lines) == 3
+        assert [r.to_dict() for r in api2.list(all=True)] == [r.to_dict() for r in api.list(all=True)]
+        assert other.get_session("s1").config == {"argv": ["true"]}
+        with pytest.raises(Conflict):
+            api2.import_(lines)  # ids exist: refused whole
+        assert api2.import_(lines, replace_existing=True) == 3
+        assert other.count_reminders() == 3
+    finally:
+        other.close()
+
+
+def test_import_rejects_a_bad_line_and_writes_nothing(api, store):
+    good = list(api.export())
+    r = api.create("x", session="s1", in_="5m")
+    lines = [line for line in api.export()]
+    api.cancel([r.id])
+    broken = lines[:-1] + ['{"type": "reminder", "id": "rem_x", "text": ""}']
+    from remindkit.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as exc:
+        api.import_(broken)
+    assert exc.value.code == "invalid_import" and "line" in exc.value.message
+    assert store.count_reminders() == 1
+    assert good  # header only
+
+
+def test_hold_lease_priority(store, clock):
+    now = clock.now_us()
+    assert store.hold_lease("alerter", holder="serve", priority=0, until_us=now + 10, now_us=now)[0] == "serve"
+    assert store.hold_lease("alerter", holder="nb", priority=0, until_us=now + 10, now_us=now)[0] == "serve"
+    assert store.hold_lease("alerter", holder="tray", priority=10, until_us=now + 10, now_us=now)[0] == "tray"
+    assert store.hold_lease("alerter", holder="serve", priority=0, until_us=now + 10, now_us=now)[0] == "tray"
+    later = now + 11
+    assert store.hold_lease("alerter", holder="serve", priority=0, until_us=later + 10, now_us=later)[0] == "serve"
+
+
+def test_catchup_latest_records_missed(api, store, clock):
+    r = api.create("rep", session="s1", every="1m")
+    clock.advance(timedelta(minutes=10, seconds=30))
+    (f,) = claim(store, clock)
+    assert f.missed == 9 and f.due_at == r.next_fire_at + timedelta(minutes=9)
+    assert api.get(r.id).next_fire_at == f.due_at + timedelta(minutes=1)
+
+
+def test_unique_occurrence_key(store, api, clock):
+    """A second claim of the same (reminder, due) is impossible even if the reminder row
+    is rewound: the key is unique."""
+    r = api.create("one", session="s1", in_="1m")
+    clock.advance(61)
+    (f,) = claim(store, clock)
+    store.modify(lambda x: replace(x, state=ACTIVE, next_fire_at=r.next_fire_at), now_us=clock.now_us(), ids=[r.id])
+    assert claim(store, clock, owner="e2") == []
+    assert len(store.history(reminder_id=r.id)) == 1
