@@ -47,6 +47,7 @@ from .store import Outcome, SqlStore
 
 log = logging.getLogger(__name__)
 SESSION_TTL_US = 1_000_000
+MOST_RECENT = "\0most-recent"
 
 
 class Dispatcher:
@@ -76,7 +77,8 @@ class Dispatcher:
         self._lock = threading.RLock()
         self._outcomes: list[Outcome] = []
         self._fired: list[tuple[int, str, int]] = []
-        self._turns: set[str] = set()
+        self._turns: set[str] = set()  # sessions where a turn of ours runs
+        self._queued: dict[str, list[Fire]] = defaultdict(list)  # fires for its next turn
         self._recheck = False
         self._sessions: dict[str, tuple[Session | None, int]] = {}
         self._pool = None if inline else ThreadPoolExecutor(workers, thread_name_prefix="remindkit-turn")
@@ -158,9 +160,26 @@ class Dispatcher:
             self.route(fires)
         return len(fires)
 
+    def prefetch(self, session_ids: set[str | None]) -> None:
+        """Load these sessions into the cache (store thread), so that firing
+        (fire thread) does not wait on the database."""
+        for sid in session_ids:
+            try:
+                self._resolve(sid, fresh=True)
+            except Exception:
+                log.exception("cannot load session %s", sid)
+
     def invalidate(self) -> None:
+        """Something changed in the store: reload the cached sessions (store thread)."""
         with self._lock:
+            keys = list(self._sessions)
             self._sessions.clear()
+        self.prefetch({None if k == MOST_RECENT else k for k in keys})
+
+    @property
+    def has_outcomes(self) -> bool:
+        with self._lock:
+            return bool(self._outcomes or self._fired or self._recheck)
 
     @property
     def idle(self) -> bool:
@@ -171,6 +190,11 @@ class Dispatcher:
         for pool in (self._alerts, self._pool):
             if pool is not None:
                 pool.shutdown(wait=wait, cancel_futures=not wait)
+        with self._lock:
+            queued = [f for fires in self._queued.values() for f in fires]
+            self._queued.clear()
+        if queued:  # not run here after all: any engine can pick them up
+            self._finish(queued, WAITING, error="engine stopped before its turn")
 
     # -- routing -------------------------------------------------------------------------
 
@@ -199,11 +223,20 @@ class Dispatcher:
             if not adapter.can_deliver(target):
                 self._finish(group, WAITING, error=f"session {target.id} is not reachable from this process")
                 continue
-            if self._busy(target):
+            with self._lock:
+                ours = target.id in self._turns
+                if ours:  # our own turn runs there: these go in the next one, right after it
+                    self._queued[target.id].extend(f for f in group if f.on_busy != "skip")
+                elif not (target.busy or target.in_turn):
+                    self._turns.add(target.id)
+            if ours:
+                skip = [f for f in group if f.on_busy == "skip"]
+                if skip:
+                    self._finish(skip, SKIPPED, error=f"session {target.id} was busy at the due time (policy: skip)")
+                continue
+            if target.busy or target.in_turn:
                 self._when_busy(target, group)
                 continue
-            with self._lock:
-                self._turns.add(target.id)
             if self._pool is None:
                 self._run_turn(target, adapter, group)
             else:
@@ -219,6 +252,19 @@ class Dispatcher:
             self.events.emit(ev.WAITING, target.id, wait)
 
     def _run_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> None:
+        """Run turns in ``target`` until no more fires are queued for it."""
+        while True:
+            self._one_turn(target, adapter, fires)
+            with self._lock:
+                queued = self._queued.pop(target.id, [])
+                if not queued:
+                    self._turns.discard(target.id)
+                    self._recheck = True
+                    break
+            fires = sorted(queued, key=lambda f: (f.due_at, f.occurrence_id))
+        self.poke()
+
+    def _one_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> None:
         token = None
         now = now_us(self.clock)
         try:
@@ -247,10 +293,6 @@ class Dispatcher:
                     self.store.release_turn(target.id, token, now_us=now_us(self.clock))
                 except Exception:
                     log.exception("could not release the turn of %s (its lease will expire)", target.id)
-            with self._lock:
-                self._turns.discard(target.id)
-                self._recheck = True
-            self.poke()
 
     def _deliver(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> TurnResult:
         """Run the turn; the agent-side fallbacks hook in here."""
@@ -290,13 +332,13 @@ class Dispatcher:
             local = target.id in self._turns
         return local or target.busy or target.in_turn
 
-    def _resolve(self, session_id: str | None) -> Session | None:
+    def _resolve(self, session_id: str | None, *, fresh: bool = False) -> Session | None:
         """The session to deliver to (cached for a second; hints clear the cache)."""
-        key = session_id if session_id is not None else "\0most-recent"
+        key = session_id if session_id is not None else MOST_RECENT
         now = now_us(self.clock)
         with self._lock:
             hit = self._sessions.get(key)
-        if hit is not None and now - hit[1] < SESSION_TTL_US:
+        if not fresh and hit is not None and now - hit[1] < SESSION_TTL_US:
             return hit[0]
         if session_id is None:
             sess = self.store.most_recent_session()

@@ -1,15 +1,21 @@
 """The engine: claim what comes due, fire it on time, hand it to delivery.
 
-:meth:`Engine.tick` is one step at a given moment and returns when the next
-step is wanted; tests call it with a :class:`~remindkit.clock.FakeClock`. The
-thread around it (:meth:`Engine.run`) only waits: until the next due time, a
-wake-up hint from another process (or this one), or the cap (30 s), so a
-suspend or a clock jump costs at most the cap. There is no busy polling.
+:meth:`Engine.tick` is one whole step at a given moment and returns when the
+next one is wanted; tests call it with a :class:`~remindkit.clock.FakeClock`.
+It has two halves:
 
-Reminders due within the look-ahead (250 ms) are claimed ahead of time, so the
-database's latency does not add to lateness: at the due instant the engine
-only hands the claimed occurrence to delivery. Claims carry a lease that this
-engine renews; if it dies, another engine takes them over when the lease ends.
+* the store step claims reminders due within the look-ahead (so the
+  database's latency never adds to lateness), takes over claims whose lease ran
+  out, writes outcomes, renews leases and the alerter lease;
+* the fire step hands claimed occurrences whose due time has come to delivery.
+  It touches no database.
+
+:meth:`Engine.run` runs each half on a thread of its own, so that a commit
+(an fsync) never delays a fire. Both threads only wait in between: until the
+next due time, a wake-up hint from another process, or the cap (30 s), so a
+suspend or a clock jump costs at most the cap. There is no busy polling. Claims
+carry a lease that the engine renews; if it dies, another engine takes them
+over when the lease ends.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import logging
 import os
 import selectors
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -37,6 +44,12 @@ from .plan import plan_fire
 
 log = logging.getLogger(__name__)
 ALERTER = "alerter"
+SWITCH_INTERVAL = 0.0005  # seconds; lets the fire thread take the GIL promptly
+EARLY_WAKE = 0.002  # seconds before a due time that the fire thread stops sleeping long
+QUIET_BEFORE = 0.003  # the store thread holds off this long before a fire ...
+QUIET_AFTER = 0.001  # ... until this long after it (the delivery thread runs then)
+MAX_HOLD = 0.02  # but never longer than this in a row
+FLUSH_INTERVAL = 0.05  # seconds between outcome writes while deliveries stream in
 
 
 class Engine:
@@ -65,79 +78,103 @@ class Engine:
         self.alert_priority = alert_priority
         self.can_alert = can_alert
         self.adapters = adapters or default_adapters()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._pokes = {name: _Pipe() for name in ("store", "fire")}
         self.dispatcher = dispatcher_factory(
             store, clock=self.clock, owner=self.id, adapters=self.adapters, alerter=alerter,
             events=self.events, settings=self.settings, inline=inline, poke=self.poke,
         )
-        self._pending: list[tuple[int, int, Fire]] = []  # (due_us, occurrence_id, fire)
+        self._lock = threading.Lock()
+        self._pending: list[tuple[int, int, Fire]] = []  # heap of (due_us, occurrence_id, fire)
         self._next_due_us: int | None = None
         self._next_lease_us: int | None = None
         self._known = False  # _next_due_us / _next_lease_us are current
         self._dirty = True
         self._housekeeping_us = 0
+        self._flushed_us = 0
         self._backoff_s = 0.0
         self.leave_alerts = False
         self.is_alerter = False
         self.errors = 0
         self.fired = 0
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._shut = False
 
-    # -- one step ------------------------------------------------------------------------
+    # -- one whole step (tests) ----------------------------------------------------------
 
     def tick(self, now: datetime | None = None) -> datetime:
-        """Do what is due at ``now``; return when the next step is wanted."""
+        """Do everything that is due at ``now``; return when the next step is wanted."""
         t = to_us(now) if now is not None else now_us(self.clock)
+        store_next = self.store_step(t)
+        fire_next = self.fire_step(t)
+        if self.dispatcher.inline:
+            self.store_step(t, flush_only=True)
+        return from_us(max(t, min(store_next, fire_next)))
+
+    # -- the store half ------------------------------------------------------------------
+
+    def store_step(self, t: int, *, flush_only: bool = False) -> int:
+        """Claims, take-overs, outcomes, leases. Returns when it wants to run next."""
         s = self.settings
         lookahead = int(s.lookahead_s * 1e6)
-        cap = int(s.wait_cap_s * 1e6)
         try:
-            if t >= self._housekeeping_us:
-                self._housekeeping(t)
-            if self._dirty:
-                self._dirty = False
-                self._known = False
-                self.dispatcher.invalidate()
-                self.dispatcher.deliver_waiting()
-            if not self._known or (self._next_due_us is not None and self._next_due_us <= t + lookahead):
-                self._claim(t)
-            if self._next_lease_us is not None and self._next_lease_us < t:
-                self._take_over(t)
-            self._fire_due(t)
-            self.dispatcher.flush()
+            with self.store.origin(self.id):
+                if flush_only:
+                    self.dispatcher.flush()
+                    return t + int(s.wait_cap_s * 1e6)
+                if t >= self._housekeeping_us:
+                    self._housekeeping(t)
+                if self._dirty:
+                    self._dirty = False
+                    self._known = False
+                    self.dispatcher.invalidate()
+                    self._drop_cancelled()
+                    self.dispatcher.deliver_waiting()
+                if not self._known or (self._next_due_us is not None and self._next_due_us <= t + lookahead):
+                    self._claim(t)
+                if self._next_lease_us is not None and self._next_lease_us < t:
+                    self._take_over(t)
+                # Outcomes are written in batches, at most every FLUSH_INTERVAL, so that
+                # a burst of deliveries costs a few commits rather than one each.
+                if t - self._flushed_us >= int(FLUSH_INTERVAL * 1e6) or self.dispatcher.inline:
+                    self.dispatcher.flush()
+                    self._flushed_us = t
             self._backoff_s = 0.0
         except Exception as exc:
             self.errors += 1
             self._backoff_s = min(max(0.5, self._backoff_s * 2), s.wait_cap_s)
             self._known = False
-            log.warning("engine %s: step failed (%s: %s); retrying in %.1fs", self.id, type(exc).__name__, exc, self._backoff_s)
-            return from_us(t + int(self._backoff_s * 1e6))
-        candidates = [t + cap, self._housekeeping_us]
-        if self._pending:
-            candidates.append(self._pending[0][0])
+            log.warning("engine %s: store step failed (%s: %s); retrying in %.1fs",
+                        self.id, type(exc).__name__, exc, self._backoff_s)
+            return t + int(self._backoff_s * 1e6)
+        candidates = [t + int(s.wait_cap_s * 1e6), self._housekeeping_us]
+        if self.dispatcher.has_outcomes:
+            candidates.append(self._flushed_us + int(FLUSH_INTERVAL * 1e6))
         if self._next_due_us is not None:
             candidates.append(self._next_due_us - lookahead)
         if self._next_lease_us is not None:
             candidates.append(self._next_lease_us + 1)
-        return from_us(max(t, min(candidates)))
+        return max(t, min(candidates))
 
     def _claim(self, t: int) -> None:
         s = self.settings
-        horizon = t + int(s.lookahead_s * 1e6)
+        # Claim a window of two look-aheads each time, so that claims come in
+        # batches about one look-ahead apart rather than one per fire.
+        horizon = t + 2 * int(s.lookahead_s * 1e6)
         now = from_us(t)
+        claimed: list[Fire] = []
         while True:
             fires, n = self.store.claim_due(
                 now_us=t, horizon_us=horizon, owner=self.id, lease_us=int(s.lease_s * 1e6),
                 limit=s.claim_batch, plan=lambda r: plan_fire(r, now, catchup_cap=s.catchup_cap),
                 leave_alerts=self.leave_alerts,
             )
-            for f in fires:
-                heapq.heappush(self._pending, (to_us(f.due_at), f.occurrence_id, f))
+            claimed.extend(fires)
+            self._push(fires)
             if n < s.claim_batch:
                 break
+        if claimed:
+            self.dispatcher.prefetch({f.session for f in claimed})
         self._next_due_us, self._next_lease_us = self.store.next_due_us(leave_alerts=self.leave_alerts)
         self._known = True
 
@@ -146,17 +183,29 @@ class Engine:
         fires = self.store.reclaim_expired(now_us=t, owner=self.id, lease_us=int(s.lease_s * 1e6), limit=s.claim_batch)
         if fires:
             log.info("engine %s: took over %d occurrence(s) whose lease ran out", self.id, len(fires))
-        for f in fires:
-            heapq.heappush(self._pending, (to_us(f.due_at), f.occurrence_id, f))
+            self.dispatcher.prefetch({f.session for f in fires})
+            self._push(fires)
         self._next_due_us, self._next_lease_us = self.store.next_due_us(leave_alerts=self.leave_alerts)
 
-    def _fire_due(self, t: int) -> None:
-        due: list[Fire] = []
-        while self._pending and self._pending[0][0] <= t:
-            due.append(heapq.heappop(self._pending)[2])
-        if due:
-            self.fired += len(due)
-            self.dispatcher.submit(due, t)
+    def _drop_cancelled(self) -> None:
+        """Forget claimed fires that another process cancelled before they were due."""
+        with self._lock:
+            ids = [occ_id for _due, occ_id, _f in self._pending]
+        if not ids:
+            return
+        gone = set(ids) - set(self.store.still_claimed(ids, owner=self.id))
+        if gone:
+            with self._lock:
+                self._pending = [p for p in self._pending if p[1] not in gone]
+                heapq.heapify(self._pending)
+
+    def _push(self, fires: list[Fire]) -> None:
+        if not fires:
+            return
+        with self._lock:
+            for f in fires:
+                heapq.heappush(self._pending, (to_us(f.due_at), f.occurrence_id, f))
+        self._pokes["fire"].poke()
 
     def _housekeeping(self, t: int) -> None:
         s = self.settings
@@ -179,106 +228,205 @@ class Engine:
         self._take_over(t)
         self.dispatcher.deliver_waiting()
 
-    # -- the thread around it ------------------------------------------------------------
+    # -- the fire half -------------------------------------------------------------------
+
+    def fire_step(self, t: int) -> int:
+        """Hand every claimed occurrence due by ``t`` to delivery. Returns the next due."""
+        due: list[Fire] = []
+        with self._lock:
+            while self._pending and self._pending[0][0] <= t:
+                due.append(heapq.heappop(self._pending)[2])
+            nxt = self._pending[0][0] if self._pending else t + int(self.settings.wait_cap_s * 1e6)
+        if due:
+            self.fired += len(due)
+            try:
+                self.dispatcher.submit(due, t)
+            except Exception:
+                log.exception("engine %s: handing %d fire(s) to delivery failed; their leases will expire",
+                              self.id, len(due))
+        return nxt
+
+    # -- threads -------------------------------------------------------------------------
 
     def poke(self) -> None:
-        """Wake the engine thread (from any thread)."""
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"!")
+        """Wake the store thread (from any thread): outcomes or work are waiting."""
+        self._pokes["store"].poke()
 
     def notice_change(self) -> None:
         self._dirty = True
         self.poke()
 
     def run(self, stop: threading.Event | None = None) -> None:
-        """Run until ``stop`` (or :meth:`stop`) is set."""
-        stop = stop or self._stop
-        listener = self.store.wake.listen()
-        sel = selectors.SelectSelector()  # select() keeps microseconds; epoll rounds to ms
-        sel.register(self._wake_r, selectors.EVENT_READ, "poke")
-        if listener is not None:
-            sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
+        """Run both halves until ``stop`` (or :meth:`stop`) is set, then shut down."""
+        if stop is not None:
+            watcher = threading.Thread(target=lambda: (stop.wait(), self._halt()), daemon=True)
+            watcher.start()
+        self._stop.clear()
+        self._shut = False
+        if sys.getswitchinterval() > SWITCH_INTERVAL:
+            sys.setswitchinterval(SWITCH_INTERVAL)
+        timer = threading.Thread(target=self._fire_loop, name=f"remindkit-fire-{self.id}", daemon=True)
+        timer.start()
         log.info("engine %s started on %s", self.id, self.store.url)
         try:
-            while not stop.is_set() and not self._stop.is_set():
-                wake_at = to_us(self.tick())
-                timeout = (wake_at - now_us(self.clock)) / 1e6
-                if timeout <= 0:
+            self._store_loop()
+        finally:
+            self._halt()
+            timer.join(5)
+            self.shutdown()
+
+    def _fire_loop(self) -> None:
+        """Sleep (interruptibly) until a little before the next due time, then
+        finish the wait with one precise sleep."""
+        pipe = self._pokes["fire"]
+        while not self._stop.is_set():
+            nxt = self.fire_step(now_us(self.clock))
+            left = (nxt - now_us(self.clock)) / 1e6
+            if left > EARLY_WAKE:
+                pipe.wait(left - EARLY_WAKE, cap=self.settings.wait_cap_s)
+                continue
+            if left > 0:
+                time.sleep(left)
+
+    def _store_loop(self) -> None:
+        listener = self.store.wake.listen()
+        pipe = self._pokes["store"]
+        sel = selectors.SelectSelector()
+        sel.register(pipe.r, selectors.EVENT_READ, "poke")
+        if listener is not None:
+            sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
+        held_since: int | None = None
+        try:
+            while not self._stop.is_set():
+                # Stay off the GIL just before a fire: database work waits until it is
+                # out, unless fires come so densely that it has waited MAX_HOLD already.
+                t = now_us(self.clock)
+                hold = self._quiet_until(t)
+                if hold is not None and (held_since is None or t - held_since < int(MAX_HOLD * 1e6)):
+                    held_since = held_since if held_since is not None else t
+                    time.sleep(max(0.0, (hold - t) / 1e6))
                     continue
-                if timeout > self.settings.wait_cap_s:
-                    timeout = self.settings.wait_cap_s
+                held_since = None
+                wake_at = self.store_step(now_us(self.clock))
+                timeout = min(max(0.0, (wake_at - now_us(self.clock)) / 1e6), self.settings.wait_cap_s)
                 for key, _mask in sel.select(timeout):
                     if key.data == "poke":
-                        _drain_fd(self._wake_r)
-                    else:
-                        try:
-                            assert listener is not None
-                            listener.drain()
-                        except Exception:
-                            sel.unregister(key.fileobj)
-                            listener.close()
-                            listener = self.store.wake.listen()
-                            if listener is not None:
-                                sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
+                        pipe.drain()
+                        continue
+                    try:
+                        assert listener is not None
+                        origins = listener.drain()
+                    except Exception:
+                        sel.unregister(key.fileobj)
+                        listener.close()
+                        listener = self.store.wake.listen()
+                        if listener is not None:
+                            sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
+                        origins = {""}
+                    if origins - {self.id}:
                         self._dirty = True
         finally:
             sel.close()
             if listener is not None:
                 listener.close()
-            self.shutdown()
+
+    def _quiet_until(self, t: int) -> int | None:
+        """When a fire is due within QUIET_BEFORE, the moment just after it."""
+        with self._lock:
+            nxt = self._pending[0][0] if self._pending else None
+        if nxt is not None and t < nxt <= t + int(QUIET_BEFORE * 1e6):
+            return nxt + int(QUIET_AFTER * 1e6)
+        return None
+
+    def _halt(self) -> None:
+        self._stop.set()
+        for pipe in self._pokes.values():
+            pipe.poke()
 
     def start(self) -> Engine:
-        if self._thread is not None and self._thread.is_alive():
+        """Run in background threads (a notebook kernel, the tray, tests)."""
+        if any(t.is_alive() for t in self._threads):
             return self
-        self._stop.clear()
-        self._thread = threading.Thread(target=self.run, name=f"remindkit-engine-{self.id}", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self.run, name=f"remindkit-engine-{self.id}", daemon=True)
+        self._threads = [thread]
+        thread.start()
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self.poke()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+    def stop(self, timeout: float = 15.0) -> None:
+        self._halt()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads = []
 
     def shutdown(self) -> None:
         """Give back claims not yet fired, finish what runs, leave the registry.
         (``run`` does this on its way out; call it after driving ``tick`` by hand.)"""
-        pending = [occ_id for _, occ_id, _f in self._pending]
-        self._pending.clear()
-        deadline = time.monotonic() + 10
-        while not self.dispatcher.idle and time.monotonic() < deadline:
-            try:
+        if self._shut:
+            return
+        self._shut = True
+        with self._lock:
+            pending = [occ_id for _, occ_id, _f in self._pending]
+            self._pending.clear()
+        with self.store.origin(self.id):
+            deadline = time.monotonic() + 10
+            while not self.dispatcher.idle and time.monotonic() < deadline:
+                try:
+                    self.dispatcher.flush()
+                except Exception:
+                    log.exception("engine %s: flush on shutdown failed", self.id)
+                time.sleep(0.02)
+            self.dispatcher.close(wait=False)  # turns not started yet become waiting
+            with contextlib.suppress(Exception):
                 self.dispatcher.flush()
-            except Exception:
-                log.exception("engine %s: flush on shutdown failed", self.id)
-            time.sleep(0.02)
-        with contextlib.suppress(Exception):
-            self.dispatcher.flush()
-        self.dispatcher.close(wait=False)
-        with contextlib.suppress(Exception):
-            self.store.release_claims(owner=self.id, ids=pending)
-        with contextlib.suppress(Exception):
-            self.store.drop_lease(ALERTER, holder=self.id)
-        with contextlib.suppress(Exception):
-            self.store.unregister_engine(self.id)
+            with contextlib.suppress(Exception):
+                self.store.release_claims(owner=self.id, ids=pending)
+            with contextlib.suppress(Exception):
+                self.store.drop_lease(ALERTER, holder=self.id)
+            with contextlib.suppress(Exception):
+                self.store.unregister_engine(self.id)
         log.info("engine %s stopped", self.id)
 
     def close(self) -> None:
         self.stop()
-        for fd in (self._wake_r, self._wake_w):
+        self.shutdown()
+        for pipe in self._pokes.values():
+            pipe.close()
+
+
+class _Pipe:
+    """A self-pipe: ``poke`` from any thread wakes ``wait``."""
+
+    def __init__(self) -> None:
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.r, False)
+        os.set_blocking(self.w, False)
+
+    def poke(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self.w, b"!")
+
+    def drain(self) -> None:
+        while True:
+            try:
+                if not os.read(self.r, 4096):
+                    return
+            except (BlockingIOError, InterruptedError, OSError):
+                return
+
+    def wait(self, timeout: float, *, cap: float) -> None:
+        timeout = min(max(0.0, timeout), cap)
+        if timeout <= 0:
+            return
+        import select
+
+        ready, _, _ = select.select([self.r], [], [], timeout)  # select() keeps microseconds
+        if ready:
+            self.drain()
+
+    def close(self) -> None:
+        for fd in (self.r, self.w):
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def _drain_fd(fd: int) -> None:
-    while True:
-        try:
-            if not os.read(fd, 4096):
-                return
-        except (BlockingIOError, InterruptedError):
-            return
 
 
 def default_adapters() -> Adapters:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import BigInteger, Boolean, Connection, Text, bindparam, case, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
@@ -297,28 +297,44 @@ class ClaimOps:
         if not outcomes:
             return []
         o = t.occurrences.c
-        stale: list[int] = []
+        rows = [
+            {
+                "b_id": item.occurrence_id, "b_token": item.token, "state": item.state, "error": item.error,
+                "b_fired": item.fired_at_us, "b_delivered": item.delivered_at_us, "b_to": item.delivered_to,
+                "b_alert": item.alert,
+                "b_keep": item.state == CLAIMED,
+            }
+            for item in outcomes
+        ]
+        stmt = (
+            update(t.occurrences)
+            .where(o.id == bindparam("b_id"), o.token == bindparam("b_token"), o.state == CLAIMED)
+            .values(
+                state=bindparam("state"),
+                error=bindparam("error"),
+                fired_at=func.coalesce(o.fired_at, bindparam("b_fired", type_=BigInteger)),
+                delivered_at=func.coalesce(bindparam("b_delivered", type_=BigInteger), o.delivered_at),
+                delivered_to=func.coalesce(bindparam("b_to", type_=Text), o.delivered_to),
+                alert=func.coalesce(bindparam("b_alert", type_=Text), o.alert),
+                owner=case((bindparam("b_keep", type_=Boolean), o.owner), else_=None),
+                token=case((bindparam("b_keep", type_=Boolean), o.token), else_=None),
+                lease_until=case((bindparam("b_keep", type_=Boolean), o.lease_until), else_=None),
+            )
+        )
         with self.write() as conn:
-            for item in outcomes:
-                values: dict[str, Any] = {"state": item.state, "error": item.error}
-                if item.fired_at_us is not None:
-                    values["fired_at"] = func.coalesce(o.fired_at, item.fired_at_us)
-                if item.delivered_at_us is not None:
-                    values["delivered_at"] = item.delivered_at_us
-                if item.delivered_to is not None:
-                    values["delivered_to"] = item.delivered_to
-                if item.alert is not None:
-                    values["alert"] = item.alert
-                if item.state != CLAIMED:
-                    values.update(owner=None, token=None, lease_until=None)
-                res = conn.execute(
-                    update(t.occurrences)
-                    .where(o.id == item.occurrence_id, o.token == item.token, o.state == CLAIMED)
-                    .values(**values)
-                )
-                if res.rowcount != 1:
-                    stale.append(item.occurrence_id)
-        return stale
+            # Which ones still hold their claim (locked on PostgreSQL, under the write
+            # lock on SQLite); the others were taken over or cancelled: refused.
+            held: dict[int, str] = {}
+            ids = [r["b_id"] for r in rows]
+            for i in range(0, len(ids), 500):
+                q = select(o.id, o.token).where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED)
+                if self.is_postgres:
+                    q = q.with_for_update()
+                held.update((row[0], row[1]) for row in conn.execute(q))
+            ok = [r for r in rows if held.get(r["b_id"]) == r["b_token"]]
+            if ok:
+                conn.execute(stmt, ok)
+            return [r["b_id"] for r in rows if held.get(r["b_id"]) != r["b_token"]]
 
     def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool:
         """Compare-and-set the alert state; an alert plays only after winning ``pending -> playing``."""
@@ -397,6 +413,19 @@ class ClaimOps:
                 due = conn.execute(stmt).scalar()
             lease = conn.execute(select(func.min(o.lease_until)).where(o.state == CLAIMED)).scalar()
         return due, lease
+
+    def still_claimed(self, ids: Sequence[int], *, owner: str) -> list[int]:
+        """Which of these occurrences this owner still holds (not cancelled or taken over)."""
+        o = t.occurrences.c
+        held: list[int] = []
+        with self.read() as conn:
+            for i in range(0, len(ids), 500):
+                held.extend(
+                    r[0] for r in conn.execute(
+                        select(o.id).where(o.id.in_(list(ids[i : i + 500])), o.owner == owner, o.state == CLAIMED)
+                    )
+                )
+        return held
 
     def release_claims(self, *, owner: str, ids: Sequence[int]) -> None:
         """Let other engines take these claims at once (a clean shutdown)."""

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -60,6 +61,7 @@ class SqlStore(ClaimOps):
         self.settings = settings or Settings.from_env()
         self.dialect = engine.dialect.name
         self.wake: Wake = wake if wake is not None else make_wake(engine)
+        self._origin = threading.local()
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -72,6 +74,16 @@ class SqlStore(ClaimOps):
         return self.dialect == "postgresql"
 
     @contextlib.contextmanager
+    def origin(self, name: str) -> Iterator[None]:
+        """Tag wake-up hints sent by this thread's writes (an engine ignores its own)."""
+        before = getattr(self._origin, "name", "")
+        self._origin.name = name
+        try:
+            yield
+        finally:
+            self._origin.name = before
+
+    @contextlib.contextmanager
     def write(self, *, notify: bool = True) -> Iterator[Connection]:
         """One write transaction; commits on success, hints engines afterwards."""
         try:
@@ -80,7 +92,7 @@ class SqlStore(ClaimOps):
         except OperationalError as exc:
             raise StoreError(f"the store is unavailable: {exc.orig}", code="store_unavailable") from exc
         if notify:
-            self.wake.notify()
+            self.wake.notify(getattr(self._origin, "name", ""))
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:

@@ -1,8 +1,9 @@
 """Wake-up hints between processes sharing a store.
 
 A hint only shortens a sleep; correctness never depends on it (engines also
-wake at their cap). After a write commits, the store calls :meth:`notify`;
-engines wait on :meth:`Listener.fileno` with ``select``.
+wake at their cap). After a write commits, the store calls :meth:`notify`
+with the writer's origin (an engine id, or ``""``); engines wait on
+:meth:`Listener.fileno` with ``select`` and ignore hints of their own making.
 
 * SQLite: every listening process binds a Unix datagram socket in a private
   per-user folder named after the database file; ``notify`` sends one byte
@@ -30,18 +31,20 @@ CHANNEL = "remindkit"
 
 class Listener(Protocol):
     def fileno(self) -> int: ...
-    def drain(self) -> int: ...
+    def drain(self) -> set[str]:
+        """Consume pending hints; return their origins."""
+        ...
     def close(self) -> None: ...
 
 
 class Wake(Protocol):
-    def notify(self) -> None: ...
+    def notify(self, origin: str = "") -> None: ...
     def listen(self) -> Listener | None: ...
     def close(self) -> None: ...
 
 
 class NoWake:
-    def notify(self) -> None:
+    def notify(self, origin: str = "") -> None:
         pass
 
     def listen(self) -> Listener | None:
@@ -74,16 +77,13 @@ class SocketListener:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def drain(self) -> int:
-        count = 0
+    def drain(self) -> set[str]:
+        origins: set[str] = set()
         while True:
             try:
-                self.sock.recv(64)
-                count += 1
-            except (BlockingIOError, InterruptedError):
-                return count
-            except OSError:
-                return count
+                origins.add(self.sock.recv(256).decode("utf-8", "replace"))
+            except (BlockingIOError, InterruptedError, OSError):
+                return origins
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -101,18 +101,19 @@ class SocketWake:
         self._send.setblocking(False)
         self._lock = threading.Lock()
 
-    def notify(self) -> None:
+    def notify(self, origin: str = "") -> None:
         try:
             names = os.listdir(self.folder)
         except OSError:
             return
+        payload = origin.encode()[:200]
         with self._lock:
             for name in names:
                 if not name.endswith(".sock"):
                     continue
                 path = os.path.join(self.folder, name)
                 try:
-                    self._send.sendto(b"!", path)
+                    self._send.sendto(payload, path)
                 except (ConnectionRefusedError, FileNotFoundError):
                     with contextlib.suppress(OSError):
                         pid = int(name.split("-", 1)[0])
@@ -149,17 +150,17 @@ class PgListener:
     def fileno(self) -> int:
         return self.conn.pgconn.socket
 
-    def drain(self) -> int:
-        count = 0
+    def drain(self) -> set[str]:
+        origins: set[str] = set()
         pg = self.conn.pgconn
         try:
             pg.consume_input()
-            while pg.notifies() is not None:
-                count += 1
+            while (note := pg.notifies()) is not None:
+                origins.add(note.extra.decode("utf-8", "replace"))
         except Exception as exc:  # the connection dropped; engines keep waking at their cap
             log.warning("wake: PostgreSQL listener failed: %s", exc)
             raise
-        return count
+        return origins
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -173,10 +174,10 @@ class PgWake:
         self.dsn = dsn
         self._factory = notify_conn_factory
 
-    def notify(self) -> None:
+    def notify(self, origin: str = "") -> None:
         try:
             with self._factory() as conn:
-                conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
+                conn.exec_driver_sql("SELECT pg_notify(%(c)s, %(o)s)", {"c": CHANNEL, "o": origin[:200]})
                 conn.commit()
         except Exception as exc:
             log.debug("wake: NOTIFY failed: %s", exc)
