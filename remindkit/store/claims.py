@@ -20,7 +20,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import BigInteger, Boolean, Connection, Text, bindparam, case, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Connection,
+    Text,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
