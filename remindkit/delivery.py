@@ -48,6 +48,7 @@ from .store import Outcome, SqlStore
 log = logging.getLogger(__name__)
 SESSION_TTL_US = 1_000_000
 MOST_RECENT = "\0most-recent"
+SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
 
 
 class Dispatcher:
@@ -84,6 +85,7 @@ class Dispatcher:
         self._pool = None if inline else ThreadPoolExecutor(workers, thread_name_prefix="remindkit-turn")
         self._alerts = None if inline else ThreadPoolExecutor(1, thread_name_prefix="remindkit-alert")
         self._inflight = 0
+        self.urgent = False  # outcomes that should not wait for the next batch
 
     # -- called by the engine thread -----------------------------------------------------
 
@@ -109,6 +111,7 @@ class Dispatcher:
     def flush(self) -> list[int]:
         """Write queued outcomes (one transaction). Returns refused (stale) ids."""
         with self._lock:
+            self.urgent = False
             outcomes, self._outcomes = self._outcomes, []
             fired, self._fired = self._fired, []
             recheck, self._recheck = self._recheck, False
@@ -277,11 +280,13 @@ class Dispatcher:
                     return
             result = self._deliver(target, adapter, fires)
             done = now_us(self.clock)
+            slow = done - now > SLOW_TURN_US
             if result.ok:
-                self._finish(fires, OCC_DELIVERED, delivered_us=done, delivered_to=result.session or target.id)
+                self._finish(fires, OCC_DELIVERED, delivered_us=done, delivered_to=result.session or target.id,
+                             urgent=slow)
                 self.events.emit(ev.DELIVERED, result.session or target.id, list(fires), result)
             else:
-                self._finish(fires, OCC_FAILED, error=result.error or "turn failed")
+                self._finish(fires, OCC_FAILED, error=result.error or "turn failed", urgent=slow)
                 self.events.emit(ev.FAILED, target.id, list(fires), result.error)
         except Exception as exc:  # an adapter bug must not lose the occurrence
             log.exception("delivery to %s failed", target.id)
@@ -317,8 +322,12 @@ class Dispatcher:
     # -- helpers -------------------------------------------------------------------------
 
     def _finish(self, fires: Sequence[Fire], state: str, *, error: str | None = None,
-                delivered_us: int | None = None, delivered_to: str | None = None) -> None:
+                delivered_us: int | None = None, delivered_to: str | None = None, urgent: bool = False) -> None:
+        """Queue outcomes for the store thread. ``urgent``: write them now rather than
+        with the next batch (after a slow turn, to keep the window in which a crash
+        would repeat it short)."""
         with self._lock:
+            self.urgent = self.urgent or urgent
             for f in fires:
                 self._outcomes.append(Outcome(
                     occurrence_id=f.occurrence_id, token=f.token, state=state,

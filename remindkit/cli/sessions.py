@@ -18,7 +18,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     ss = s.add_subparsers(dest="session_command", metavar="ACTION")
     add = ss.add_parser("add", parents=[common], help="register a session and how to deliver to it")
     add.add_argument("id")
-    add.add_argument("--command", metavar="ARGV",
+    add.add_argument("--command", dest="argv", metavar="ARGV",
                      help="run this once per delivery ({session} and {message} are replaced; the message is also on stdin)")
     add.add_argument("--title")
     add.add_argument("--timeout", type=float, help="seconds a command turn may take (default 600)")
@@ -40,9 +40,9 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         assert sid is not None
         config: dict[str, Any] = {}
         adapter = None
-        if args.command:
+        if args.argv:
             try:
-                config["argv"] = parse_argv(args.command)
+                config["argv"] = parse_argv(args.argv)
             except ValueError as exc:
                 raise InvalidInput(f"--command: {exc}", code="invalid_command") from None
             adapter = "command"

@@ -136,7 +136,8 @@ class Engine:
                     self._take_over(t)
                 # Outcomes are written in batches, at most every FLUSH_INTERVAL, so that
                 # a burst of deliveries costs a few commits rather than one each.
-                if t - self._flushed_us >= int(FLUSH_INTERVAL * 1e6) or self.dispatcher.inline:
+                if (t - self._flushed_us >= int(FLUSH_INTERVAL * 1e6) or self.dispatcher.inline
+                        or self.dispatcher.urgent):
                     self.dispatcher.flush()
                     self._flushed_us = t
             self._backoff_s = 0.0
@@ -148,7 +149,9 @@ class Engine:
                         self.id, type(exc).__name__, exc, self._backoff_s)
             return t + int(self._backoff_s * 1e6)
         candidates = [t + int(s.wait_cap_s * 1e6), self._housekeeping_us]
-        if self.dispatcher.has_outcomes:
+        if self.dispatcher.urgent:
+            candidates.append(t)
+        elif self.dispatcher.has_outcomes:
             candidates.append(self._flushed_us + int(FLUSH_INTERVAL * 1e6))
         if self._next_due_us is not None:
             candidates.append(self._next_due_us - lookahead)
