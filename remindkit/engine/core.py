@@ -122,6 +122,10 @@ class Engine:
                 if flush_only:
                     self.dispatcher.flush()
                     return t + int(s.wait_cap_s * 1e6)
+                if self._housekeeping_us == 0:
+                    # First step: claim what is overdue before the slower bookkeeping.
+                    self._alerter_status(t)
+                    self._claim(t)
                 if t >= self._housekeeping_us:
                     self._housekeeping(t)
                 if self._dirty:
@@ -225,11 +229,22 @@ class Engine:
             self.is_alerter = holder == self.id
             self.leave_alerts = not self.is_alerter
         else:
-            self.leave_alerts = self.store.lease_holder(ALERTER, now_us=t) is not None
+            self._alerter_status(t)
         if was != self.leave_alerts:
             self._known = False
         self._take_over(t)
         self.dispatcher.deliver_waiting()
+
+    def _alerter_status(self, t: int) -> None:
+        """Leave alerting reminders to another engine that holds the alerter lease."""
+        current = self.store.lease_holder(ALERTER, now_us=t)
+        self.is_alerter = current is not None and current[0] == self.id
+        if current is None:
+            self.leave_alerts = False
+        elif not self.is_alerter:
+            self.leave_alerts = not self.can_alert or current[1] >= self.alert_priority
+        else:
+            self.leave_alerts = False
 
     # -- the fire half -------------------------------------------------------------------
 
