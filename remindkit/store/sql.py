@@ -41,6 +41,7 @@ from . import schema as t
 from .claims import ClaimOps
 from .db import WRITE, dispose_quietly, make_engine, migrate
 from .rows import occurrence_from_row, reminder_from_row, reminder_to_row, session_from_row, session_to_row
+from .transcripts import TranscriptOps
 from .wake import Wake, make_wake
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ _LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)
 PAUSED_ALL = "paused_all"
 
 
-class SqlStore(ClaimOps):
+class SqlStore(ClaimOps, TranscriptOps):
     def __init__(self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None) -> None:
         self.engine = engine
         self.settings = settings or Settings.from_env()
