@@ -97,6 +97,7 @@ class Conversation:
         self.tools = openai_tools() if tools else []
         self.max_rounds = max_rounds
         self.owner = owner or f"turn:{uuid.uuid4().hex[:12]}"
+        self._local = threading.Lock()  # one turn at a time through this object, whatever the lease says
 
     owns_transcript = True  # a python session handler that keeps its own transcript
 
@@ -228,6 +229,21 @@ class _Lease:
         conv = self.conv
         lease_us = int(conv.settings.lease_s * 1e6)
         deadline = time.monotonic() + self.wait_s
+        got = conv._local.acquire(timeout=self.wait_s) if self.wait_s > 0 else conv._local.acquire(blocking=False)
+        if not got:
+            raise SessionBusy(f"session {conv.session!r} is busy with another turn", code="session_busy")
+        try:
+            self._claim(lease_us, deadline)
+        except BaseException:
+            conv._local.release()
+            raise
+        self._thread = threading.Thread(target=self._renew, args=(lease_us,), daemon=True,
+                                        name=f"remindkit-lease-{conv.session}")
+        self._thread.start()
+        return self
+
+    def _claim(self, lease_us: int, deadline: float) -> None:
+        conv = self.conv
         while True:
             now = conv._now()
             if conv.store.claim_turn(conv.session, owner=conv.owner, token=self.token, until_us=now + lease_us, now_us=now):
@@ -238,10 +254,6 @@ class _Lease:
             if time.monotonic() >= deadline:
                 raise SessionBusy(f"session {conv.session!r} is busy with another turn", code="session_busy")
             time.sleep(0.05)
-        self._thread = threading.Thread(target=self._renew, args=(lease_us,), daemon=True,
-                                        name=f"remindkit-lease-{conv.session}")
-        self._thread.start()
-        return self
 
     def _renew(self, lease_us: int) -> None:
         while not self._stop.wait(max(0.05, self.conv.settings.lease_s / 3)):
@@ -258,6 +270,8 @@ class _Lease:
             self.conv.store.release_turn(self.conv.session, self.token, now_us=self.conv._now())
         except RemindkitError:
             log.warning("could not release the turn of %s; its lease will expire", self.conv.session)
+        finally:
+            self.conv._local.release()
 
 
 __all__ = ["DEFAULT_SYSTEM", "Conversation", "SessionBusy", "TurnReply"]
