@@ -18,7 +18,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     ss = s.add_subparsers(dest="session_command", metavar="ACTION")
     add = ss.add_parser("add", parents=[common], help="register a session and how to deliver to it")
     add.add_argument("id")
-    add.add_argument("--command", metavar="ARGV",
+    add.add_argument("--command", dest="command_argv", metavar="ARGV",
                      help="run this once per delivery ({session} and {message} are replaced; the message is also on stdin)")
     add.add_argument("--fresh-command", metavar="ARGV",
                      help="with --command: how to start a new conversation ({session} is the new id), used when "
@@ -85,13 +85,13 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
 
 def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
     """The adapter and its config from ``session add`` options (one adapter at most)."""
-    chosen = [name for name, on in (("command", bool(args.command)), ("openai", args.openai), ("python", args.python)) if on]
+    chosen = [name for name, on in (("command", bool(args.command_argv)), ("openai", args.openai), ("python", args.python)) if on]
     if len(chosen) > 1:
         raise InvalidInput(f"give one adapter, not {' and '.join(chosen)}", code="invalid_argument")
     config: dict[str, Any] = {}
-    if args.command:
+    if args.command_argv:
         try:
-            config["argv"] = parse_argv(args.command)
+            config["argv"] = parse_argv(args.command_argv)
             if args.fresh_command:
                 config["fresh_argv"] = parse_argv(args.fresh_command)
         except ValueError as exc:
