@@ -83,8 +83,10 @@ def test_create_refusals_change_nothing(api: Reminders, args: object, code: str)
 
 
 def test_list_in_creation_order_and_only_pending(api: Reminders, clock: FakeClock) -> None:
-    ids = [call(api, "schedule_create", {"prompt": p, "after": a})["reminder"]["id"]
-           for p, a in (("late", "30m"), ("early", "1m"), ("middle", "10m"))]
+    ids = []
+    for prompt, after in (("late", "30m"), ("early", "1m"), ("middle", "10m")):
+        ids.append(call(api, "schedule_create", {"prompt": prompt, "after": after})["reminder"]["id"])
+        clock.advance(0.001)
     call(api, "schedule_delete", {"id": ids[2]})
     listed = call(api, "schedule_list", {})["reminders"]
     assert [r["id"] for r in listed] == ids[:2]
