@@ -31,7 +31,7 @@ from ..protocol.display import fired_marker, strip_assistant_display
 from ..settings import Settings
 from ..store import SqlStore
 from .loop import DEFAULT_SYSTEM, Conversation, TurnReply
-from .model import CallableModel, ChatModel
+from .model import CallableModel, ChatModel, ChatModelLike
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -86,7 +86,7 @@ class ChatSession:
         else:
             if model is None or isinstance(model, str):
                 raise InvalidInput("give base_url and model, or a model object or function", code="invalid_argument")
-            chat_model = model if hasattr(model, "complete") else CallableModel(model)  # type: ignore[arg-type]
+            chat_model = model if isinstance(model, ChatModelLike) else CallableModel(model)
             store.put_session(Session(self.id, adapter="python", config={}, title=title), now_us=now_us(self.clock))
         self.conversation = Conversation(store, self.id, chat_model, clock=self.clock, settings=self.settings,
                                          system=system)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import RemindkitError
 
@@ -50,6 +50,13 @@ class ChatModel(Protocol):
     def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion: ...
 
 
+@runtime_checkable
+class ChatModelLike(Protocol):
+    """Anything with ``complete`` (for isinstance checks)."""
+
+    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion: ...
+
+
 class CallableModel:
     """A model from a function ``fn(messages, tools) -> str | Completion``."""
 
@@ -65,4 +72,4 @@ class CallableModel:
         return Completion(content=None if out is None else str(out))
 
 
-__all__ = ["CallableModel", "ChatModel", "Completion", "ModelError", "ToolCall"]
+__all__ = ["CallableModel", "ChatModel", "ChatModelLike", "Completion", "ModelError", "ToolCall"]

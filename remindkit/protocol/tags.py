@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 MAX_TAGS = 20
@@ -240,7 +241,7 @@ class _Paragraph:
         return None
 
 
-def _scan(text: str):  # type: ignore[no-untyped-def]
+def _scan(text: str) -> Iterator[tuple[int, int, Command | TagError]]:
     """Yield (start, end, ScheduleTag | CancelTag | TagError) for each tag outside code.
 
     Only the paragraph around a tag candidate is examined for inline code, so

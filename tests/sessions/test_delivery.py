@@ -260,3 +260,31 @@ def test_two_engines_share_the_store_and_run_each_turn_once(store, clock, settin
     assert all(outcomes(store, r)[0][0] == "delivered" for r in ids)
     fired = [m for m in store.messages("o") if m.kind == "fired"]
     assert sum(m.content.count("<schedule-fired ") for m in fired) == 5
+
+
+def test_openai_session_unresumable_goes_to_a_fresh_one(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    """A 400 for the old conversation (say, it outgrew the context) sends the
+    delivery into a fresh openai session with the same endpoint."""
+    calls: list = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        calls.append(body)
+        if any(m["role"] == "assistant" for m in body["messages"]):
+            return httpx.Response(400, json={"error": {"message": "context length exceeded"}})
+        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "fresh start"}}]})
+
+    adapter = OpenAISessions(store, clock=clock, settings=settings, transport=httpx.MockTransport(handler))
+    eng = engine(store, clock, settings, adapters=Adapters(adapter))
+    store.put_session(Session("long", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
+                      now_us=to_us(clock.now()))
+    from remindkit.models import Message
+
+    store.append_messages("long", [Message("long", "user", "hi"), Message("long", "assistant", "hello")],
+                          now_us=to_us(clock.now()))
+    rid = api.create("x", session="long", in_="1m").id
+    step(eng, clock, 60)
+    [(state, to)] = outcomes(store, rid)
+    assert state == "delivered" and to.startswith("long~") and len(calls) == 2
+    assert store.get_session(to).config["model"] == "m"
+    assert [m.role for m in store.messages(to)] == ["user", "assistant"]
