@@ -7,11 +7,19 @@ announcement play (when the reminder asks and this engine alerts), then the
 * the target is the reminder's session, or, when it has none, the most recently
   active session;
 * a session that is busy (a turn runs through remindkit, or an external agent
-  marked it busy) keeps the occurrence ``waiting``, or skips it, per the
-  reminder's ``on_busy`` policy; waiting ones for one session go out together in
-  its next idle turn, ordered by due time;
+  marked it busy) keeps the occurrence ``waiting``, or skips it, or re-bases
+  it, per the reminder's ``on_busy`` policy; waiting ones for one session go
+  out together in its next idle turn, ordered by due time. Re-base (seed 003):
+  when the session is idle again, a repeating reminder whose occurrence came
+  due during the turn is pushed forward by one full period from then; the
+  occurrence is recorded ``skipped`` (re-based) and does not count as a fire;
 * a session this process cannot reach (no adapter, or a python session
-  registered elsewhere) keeps it ``waiting`` until one that can picks it up.
+  registered elsewhere) keeps it ``waiting`` until one that can picks it up;
+* fallbacks (seed 000): a turn that fails at once (the session cannot be
+  resumed) is re-sent once into a fresh session of the same adapter, linked to
+  the old one by ``parent_id`` (and reused by later fires of that session); if
+  that fails too, the occurrence is ``failed`` with both reasons and a
+  ``failed`` event tells the UIs. A deleted session's occurrences are ``failed``.
 
 Outcomes are written with the claim's token in batches by the engine thread
 (:meth:`Dispatcher.flush`); a stale token (the lease was taken over) is refused.
@@ -20,12 +28,14 @@ Outcomes are written with the claim's token in batches by the engine thread
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from . import events as ev
@@ -33,11 +43,15 @@ from .alerts import Alerter, NullAlerter
 from .clock import Clock, from_us, now_us, to_us
 from .models import DELIVERED as OCC_DELIVERED
 from .models import (
+    ACTIVE,
+    DONE,
     OCC_FAILED,
+    SESSION_ACTIVE,
     SESSION_DELETED,
     SKIPPED,
     WAITING,
     Fire,
+    Reminder,
     Session,
 )
 from .protocol import frame_fired
@@ -49,6 +63,7 @@ log = logging.getLogger(__name__)
 SESSION_TTL_US = 1_000_000
 MOST_RECENT = "\0most-recent"
 SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
+REBASE_NOTE = "rebase: "  # prefix of the wait reason of a fire that came due while its session was busy
 
 
 class Dispatcher:
@@ -228,17 +243,28 @@ class Dispatcher:
                 continue
             with self._lock:
                 ours = target.id in self._turns
-                if ours:  # our own turn runs there: these go in the next one, right after it
-                    self._queued[target.id].extend(f for f in group if f.on_busy != "skip")
-                elif not (target.busy or target.in_turn):
+            if not ours and (target.busy or target.in_turn):
+                self._when_busy(target, group)
+                continue
+            if not ours:
+                # Seed 003: fires that came due while the session was busy are pushed one
+                # period past the end of the turn instead of firing now.
+                rebased = [f for f in group if f.wait_reason and f.wait_reason.startswith(REBASE_NOTE) and f.every_s]
+                if rebased:
+                    self._rebase(rebased)
+                    group = [f for f in group if f not in rebased]
+                    if not group:
+                        continue
+            with self._lock:
+                ours = target.id in self._turns
+                if ours:  # our own turn runs there: waiting fires go in the next one, right after it
+                    self._queued[target.id].extend(f for f in group if _just_waits(f))
+                else:
                     self._turns.add(target.id)
             if ours:
-                skip = [f for f in group if f.on_busy == "skip"]
-                if skip:
-                    self._finish(skip, SKIPPED, error=f"session {target.id} was busy at the due time (policy: skip)")
-                continue
-            if target.busy or target.in_turn:
-                self._when_busy(target, group)
+                others = [f for f in group if not _just_waits(f)]
+                if others:
+                    self._when_busy(target, others)  # skipped, or waiting to be re-based
                 continue
             if self._pool is None:
                 self._run_turn(target, adapter, group)
@@ -247,12 +273,44 @@ class Dispatcher:
 
     def _when_busy(self, target: Session, group: Sequence[Fire]) -> None:
         skip = [f for f in group if f.on_busy == "skip"]
-        wait = [f for f in group if f.on_busy != "skip"]
+        rebase = [f for f in group if f.on_busy == "rebase" and f.every_s]
+        wait = [f for f in group if f not in skip and f not in rebase]
         if skip:
             self._finish(skip, SKIPPED, error=f"session {target.id} was busy at the due time (policy: skip)")
+        if rebase:
+            self._finish(rebase, WAITING, error=f"{REBASE_NOTE}session {target.id} was busy at the due time; "
+                         "re-based one period after its turn ends")
         if wait:
             self._finish(wait, WAITING, error=f"session {target.id} is busy; waiting for it to be idle")
-            self.events.emit(ev.WAITING, target.id, wait)
+        if rebase or wait:
+            self.events.emit(ev.WAITING, target.id, [*rebase, *wait])
+
+    def _rebase(self, fires: Sequence[Fire]) -> None:
+        """Seed 003: the session is idle again; push each re-based reminder one full
+        period forward from now (its anchor moves with it) and record the
+        occurrences that came due during the turn as skipped, not fired."""
+        now = self.clock.now()
+        counts: dict[str, int] = defaultdict(int)
+        for f in fires:
+            counts[f.reminder_id] += 1
+
+        for rid, n in counts.items():
+            def push(r: Reminder, n: int = n) -> Reminder | None:
+                if r.state not in (ACTIVE, DONE) or not r.schedule.every_s:
+                    return None
+                nxt = now + timedelta(seconds=r.schedule.every_s)
+                sched = replace(r.schedule, first_at=nxt)
+                if sched.until is not None and nxt > sched.until:
+                    return replace(r, state=DONE, next_fire_at=None, fired_count=max(0, r.fired_count - n))
+                return replace(r, schedule=sched, state=ACTIVE, next_fire_at=nxt, snoozed=False,
+                               fired_count=max(0, r.fired_count - n))
+
+            try:
+                self.store.modify(push, now_us=to_us(now), ids=[rid], require_all=False)
+            except Exception:
+                log.exception("could not re-base reminder %s", rid)
+        self._finish(fires, SKIPPED, error="re-based: the session was busy when it came due (policy: rebase); "
+                     "it fires again one period after the turn ended")
 
     def _run_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> None:
         """Run turns in ``target`` until no more fires are queued for it."""
@@ -281,9 +339,12 @@ class Dispatcher:
             result = self._deliver(target, adapter, fires)
             done = now_us(self.clock)
             slow = done - now > SLOW_TURN_US
-            if result.ok:
+            if result.busy:
+                self._finish(fires, WAITING, error=f"session {target.id} started a turn; waiting for it to be idle")
+            elif result.ok:
+                note = "already taken by an earlier turn of the session" if result.duplicate else None
                 self._finish(fires, OCC_DELIVERED, delivered_us=done, delivered_to=result.session or target.id,
-                             urgent=slow)
+                             error=note, urgent=slow)
                 self.events.emit(ev.DELIVERED, result.session or target.id, list(fires), result)
             else:
                 self._finish(fires, OCC_FAILED, error=result.error or "turn failed", urgent=slow)
@@ -300,8 +361,51 @@ class Dispatcher:
                     log.exception("could not release the turn of %s (its lease will expire)", target.id)
 
     def _deliver(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> TurnResult:
-        """Run the turn; the agent-side fallbacks hook in here."""
-        return adapter.run_turn(target, frame_fired(fires), fires)
+        """Run the turn; when it fails at once, re-send once into a fresh session."""
+        result = adapter.run_turn(target, frame_fired(fires), fires)
+        if result.ok or result.busy or not result.instant:
+            return result
+        fresh = self._fresh_session(target, adapter)
+        if fresh is None:
+            return replace(result, error=f"{result.error} (no fresh session could take it)")
+        log.warning("turn in %s failed at once (%s); re-sending into fresh session %s", target.id, result.error, fresh.id)
+        token = None
+        now = now_us(self.clock)
+        try:
+            if adapter.shared:
+                token = uuid.uuid4().hex
+                until = now + int(self.settings.lease_s * 1e6)
+                if not self.store.claim_turn(fresh.id, owner=self.owner, token=token, until_us=until, now_us=now):
+                    token = None
+                    return replace(result, error=f"{result.error}; fresh session {fresh.id} is busy")
+            second = adapter.run_turn(fresh, frame_fired(fires), fires)
+        finally:
+            if token is not None:
+                try:
+                    self.store.release_turn(fresh.id, token, now_us=now_us(self.clock))
+                except Exception:
+                    log.exception("could not release the turn of %s (its lease will expire)", fresh.id)
+        if second.ok:
+            return replace(second, session=fresh.id)
+        return TurnResult(False, error=f"session {target.id}: {result.error}; fresh session {fresh.id}: {second.error}")
+
+    def _fresh_session(self, target: Session, adapter: SessionAdapter) -> Session | None:
+        """The fallback session of ``target``: the one made on an earlier failure
+        if it is still active, else a new one with the same adapter and config
+        (a command session's ``fresh_argv`` replaces its ``argv``)."""
+        for sess in self.store.list_sessions(now_us=now_us(self.clock)):
+            if (sess.parent_id == target.id and sess.state == SESSION_ACTIVE and sess.adapter == target.adapter
+                    and sess.config.get("fallback_for") == target.id and adapter.can_deliver(sess)):
+                return sess
+        config = dict(target.config)
+        if config.get("fresh_argv"):
+            config["argv"] = config["fresh_argv"]
+        config["fallback_for"] = target.id
+        fresh = Session(f"{target.id}~{secrets.token_hex(3)}", adapter=target.adapter, config=config,
+                        parent_id=target.id, title=f"fresh session for {target.title or target.id}")
+        if not adapter.can_deliver(fresh):
+            return None
+        return self.store.put_session(fresh, now_us=now_us(self.clock))
 
     def _alert_then_route(self, fires: Sequence[Fire]) -> None:
         for f in fires:
@@ -366,3 +470,9 @@ class Dispatcher:
                 self._inflight -= 1
 
         future.add_done_callback(done)
+
+
+def _just_waits(fire: Fire) -> bool:
+    """A fire that, when its session is busy, simply waits for the next idle turn
+    (policy ``wait``, or ``rebase`` on a kind that has no period to re-base by)."""
+    return fire.on_busy == "wait" or (fire.on_busy == "rebase" and not fire.every_s)

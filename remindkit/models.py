@@ -184,6 +184,7 @@ class Fire:
     fired_at: datetime | None = None
     alert: str | None = None
     every_s: int | None = None
+    wait_reason: str | None = None  # why a waiting occurrence waited (its recorded error)
 
     @property
     def key(self) -> str:
@@ -228,4 +229,46 @@ class Session:
             "busy": self.busy or self.in_turn,
             "parent_id": self.parent_id,
             "title": self.title,
+        }
+
+
+# Message kinds in a transcript
+CHAT, FIRED_TURN, FEEDBACK, TOOL_RESULT = "chat", "fired", "feedback", "tool"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a transcript that remindkit keeps (OpenAI chat roles).
+
+    ``kind`` says where a user-role message came from: typed (``chat``), a fired
+    reminder (``fired``, hidden), or the report of tags that were not carried
+    out (``feedback``, hidden)."""
+
+    session: str
+    role: str  # system | user | assistant | tool
+    content: str | None = None
+    kind: str = CHAT
+    hidden: bool = False
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    seq: int = 0
+    id: int = 0
+    created_at: datetime | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [dict(c) for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None and self.role == "tool":
+            out["name"] = self.name
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session": self.session, "seq": self.seq, "role": self.role, "kind": self.kind,
+            "content": self.content, "hidden": self.hidden, "tool_calls": list(self.tool_calls),
+            "tool_call_id": self.tool_call_id, "name": self.name, "created_at": format_utc(self.created_at),
         }

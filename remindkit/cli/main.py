@@ -26,6 +26,7 @@ from ..reminders import Reminders
 from ..schedules import format_countdown
 from ..settings import Settings
 from ..store import SqlStore, open_store
+from . import chat as chat_cmds
 from . import sessions as session_cmds
 
 
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("status", parents=[common], help="engines, alerter, pause state, counts")
 
     session_cmds.add_parser(sub, common)
+    chat_cmds.add_parsers(sub, common)
     return p
 
 
@@ -122,6 +124,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
         if args.command is None:
             parser.print_help(out)
             return 0
+        if args.command == "demo":  # a store of its own unless --db is given
+            return chat_cmds.run_demo_command(args, out)
         settings = Settings.from_env()
         store = open_store(args.db, settings=settings)
         api = Reminders(store, clock=SystemClock(), settings=settings)
@@ -245,6 +249,8 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         return _status(api, out, args.json)
     if cmd == "session":
         return session_cmds.run(args, api, out)
+    if cmd == "chat":
+        return chat_cmds.run_chat(args, api, out, sys.stdin)
     raise CliError(f"unknown command {cmd!r}")
 
 

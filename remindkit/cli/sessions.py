@@ -18,10 +18,23 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     ss = s.add_subparsers(dest="session_command", metavar="ACTION")
     add = ss.add_parser("add", parents=[common], help="register a session and how to deliver to it")
     add.add_argument("id")
-    add.add_argument("--command", dest="argv", metavar="ARGV",
+    add.add_argument("--command", dest="command_argv", metavar="ARGV",
                      help="run this once per delivery ({session} and {message} are replaced; the message is also on stdin)")
+    add.add_argument("--fresh-command", metavar="ARGV",
+                     help="with --command: how to start a new conversation ({session} is the new id), used when "
+                          "a turn fails at once and the delivery is re-sent into a fresh session")
+    add.add_argument("--openai", action="store_true",
+                     help="an OpenAI-compatible chat whose transcript remindkit keeps (needs --base-url and --model)")
+    add.add_argument("--base-url", help="with --openai: e.g. http://127.0.0.1:11434/v1")
+    add.add_argument("--model", help="with --openai: the model name")
+    add.add_argument("--api-key-env", metavar="VAR",
+                     help="with --openai: environment variable that holds the API key (default OPENAI_API_KEY); "
+                          "the key itself is never stored")
+    add.add_argument("--system", help="with --openai: system prompt (default: remindkit's, which explains the tags)")
+    add.add_argument("--python", action="store_true",
+                     help="a session that a live Python process registers (fires wait while none has it)")
     add.add_argument("--title")
-    add.add_argument("--timeout", type=float, help="seconds a command turn may take (default 600)")
+    add.add_argument("--timeout", type=float, help="seconds a command or model turn may take")
     ss.add_parser("ls", parents=[common], help="list sessions")
     rm = ss.add_parser("rm", parents=[common], help="delete a session (its reminders are paused)")
     rm.add_argument("id")
@@ -38,16 +51,7 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     if action == "add":
         sid = check_session_id(args.id)
         assert sid is not None
-        config: dict[str, Any] = {}
-        adapter = None
-        if args.argv:
-            try:
-                config["argv"] = parse_argv(args.argv)
-            except ValueError as exc:
-                raise InvalidInput(f"--command: {exc}", code="invalid_command") from None
-            adapter = "command"
-            if args.timeout:
-                config["timeout"] = args.timeout
+        config, adapter = _adapter_config(args)
         existing = store.get_session(sid)
         if existing is not None and existing.state == "deleted":
             raise InvalidInput(f"session {sid!r} was deleted; use another id", code="session_deleted")
@@ -77,6 +81,38 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         _emit(out, args.json, sess.to_dict(), f"session {sid} {action}")
         return 0
     raise NotFound(f"unknown session action {action!r}", code="invalid_argument")
+
+
+def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
+    """The adapter and its config from ``session add`` options (one adapter at most)."""
+    chosen = [name for name, on in (("command", bool(args.command_argv)), ("openai", args.openai), ("python", args.python)) if on]
+    if len(chosen) > 1:
+        raise InvalidInput(f"give one adapter, not {' and '.join(chosen)}", code="invalid_argument")
+    config: dict[str, Any] = {}
+    if args.command_argv:
+        try:
+            config["argv"] = parse_argv(args.command_argv)
+            if args.fresh_command:
+                config["fresh_argv"] = parse_argv(args.fresh_command)
+        except ValueError as exc:
+            raise InvalidInput(f"--command: {exc}", code="invalid_command") from None
+    elif args.fresh_command:
+        raise InvalidInput("--fresh-command goes with --command", code="invalid_argument")
+    if args.openai:
+        if not args.base_url or not args.model:
+            raise InvalidInput("--openai needs --base-url and --model", code="invalid_argument")
+        if not args.base_url.startswith(("http://", "https://")):
+            raise InvalidInput(f"--base-url {args.base_url!r} is not an http(s) URL", code="invalid_argument")
+        config.update(base_url=args.base_url, model=args.model)
+        if args.api_key_env:
+            config["api_key_env"] = args.api_key_env
+        if args.system is not None:
+            config["system"] = args.system
+    elif args.base_url or args.model or args.api_key_env or args.system is not None:
+        raise InvalidInput("--base-url, --model, --api-key-env and --system go with --openai", code="invalid_argument")
+    if args.timeout:
+        config["timeout"] = args.timeout
+    return config, (chosen[0] if chosen else None)
 
 
 def _emit(out: TextIO, as_json: bool, data: Any, text: str) -> None:

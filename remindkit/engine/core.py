@@ -77,7 +77,7 @@ class Engine:
         self.role = role
         self.alert_priority = alert_priority
         self.can_alert = can_alert
-        self.adapters = adapters or default_adapters()
+        self.adapters = adapters or default_adapters(store, clock=self.clock, settings=self.settings)
         self._pokes = {name: _Pipe() for name in ("store", "fire")}
         self.dispatcher = dispatcher_factory(
             store, clock=self.clock, owner=self.id, adapters=self.adapters, alerter=alerter,
@@ -447,8 +447,18 @@ class _Pipe:
                 os.close(fd)
 
 
-def default_adapters() -> Adapters:
+def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = None,
+                     settings: Settings | None = None) -> Adapters:
+    """command and python; with a store also openai, and the agent side (tags of
+    replies carried out, occurrence keys taken once per session)."""
     from ..sessions.command import CommandSession
     from ..sessions.python import PythonSessions
 
-    return Adapters(CommandSession(), PythonSessions())
+    if store is None:
+        return Adapters(CommandSession(), PythonSessions())
+    from ..agent.external import ExternalTurns
+    from ..sessions.openai import OpenAISessions
+
+    turns = ExternalTurns(store, clock=clock, settings=settings)
+    return Adapters(CommandSession(turns=turns), PythonSessions(turns=turns),
+                    OpenAISessions(store, clock=clock, settings=settings))

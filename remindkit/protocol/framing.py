@@ -42,8 +42,9 @@ def escape_attr(value: object) -> str:
     return _ATTR_BAD.sub(lambda m: f"&#x{ord(m.group()):x};", s)
 
 
-def json_text(value: str) -> str:
-    """JSON string literal that contains no ``<``, ``>``, ``&`` or control characters."""
+def json_text(value: object) -> str:
+    """JSON (a string literal, or any JSON value) that contains no ``<``, ``>``,
+    ``&`` or control characters, so it cannot open or close a tag."""
     return _JSON_BAD.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 
@@ -72,4 +73,23 @@ def frame_fired(fires: Sequence[Fire], fired_at: datetime | None = None) -> str:
     return "\n".join(fired_block(f, f.fired_at or fired_at or f.due_at) for f in ordered)
 
 
-__all__ = ["TAG", "escape_attr", "fired_block", "frame_fired", "json_text"]
+FEEDBACK_TAG = "schedule-feedback"
+FEEDBACK_INSTRUCTION = (
+    "[SCHEDULE FEEDBACK] Some schedule tags in your previous reply were not carried out. "
+    "Each error_json says why; correct and resend a tag if the reminder is still wanted."
+)
+
+
+def frame_feedback(errors: Sequence[tuple[str, str, str]]) -> str:
+    """The hidden block that reports (code, message, tag snippet) errors of the
+    tags of a reply to the agent, in its next turn."""
+    if not errors:
+        raise ValueError("nothing to report")
+    lines = [f"<{FEEDBACK_TAG}>", FEEDBACK_INSTRUCTION]
+    for code, message, snippet in errors:
+        lines.append("error_json: " + json_text({"code": code, "message": message, "tag": snippet}))
+    lines.append(f"</{FEEDBACK_TAG}>")
+    return "\n".join(lines)
+
+
+__all__ = ["FEEDBACK_TAG", "TAG", "escape_attr", "fired_block", "frame_feedback", "frame_fired", "json_text"]

@@ -1,7 +1,9 @@
 """Session adapters: how a ``<schedule-fired>`` message becomes a turn.
 
 An adapter runs one turn with the framed message and returns a
-:class:`TurnResult`. ``shared`` adapters (command, openai) can be driven by any
+:class:`TurnResult`. Adapters that remindkit owns (command, openai, python with
+a store) take the occurrence keys in the store with the turn, so a repeat of a
+key is dropped, and carry out the tags of the reply for the session. ``shared`` adapters (command, openai) can be driven by any
 engine process, so their turns are claimed in the store; a local adapter
 (python) only by the process that registered the session.
 """
@@ -22,6 +24,8 @@ class TurnResult:
     error: str | None = None
     instant: bool = False  # failed at once (e.g. the session cannot be resumed)
     session: str | None = None  # the session that actually took the turn, if another
+    busy: bool = False  # not run: the session started a turn of its own meanwhile (the fires wait)
+    duplicate: bool = False  # not run: every occurrence key was taken by an earlier turn
 
 
 class SessionAdapter(Protocol):

@@ -5,18 +5,31 @@ Configured with an argv template (``remindkit session add s1 --command 'ARGV…'
 is also written to stdin, and the environment carries ``REMINDKIT_SESSION``,
 ``REMINDKIT_REMINDER_IDS`` and ``REMINDKIT_OCCURRENCE_KEYS`` (the idempotency
 keys, comma-separated). Exit status 0 is a delivered turn whose reply is stdout;
-anything else is a failed turn (the tail of stderr is recorded).
+anything else is a failed turn (the tail of stderr is recorded), and so is a
+reply that is a JSON result with ``"is_error": true`` (as agent CLIs print with
+``--output-format json``). A failed turn counts as failing at once, which sends
+the delivery to a fresh session.
+
+With ``turns`` (an :class:`~remindkit.agent.external.ExternalTurns`), the
+occurrence keys are taken in the store before the command runs, so no key is
+handed to the command twice, the feedback on the tags of its previous reply
+goes in front of the message, and the tags of its stdout are carried out.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..models import Fire, Session
 from .base import TurnResult
+
+if TYPE_CHECKING:
+    from ..agent.external import ExternalTurns
 
 DEFAULT_TIMEOUT = 600.0
 
@@ -32,13 +45,25 @@ class CommandSession:
     name = "command"
     shared = True
 
-    def __init__(self, *, timeout: float | None = None) -> None:
+    def __init__(self, *, timeout: float | None = None, turns: ExternalTurns | None = None) -> None:
         self.timeout = timeout
+        self.turns = turns
 
     def can_deliver(self, session: Session) -> bool:
         return bool(session.config.get("argv"))
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
+        if self.turns is not None:
+            handover = self.turns.begin(session.id, fires)
+            if handover is None:
+                return TurnResult(True, duplicate=True)
+            message, fires = handover.message, handover.fires
+        result = self._run(session, message, fires)
+        if result.ok and self.turns is not None:
+            self.turns.end(session.id, result.reply)
+        return result
+
+    def _run(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         template = session.config.get("argv") or []
         argv = [str(a).replace("{session}", session.id).replace("{message}", message) for a in template]
         env = dict(os.environ)
@@ -61,4 +86,35 @@ class CommandSession:
         if proc.returncode != 0:
             tail = (proc.stderr or "").strip()[-500:]
             return TurnResult(False, error=f"exit status {proc.returncode}: {tail}", instant=True)
-        return TurnResult(True, reply=proc.stdout)
+        error = _error_result(proc.stdout)
+        if error is not None:
+            return TurnResult(False, error=error, instant=True)
+        return TurnResult(True, reply=_reply_text(proc.stdout))
+
+
+def _reply_text(stdout: str) -> str:
+    """The reply: stdout, or the ``result`` of a JSON result object."""
+    text = stdout.strip()
+    if text.startswith("{") and '"result"' in text:
+        try:
+            data: Any = json.loads(text)
+        except ValueError:
+            return stdout
+        if isinstance(data, dict) and isinstance(data.get("result"), str):
+            return str(data["result"])
+    return stdout
+
+
+def _error_result(stdout: str) -> str | None:
+    """The error of a JSON result that says ``"is_error": true``, else None."""
+    text = stdout.strip()
+    if not text.startswith("{") or '"is_error"' not in text:
+        return None
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and data.get("is_error") is True:
+        detail = data.get("result") or data.get("error") or data.get("subtype") or "error result"
+        return f"the agent reported an error: {str(detail)[:500]}"
+    return None

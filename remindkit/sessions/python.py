@@ -4,7 +4,15 @@ live process, such as a notebook kernel.
 Only the registering process can deliver to it. While no process has it
 registered, fired occurrences wait in the store and are delivered when one
 registers it again. A key already taken by this process is never delivered to
-it twice (at-least-once delivery, exactly-once at the adapter).
+it twice (at-least-once delivery, exactly-once at the adapter); with ``turns``
+(an :class:`~remindkit.agent.external.ExternalTurns`) keys are also taken in
+the store, so no process hands the same key to the session twice, and the tags
+of the returned reply are carried out for the session.
+
+A handler that keeps its own transcript (``owns_transcript = True``, as
+:class:`~remindkit.agent.loop.Conversation`) gets the fires as they are and
+does all of that itself. A handler that raises an error with code
+``session_busy`` leaves the fires waiting.
 """
 
 from __future__ import annotations
@@ -12,10 +20,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..models import Fire, Session
 from .base import TurnResult
+
+if TYPE_CHECKING:
+    from ..agent.external import ExternalTurns
 
 Handler = Callable[[str, Sequence[Fire]], Any]
 
@@ -24,18 +35,20 @@ class PythonSessions:
     name = "python"
     shared = False
 
-    def __init__(self, *, remember_keys: int = 100_000) -> None:
-        self._handlers: dict[str, Handler] = {}
+    def __init__(self, *, remember_keys: int = 100_000, turns: ExternalTurns | None = None) -> None:
+        self._handlers: dict[str, tuple[Handler, bool]] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._remember = remember_keys
         self._lock = threading.Lock()
+        self.turns = turns
 
     def register(self, session_id: str, handler: Handler | Any) -> None:
         fn = getattr(handler, "deliver", handler)
         if not callable(fn):
             raise TypeError("a python session needs a callable or an object with deliver(message, fires)")
+        owns = bool(getattr(handler, "owns_transcript", False))
         with self._lock:
-            self._handlers[session_id] = fn
+            self._handlers[session_id] = (fn, owns)
 
     def unregister(self, session_id: str) -> None:
         with self._lock:
@@ -51,25 +64,48 @@ class PythonSessions:
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         with self._lock:
-            fn = self._handlers.get(session.id)
+            entry = self._handlers.get(session.id)
             fresh = [f for f in fires if f.key not in self._seen]
             for f in fresh:
                 self._seen[f.key] = None
             while len(self._seen) > self._remember:
                 self._seen.popitem(last=False)
-        if fn is None:
+        if entry is None:
+            self._forget(fresh)
             return TurnResult(False, error=f"session {session.id} is not registered in this process")
+        fn, owns = entry
         if not fresh:
-            return TurnResult(True, reply=None)  # a repeat of keys already taken
-        if len(fresh) != len(fires):
+            return TurnResult(True, reply=None, duplicate=True)  # a repeat of keys already taken
+        external = self.turns is not None and not owns
+        if external:
+            assert self.turns is not None
+            handover = self.turns.begin(session.id, fresh)
+            if handover is None:
+                return TurnResult(True, reply=None, duplicate=True)
+            message, fresh = handover.message, list(handover.fires)
+        elif len(fresh) != len(fires):
             from ..protocol import frame_fired
 
             message = frame_fired(fresh)
         try:
             reply = fn(message, fresh)
         except Exception as exc:
-            with self._lock:
-                for f in fresh:
-                    self._seen.pop(f.key, None)
-            return TurnResult(False, error=f"{type(exc).__name__}: {exc}")
-        return TurnResult(True, reply=None if reply is None else str(reply))
+            if getattr(exc, "code", None) == "session_busy" and not external:
+                self._forget(fresh)
+                return TurnResult(False, error=str(exc), busy=True)
+            if not external:
+                self._forget(fresh)
+            return TurnResult(False, error=f"{type(exc).__name__}: {exc}",
+                              instant=bool(getattr(exc, "instant", False)))
+        text = None if reply is None else str(reply)
+        if external and self.turns is not None:
+            self.turns.end(session.id, text)
+        return TurnResult(True, reply=text)
+
+    def _forget(self, fires: Sequence[Fire]) -> None:
+        with self._lock:
+            for f in fires:
+                self._seen.pop(f.key, None)
+
+
+__all__ = ["Handler", "PythonSessions"]

@@ -87,6 +87,7 @@ _FIRE_COLUMNS = (
     t.occurrences.c.alert,
     t.occurrences.c.fired_at,
     t.occurrences.c.session_id.label("occ_session"),
+    t.occurrences.c.error.label("occ_error"),
     t.reminders,
 )
 
@@ -113,6 +114,7 @@ def _fire_from_joined(row: Any, token: str) -> Fire:
         fired_at=from_us(m["fired_at"]) if m["fired_at"] is not None else None,
         alert=m["alert"],
         every_s=rem.schedule.every_s,
+        wait_reason=m["occ_error"],
     )
 
 

@@ -129,3 +129,29 @@ leases = Table(
     Column("priority", Integer, nullable=False, server_default="0"),
     Column("until", BigInteger, nullable=False),
 )
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("session_id", Text, nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("role", Text, nullable=False),  # system | user | assistant | tool
+    Column("kind", Text, nullable=False, server_default="chat"),  # chat | fired | feedback | tool
+    Column("content", Text, nullable=True),
+    Column("hidden", Boolean, nullable=False, server_default=text("false")),
+    Column("tool_calls", Text, nullable=True),  # JSON: the assistant's tool calls (OpenAI shape)
+    Column("tool_call_id", Text, nullable=True),
+    Column("name", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    UniqueConstraint("session_id", "seq", name="uq_message_seq"),
+)
+
+message_keys = Table(
+    "message_keys",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("occurrence_key", Text, primary_key=True),  # never taken twice in a session
+    Column("message_id", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)

@@ -48,6 +48,7 @@ from .rows import (
     session_from_row,
     session_to_row,
 )
+from .transcripts import TranscriptOps
 from .wake import Wake, make_wake
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ _LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)
 PAUSED_ALL = "paused_all"
 
 
-class SqlStore(ClaimOps):
+class SqlStore(ClaimOps, TranscriptOps):
     def __init__(self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None) -> None:
         self.engine = engine
         self.settings = settings or Settings.from_env()

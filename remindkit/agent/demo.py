@@ -1,0 +1,146 @@
+"""``remindkit demo``: the whole loop with no model server.
+
+A built-in *scripted local model* (not a language model: it follows a fixed
+script, and says so) answers the first message with a ``<schedule>`` tag a few
+seconds out. The reminder fires in an engine in this process: the fired event
+is published, the alarm plays and the ``announce`` text is spoken where this
+machine can, and the hidden ``<schedule-fired>`` turn goes back to the same
+conversation, where the scripted model answers it. Everything is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from .. import events as ev
+from ..clock import format_utc
+from ..models import Fire
+from ..protocol.framing import TAG
+from .model import Completion
+
+SCRIPT_LABEL = "scripted local model"
+
+
+class ScriptedModel:
+    """A stand-in model that follows a script: asked anything, it sets a reminder
+    ``delay`` seconds out with a ``<schedule>`` tag; handed a ``<schedule-fired>``
+    message, it tells the user what the reminder was about."""
+
+    name = SCRIPT_LABEL
+
+    def __init__(self, *, delay_s: int = 3, label: str = "stretch",
+                 text: str = "Stand up, stretch and drink some water.",
+                 announce: str = "Time to stretch!") -> None:
+        self.delay_s = delay_s
+        self.label = label
+        self.text = text
+        self.announce = announce
+        self.calls = 0
+
+    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion:
+        self.calls += 1
+        last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+        content = str((last or {}).get("content") or "")
+        if f"<{TAG}" in content:
+            texts = _reminder_texts(content)
+            about = "; ".join(texts) if texts else "your reminder"
+            return Completion(f"[{SCRIPT_LABEL}] Your reminder is due: {about} I'm back in this conversation, "
+                              "as promised.")
+        return Completion(
+            f"[{SCRIPT_LABEL}] Sure, I'll remind you in {self.delay_s} seconds.\n"
+            f'<schedule label="{self.label}" delay="{self.delay_s}s" alarm="true" announce="{self.announce}">'
+            f"{self.text}</schedule>"
+        )
+
+
+def _reminder_texts(message: str) -> list[str]:
+    out = []
+    for line in message.splitlines():
+        if line.startswith("reminder_text_json: "):
+            try:
+                out.append(str(json.loads(line.split(": ", 1)[1])))
+            except ValueError:
+                continue
+    return out
+
+
+def run_demo(out: TextIO, *, db_url: str | None = None, delay_s: int = 3, timeout_s: float = 30.0,
+             alerter: Any = None) -> int:
+    """Run the loop once; 0 when the agent answered the fired reminder."""
+    from ..engine import Engine
+    from ..settings import Settings
+    from ..store import open_store
+    from .chat import ChatSession
+
+    tmp = None
+    if db_url is None:
+        tmp = tempfile.TemporaryDirectory(prefix="remindkit-demo-")
+        db_url = f"sqlite:///{Path(tmp.name) / 'demo.db'}"
+    store = open_store(db_url, settings=Settings.from_env())
+    engine = Engine(store, alerter=alerter, role="demo", can_alert=alerter is not None)
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            out.write(line + "\n")
+            out.flush()
+
+    def on_fired(fire: Fire) -> None:
+        say(f"⏰ fired: {fire.label or fire.reminder_id} (due {format_utc(fire.due_at)})")
+
+    def on_alerted(fire: Fire, state: str) -> None:
+        say(f"🔔 alarm and speech ({fire.announce!r}): {state}")
+
+    engine.events.subscribe(ev.FIRED, on_fired)
+    if alerter is not None:
+        engine.events.subscribe(ev.ALERTED, on_alerted)
+    try:
+        engine.start()
+        chat = ChatSession(store, session="demo", model=ScriptedModel(delay_s=delay_s), engine=engine,
+                           title="remindkit demo")
+        say(f"remindkit demo: a {SCRIPT_LABEL} (no model server, no network) in session {chat.id!r}")
+        if alerter is None:
+            say("(no alarm or speech on this machine: the reminder is shown here only)")
+        question = f"Remind me in {delay_s} seconds to stretch."
+        say(f"you> {question}")
+        reply = chat.send(question)
+        say(f"agent> {reply.text}")
+        for outcome in reply.tags:
+            if outcome.ok and outcome.reminder is not None:
+                r = outcome.reminder
+                say(f"   (reminder {r.id} '{r.label}' set for {format_utc(r.next_fire_at)})")
+            elif not outcome.ok:
+                say(f"   (tag not carried out: {outcome.code}: {outcome.message})")
+        seen = chat.last_seq()
+        say("... waiting for the reminder; the conversation is idle ...")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not done.is_set():
+            for entry in chat.entries(after_seq=seen):
+                seen = max(seen, entry.seq)
+                if entry.who == "fired":
+                    say(f"{entry.text} (a hidden <schedule-fired> turn in the same conversation)")
+                elif entry.who == "agent":
+                    say(f"agent> {entry.text}")
+                    done.set()
+            time.sleep(0.1)
+        if not done.is_set():
+            say(f"error: no reply to the fired reminder within {timeout_s:g}s")
+            return 1
+        say("demo complete: set by a tag, fired on time, answered in a new turn.")
+        return 0
+    finally:
+        engine.stop()
+        engine.close()
+        store.close()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+__all__ = ["SCRIPT_LABEL", "ScriptedModel", "run_demo"]

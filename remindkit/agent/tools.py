@@ -1,0 +1,187 @@
+"""Carrying out tool calls: :func:`handle_tool_call` for ``schedule_create``,
+``schedule_list``, ``schedule_delete`` (seed 002) and ``set_callback`` (seed 003).
+
+A call sees and changes only its own session's reminders. A refusal is a
+result with a stable code, never an exception: the ``schedule_*`` tools answer
+JSON (``{"ok": true, ...}`` or ``{"ok": false, "error": {"code", "message"}}``),
+``set_callback`` answers seed 003's texts.
+
+>>> ctx = ToolContext(Reminders(store), "s1")                        # doctest: +SKIP
+>>> handle_tool_call(ctx, "schedule_create", {"prompt": "Stretch", "after": "25m"}).ok  # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..clock import format_utc
+from ..errors import RemindkitError
+from ..models import Reminder
+from ..protocol.tools import TOOL_NAMES
+from ..reminders import Reminders
+
+NOT_FOUND = "schedule_not_found"
+PERSISTENCE_UNCERTAIN = "persistence_uncertain"
+_SELECTORS = ("after", "at", "every", "cron")
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """The session a tool call acts for, and the API it acts through."""
+
+    api: Reminders
+    session: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str  # what goes back to the model
+    ok: bool = True
+    code: str | None = None
+    data: dict[str, Any] | None = field(default=None, compare=False)
+
+
+def handle_tool_call(session: ToolContext, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
+    """Carry out one tool call for ``session``; never raises for bad input."""
+    if name not in TOOL_NAMES:
+        return _error("unknown_tool", f"there is no tool {name!r}; the reminder tools are {', '.join(TOOL_NAMES)}")
+    args = _arguments(arguments)
+    if isinstance(args, ToolResult):
+        if name == "set_callback":
+            return ToolResult(f"Error: {args.data['error']['message'] if args.data else 'invalid arguments'}",
+                              ok=False, code=args.code)
+        return args
+    if name == "set_callback":
+        from .callbacks import set_callback
+
+        return set_callback(session, args)
+    try:
+        if name == "schedule_create":
+            return _create(session, args)
+        if name == "schedule_list":
+            return _list(session, args)
+        return _delete(session, args)
+    except RemindkitError as exc:
+        code = exc.code
+        if code == "store_unavailable":
+            return _error(PERSISTENCE_UNCERTAIN, "the reminder store could not be reached, so the change may or "
+                          "may not have been saved; call schedule_list to check before retrying")
+        if name == "schedule_delete" and code in ("not_found", "not_active"):
+            code = NOT_FOUND
+        return _error(code, exc.message)
+
+
+# -- schedule_create / list / delete ----------------------------------------------------------
+
+
+def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    allowed = {"prompt", "label", "after", "at", "every", "cron", "time_zone", "repeat", "until", "alarm",
+               "announce", "on_busy"}
+    bad = _unknown(args, allowed)
+    if bad:
+        return bad
+    chosen = [s for s in _SELECTORS if args.get(s) is not None]
+    if len(chosen) > 1:
+        return _error("conflicting_schedule", f"give exactly one of after, at, every or cron (got {', '.join(chosen)})")
+    if not chosen:
+        return _error("missing_schedule", "say when: give one of after, at, every or cron")
+    for key in ("prompt", "label", "at", "cron", "time_zone", "until", "announce", "on_busy"):
+        if args.get(key) is not None and not isinstance(args[key], str):
+            return _error("invalid_argument", f"{key} must be a string")
+    if "prompt" not in args:
+        return _error("empty_text", "the reminder needs a prompt: say what to remind about")
+    alarm = args.get("alarm", False)
+    if not isinstance(alarm, bool):
+        return _error("invalid_argument", "alarm must be true or false")
+    created = ctx.api.add(
+        args["prompt"], session=ctx.session, label=args.get("label"), in_=args.get("after"), at=args.get("at"),
+        every=args.get("every"), cron=args.get("cron"), tz=args.get("time_zone"), repeat=args.get("repeat"),
+        until=args.get("until"), alarm=alarm, announce=args.get("announce"),
+        on_busy=args.get("on_busy") or "wait", source="tool",
+    )
+    data = {"ok": True, "reminder": reminder_view(created.reminder)}
+    if created.replaced:
+        data["replaced"] = list(created.replaced)
+    return _ok(data)
+
+
+def _list(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    bad = _unknown(args, set())
+    if bad:
+        return bad
+    rems = ctx.api.list(session=ctx.session)
+    return _ok({"ok": True, "reminders": [reminder_view(r) for r in rems]})
+
+
+def _delete(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    bad = _unknown(args, {"id"})
+    if bad:
+        return bad
+    rid = args.get("id")
+    if not isinstance(rid, str) or not rid.strip():
+        return _error("invalid_argument", "id must be a reminder id such as rem_3f9a1c2e7b04")
+    (done,) = ctx.api.cancel([rid.strip()], session=ctx.session)
+    return _ok({"ok": True, "deleted": done.id, "reminder": reminder_view(done)})
+
+
+def reminder_view(r: Reminder) -> dict[str, Any]:
+    """What a tool tells the model about a reminder: id, target time in UTC and in
+    its zone, state and how it will be delivered."""
+    return {
+        "id": r.id,
+        "label": r.label,
+        "prompt": r.text,
+        "kind": r.kind,
+        "schedule": r.schedule.describe(),
+        "state": r.state,
+        "target_at_utc": format_utc(r.next_fire_at),
+        "target_at_local": r.local_next(),
+        "time_zone": r.schedule.tz,
+        "repeat": "forever" if r.schedule.repeat is None else r.schedule.repeat,
+        "remaining": r.remaining if r.schedule.repeating else None,
+        "alarm": r.alarm,
+        "announce": r.announce,
+        "delivery": {"mode": "turn", "session": r.session, "on_busy": r.on_busy,
+                     "note": "comes back to this conversation as a new turn when it is idle"},
+    }
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any] | ToolResult:
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError as exc:
+            return _error("invalid_arguments", f"the arguments are not JSON: {exc}")
+        arguments = parsed
+    if not isinstance(arguments, Mapping):
+        return _error("invalid_arguments", "the arguments must be a JSON object")
+    return dict(arguments)
+
+
+def _unknown(args: dict[str, Any], allowed: set[str]) -> ToolResult | None:
+    extra = sorted(set(args) - allowed)
+    if not extra:
+        return None
+    takes = ", ".join(sorted(allowed)) if allowed else "no arguments"
+    return _error("invalid_argument", f"unknown argument(s) {', '.join(extra)}; this tool takes {takes}")
+
+
+def _ok(data: dict[str, Any]) -> ToolResult:
+    return ToolResult(json.dumps(data, ensure_ascii=False), ok=True, data=data)
+
+
+def _error(code: str, message: str) -> ToolResult:
+    data = {"ok": False, "error": {"code": code, "message": message}}
+    return ToolResult(json.dumps(data, ensure_ascii=False), ok=False, code=code, data=data)
+
+
+__all__ = ["NOT_FOUND", "ToolContext", "ToolResult", "handle_tool_call", "reminder_view"]

@@ -1,0 +1,165 @@
+"""``remindkit chat`` and ``remindkit demo``.
+
+``remindkit chat --base-url URL --model NAME [--session ID]``: a terminal chat
+with an OpenAI-compatible endpoint, kept in the store as an ``openai`` session.
+An engine runs in the process, so reminders the agent sets fire here; a fired
+reminder arrives as a new turn while you are idle and shows as a short marker
+and the agent's reply. ``/reminders`` lists the session's reminders, ``/quit``
+(or end of input) leaves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from typing import Any, TextIO
+
+from ..clock import format_utc
+from ..reminders import Reminders
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    c = sub.add_parser("chat", parents=[common], help="chat with an OpenAI-compatible model; reminders come back as turns")
+    c.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:11434/v1 (Ollama), http://127.0.0.1:8080/v1")
+    c.add_argument("--model", required=True)
+    c.add_argument("--session", help="session id (default: a new one); an existing openai session is resumed")
+    c.add_argument("--api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)")
+    c.add_argument("--no-engine", action="store_true", help="do not run an engine here (another process delivers)")
+    d = sub.add_parser("demo", parents=[common], help="the whole loop with a scripted local model (no model server)")
+    d.add_argument("--delay", type=int, default=3, help="seconds until the demo reminder fires (default 3)")
+    d.add_argument("--no-alerts", action="store_true", help="no alarm or speech")
+
+
+def run_chat(args: argparse.Namespace, api: Reminders, out: TextIO, inp: TextIO) -> int:
+    from ..agent.chat import ChatSession
+    from ..engine import Engine
+
+    engine = None
+    if not args.no_engine:
+        from .main import _default_alerter
+
+        alerter = _default_alerter()
+        engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role="chat",
+                        can_alert=alerter is not None)
+    chat = ChatSession(api.store, session=args.session, base_url=args.base_url, model=args.model,
+                       api_key_env=args.api_key_env, engine=engine, clock=api.clock, settings=api.settings)
+    view = _ChatView(chat, out)
+    out.write(f"remindkit chat: {args.model} at {args.base_url}, session {chat.id}. "
+              "Reminders come back here while you are idle. /reminders lists them, /quit leaves.\n")
+    out.flush()
+    if engine is not None:
+        engine.start()
+    view.start()
+    try:
+        while True:
+            line = inp.readline()
+            if not line:
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                break
+            if text == "/reminders":
+                view.reminders(api)
+                continue
+            view.send(text)
+    finally:
+        view.stop()
+        chat.close()
+        if engine is not None:
+            engine.stop()
+            engine.close()
+    return 0
+
+
+class _ChatView:
+    """Prints the conversation: your turns as they finish, and fired turns (run
+    by any engine) as they land while you are idle."""
+
+    def __init__(self, chat: Any, out: TextIO) -> None:
+        self.chat = chat
+        self.out = out
+        self.lock = threading.Lock()
+        self.seen = chat.last_seq()
+        self._stop = threading.Event()
+        self._own_turn = False
+        self._thread = threading.Thread(target=self._poll, daemon=True, name="remindkit-chat-view")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+    def send(self, text: str) -> None:
+        with self.lock:
+            self._drain()
+            self._own_turn = True
+        try:
+            reply = self.chat.send(text)
+        except Exception:
+            with self.lock:
+                self._own_turn = False
+            raise
+        with self.lock:
+            self._own_turn = False
+            if reply.ok:
+                self.out.write(f"agent> {reply.text}\n")
+                for o in reply.tags:
+                    if o.ok and o.reminder is not None:
+                        self.out.write(f"  (reminder '{o.reminder.label}' set for {format_utc(o.reminder.next_fire_at)})\n")
+                    elif o.ok:
+                        self.out.write(f"  (cancelled {', '.join(o.cancelled)})\n")
+                    else:
+                        self.out.write(f"  (tag not carried out: {o.code})\n")
+            else:
+                self.out.write(f"error: {reply.code}: {reply.error}\n")
+            if reply.messages:
+                self.seen = max(self.seen, max(m.seq for m in reply.messages))
+            self.out.flush()
+
+    def reminders(self, api: Reminders) -> None:
+        rems = api.list(session=self.chat.id)
+        with self.lock:
+            if not rems:
+                self.out.write("no reminders\n")
+            for r in rems:
+                self.out.write(f"  {r.id}  {r.label or '-'}  {r.state}  next {format_utc(r.next_fire_at) or '-'}"
+                               f"  {r.schedule.describe()}\n")
+            self.out.flush()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                with self.lock:
+                    if not self._own_turn:
+                        self._drain()
+            except Exception:  # the store may be briefly unavailable; try again
+                continue
+
+    def _drain(self) -> None:
+        for entry in self.chat.entries(after_seq=self.seen):
+            self.seen = max(self.seen, entry.seq)
+            if entry.who == "fired":
+                self.out.write(f"{entry.text}\n")
+            elif entry.who == "agent":
+                self.out.write(f"agent> {entry.text}\n")
+            elif entry.who == "you":
+                self.out.write(f"you> {entry.text}\n")
+        self.out.flush()
+
+
+def run_demo_command(args: argparse.Namespace, out: TextIO) -> int:
+    from ..agent.demo import run_demo
+
+    alerter = None
+    if not args.no_alerts:
+        from .main import _default_alerter
+
+        alerter = _default_alerter()
+    return run_demo(out, db_url=args.db, delay_s=args.delay, alerter=alerter)
+
+
+__all__ = ["add_parsers", "run_chat", "run_demo_command"]

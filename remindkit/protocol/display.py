@@ -1,0 +1,103 @@
+"""What a person sees of a conversation: tags and hidden blocks stripped.
+
+* :func:`strip_assistant_display` removes ``<schedule>`` / ``<cancel-schedule>``
+  tags from an agent reply (tags inside code stay: they are text);
+* :func:`strip_user_display_tags` removes the ``<schedule-fired>`` and
+  ``<schedule-feedback>`` blocks that remindkit adds to user-role messages; a
+  message that is empty afterwards is hidden (seed 000's ``stripUserDisplayTags``);
+* :func:`fired_marker` is the short line UIs show in place of a fired turn.
+
+Pure and linear: blocks are found with ``str.find``, never a backtracking regex.
+"""
+
+from __future__ import annotations
+
+from .tags import strip_tags
+
+HIDDEN_BLOCKS = ("schedule-fired", "schedule-feedback")
+
+
+def strip_assistant_display(reply: str) -> str:
+    return strip_tags(reply)
+
+
+def strip_user_display_tags(message: str) -> str:
+    """The message without remindkit's hidden blocks; ``""`` means: hide it."""
+    out = message
+    for name in HIDDEN_BLOCKS:
+        out = _strip_blocks(out, name)
+    return out.strip()
+
+
+def is_hidden_user_message(message: str) -> bool:
+    return strip_user_display_tags(message) == ""
+
+
+def _strip_blocks(text: str, name: str) -> str:
+    opener, closer = f"<{name}", f"</{name}>"
+    if opener not in text:
+        return text
+    parts: list[str] = []
+    pos = 0
+    while True:
+        start = text.find(opener, pos)
+        if start < 0:
+            break
+        after = start + len(opener)
+        if after < len(text) and text[after] not in " \t\r\n>/":
+            parts.append(text[pos:after])
+            pos = after
+            continue
+        end = text.find(closer, after)
+        if end < 0:
+            break  # an unclosed block is not ours: keep it as text
+        parts.append(text[pos:start])
+        pos = end + len(closer)
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def fired_labels(message: str) -> list[str]:
+    """Labels (or ids) of the ``<schedule-fired>`` blocks of a message, in order."""
+    labels: list[str] = []
+    pos = 0
+    while True:
+        start = message.find("<schedule-fired ", pos)
+        if start < 0:
+            return labels
+        head_end = message.find(">", start)
+        if head_end < 0:
+            return labels
+        head = message[start:head_end]
+        labels.append(_attr(head, "label") or _attr(head, "id") or "reminder")
+        pos = head_end
+
+
+def fired_marker(message: str) -> str:
+    """``⏰ reminder fired: check back, deploy`` for a fired turn."""
+    labels = fired_labels(message)
+    if not labels:
+        return "⏰ reminder fired"
+    return "⏰ reminder fired: " + ", ".join(labels)
+
+
+def _attr(head: str, name: str) -> str | None:
+    key = f' {name}="'
+    i = head.find(key)
+    if i < 0:
+        return None
+    j = head.find('"', i + len(key))
+    if j < 0:
+        return None
+    from .tags import decode_entities
+
+    return decode_entities(head[i + len(key):j]) or None
+
+
+__all__ = [
+    "fired_labels",
+    "fired_marker",
+    "is_hidden_user_message",
+    "strip_assistant_display",
+    "strip_user_display_tags",
+]

@@ -1,0 +1,154 @@
+"""The reminder tools an agent can call, as data: ``schedule_create``,
+``schedule_list``, ``schedule_delete`` (seed 002) and ``set_callback`` (seed 003).
+
+One definition, two exports::
+
+    >>> from remindkit.protocol.tools import openai_tools, anthropic_tools
+    >>> [t["function"]["name"] for t in openai_tools()]
+    ['schedule_create', 'schedule_list', 'schedule_delete', 'set_callback']
+    >>> anthropic_tools(["schedule_list"])[0]["input_schema"]["type"]
+    'object'
+
+The calls themselves are carried out by :func:`remindkit.agent.handle_tool_call`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+CALLBACK_SLOTS = 8
+CALLBACK_DELAY_MIN = 1
+CALLBACK_DELAY_MAX = 3_600
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+_DURATION = {"type": ["string", "integer"], "description": "a duration: 30s, 5m, 2h, 2d, 1h30m, or whole seconds"}
+
+SCHEDULE_CREATE = ToolSpec(
+    name="schedule_create",
+    description=(
+        "Set a reminder in this conversation. When it comes due, the person is alerted and the reminder "
+        "comes back to you as a new turn (a <schedule-fired> message) once you are idle. Give exactly one of "
+        "after, at, every or cron. Times: an RFC 3339 instant with offset (2026-09-01T15:00:00+08:00), or a "
+        "local date-time with time_zone (an IANA name such as Europe/Berlin). Returns the reminder with its "
+        "id, target time (UTC and local), state and delivery mode, or an error with a stable code."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "prompt": {"type": "string", "description": "what the reminder is about; handed back to you when it fires"},
+            "label": {"type": "string", "description": "short name; setting a label that is live replaces that reminder"},
+            "after": {**_DURATION, "description": "fire once after this delay: 30s, 5m, 2h, 1h30m or seconds"},
+            "at": {"type": "string", "description": "fire once at this time (RFC 3339 with offset, or local with time_zone)"},
+            "every": {**_DURATION, "description": "repeat on this fixed interval, anchored to the first fire"},
+            "cron": {"type": "string", "description": "cron expression, 5 fields (or 6 with seconds first), in time_zone"},
+            "time_zone": {"type": "string", "description": "IANA time zone for at (local), cron and until"},
+            "repeat": {"type": ["integer", "string"], "description": "number of fires for every/cron; -1 or \"forever\" for no end"},
+            "until": {"type": "string", "description": "last possible fire for every/cron"},
+            "alarm": {"type": "boolean", "description": "play an alarm sound when it fires"},
+            "announce": {"type": "string", "description": "short text spoken aloud when it fires"},
+            "on_busy": {"type": "string", "enum": ["wait", "rebase", "skip"],
+                        "description": "if you are mid-turn when it is due: wait (default), rebase by one period, or skip"},
+        },
+        "required": ["prompt"],
+        "additionalProperties": False,
+    },
+)
+
+SCHEDULE_LIST = ToolSpec(
+    name="schedule_list",
+    description="List this conversation's pending reminders (active or paused) in the order they were created.",
+    parameters={"type": "object", "properties": {}, "additionalProperties": False},
+)
+
+SCHEDULE_DELETE = ToolSpec(
+    name="schedule_delete",
+    description=(
+        "Cancel one of this conversation's pending reminders by id. An unknown or already finished id "
+        "returns schedule_not_found and changes nothing."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"id": {"type": "string", "description": "the reminder id (rem_…) from schedule_create or schedule_list"}},
+        "required": ["id"],
+        "additionalProperties": False,
+    },
+)
+
+SET_CALLBACK = ToolSpec(
+    name="set_callback",
+    description=(
+        "Timers you set for yourself: when one fires and you are idle, its message comes back as a new turn "
+        "and the timer re-arms. action=set schedules message every delay_seconds (1-3600) for repeat_count "
+        "fires (default 20; -1 forever; 0 or 1 once) in one of 8 slots; action=list shows them; "
+        "action=cancel stops slot callback_id, or all when callback_id is omitted."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["set", "list", "cancel"]},
+            "message": {"type": "string", "description": "for set: the whole instruction you will receive when it fires"},
+            "delay_seconds": {"type": "integer", "minimum": CALLBACK_DELAY_MIN, "maximum": CALLBACK_DELAY_MAX},
+            "repeat_count": {"type": "integer", "description": "fires in all; default 20, -1 forever, 0 or 1 once"},
+            "callback_id": {"type": "integer", "minimum": 0, "maximum": CALLBACK_SLOTS - 1,
+                            "description": "for cancel: the slot; omit to cancel every callback"},
+        },
+        "required": ["action"],
+        "additionalProperties": False,
+    },
+)
+
+TOOLS: tuple[ToolSpec, ...] = (SCHEDULE_CREATE, SCHEDULE_LIST, SCHEDULE_DELETE, SET_CALLBACK)
+TOOL_NAMES = tuple(t.name for t in TOOLS)
+
+
+def tool_specs(names: Iterable[str] | None = None) -> list[ToolSpec]:
+    """The tool definitions, all or the named ones (in the order given)."""
+    if names is None:
+        return list(TOOLS)
+    by_name = {t.name: t for t in TOOLS}
+    out = []
+    for name in names:
+        if name not in by_name:
+            raise KeyError(f"no tool named {name!r}; there are {', '.join(TOOL_NAMES)}")
+        out.append(by_name[name])
+    return out
+
+
+def openai_tools(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Chat Completions ``tools``: ``{"type": "function", "function": {name, description, parameters}}``."""
+    return [
+        {"type": "function",
+         "function": {"name": t.name, "description": t.description, "parameters": copy.deepcopy(t.parameters)}}
+        for t in tool_specs(names)
+    ]
+
+
+def anthropic_tools(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Anthropic Messages ``tools``: ``{name, description, input_schema}``."""
+    return [
+        {"name": t.name, "description": t.description, "input_schema": copy.deepcopy(t.parameters)}
+        for t in tool_specs(names)
+    ]
+
+
+__all__ = [
+    "CALLBACK_DELAY_MAX",
+    "CALLBACK_DELAY_MIN",
+    "CALLBACK_SLOTS",
+    "TOOLS",
+    "TOOL_NAMES",
+    "ToolSpec",
+    "anthropic_tools",
+    "openai_tools",
+    "tool_specs",
+]

@@ -1,0 +1,133 @@
+"""A turn through remindkit: tool rounds, tags, feedback in the next turn,
+the turn lease, fired turns taken once."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+
+from remindkit.agent.loop import Conversation, SessionBusy
+from remindkit.clock import FakeClock, to_us
+from remindkit.models import Fire
+from remindkit.reminders import Reminders
+from remindkit.settings import Settings
+from remindkit.store import SqlStore
+
+from .scripted import Script, tool_call
+
+
+def conv(store: SqlStore, clock: FakeClock, settings: Settings, model: Script, session: str = "s1") -> Conversation:
+    return Conversation(store, session, model, clock=clock, settings=settings)
+
+
+def test_tags_in_reply_are_carried_out(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+    model = Script('Sure! <schedule label="check back" delay="5m" alarm="true" announce="Check in">'
+                   "Ask about the meeting.</schedule>")
+    reply = conv(store, clock, settings, model).send("remind me in 5 minutes")
+    assert reply.ok and reply.text == "Sure!"
+    (rem,) = Reminders(store, clock=clock, settings=settings).list(session="s1")
+    assert (rem.label, rem.text, rem.alarm, rem.announce, rem.source) == (
+        "check back", "Ask about the meeting.", True, "Check in", "tag")
+    assert rem.next_fire_at == clock.now() + timedelta(minutes=5)
+    roles = [(m.role, m.kind, m.hidden) for m in store.messages("s1")]
+    assert roles == [("user", "chat", False), ("assistant", "chat", False)]
+    assert model.calls[0][0]["role"] == "system" and "<schedule" in model.calls[0][0]["content"]
+
+
+def test_errors_go_back_in_the_next_turn(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+    model = Script('<schedule label="x" delay="5m" colour="red">t</schedule>'
+                   '<schedule label="y" every="5s">too often</schedule>'
+                   '<cancel-schedule label="nothing" />', "ok")
+    c = conv(store, clock, settings, model)
+    first = c.send("go")
+    assert first.ok and [o.code for o in first.tags] == ["unknown_attribute", "interval_too_short", "schedule_not_found"]
+    assert Reminders(store, clock=clock, settings=settings).list(all=True) == []
+    c.send("next")
+    sent = model.last_user()
+    assert sent.startswith("<schedule-feedback>") and sent.endswith("next")
+    codes = [json.loads(line.split(": ", 1)[1])["code"] for line in sent.splitlines() if line.startswith("error_json")]
+    assert codes == ["unknown_attribute", "interval_too_short", "schedule_not_found"]
+    assert [m.kind for m in store.messages("s1")] == ["chat", "chat", "feedback", "chat", "chat"]
+
+
+def test_tool_rounds(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+    model = Script(
+        tool_call("schedule_create", {"prompt": "stretch", "after": "10m", "label": "s"}, "c1"),
+        lambda msgs: tool_call("schedule_list", {}, "c2"),
+        "Done: I'll remind you.",
+    )
+    reply = conv(store, clock, settings, model).send("remind me to stretch")
+    assert reply.ok and reply.text == "Done: I'll remind you."
+    assert [name for name, _ in reply.tools] == ["schedule_create", "schedule_list"]
+    second = model.calls[1]
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "schedule_create"
+    assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "c1"
+    assert json.loads(second[-1]["content"])["reminder"]["prompt"] == "stretch"
+    assert model.tools[0] and model.tools[0][0]["function"]["name"] == "schedule_create"
+
+
+def test_model_failure_is_a_failed_turn(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+    from .scripted import fail
+
+    reply = conv(store, clock, settings, Script(fail())).send("hi")
+    assert not reply.ok and reply.instant and reply.code == "model_http_error"
+    reply = conv(store, clock, settings, Script(RuntimeError("bug"))).send("hi")
+    assert not reply.ok and not reply.instant and "bug" in (reply.error or "")
+    assert store.get_session("s1") is not None and store.get_session("s1").idle  # the lease is released
+
+
+def fires_for(store: SqlStore, clock: FakeClock, settings: Settings, n: int = 2) -> list[Fire]:
+    api = Reminders(store, clock=clock, settings=settings)
+    rems = [api.create(f"text {i}", session="s1", label=f"l{i}", in_=f"{i + 1}m") for i in range(n)]
+    return [Fire(occurrence_id=i, reminder_id=r.id, session="s1", due_at=r.next_fire_at, text=r.text, label=r.label)
+            for i, r in enumerate(rems)]
+
+
+def test_fired_turn_runs_once_per_key(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+    model = Script("Your reminder is due.")
+    c = conv(store, clock, settings, model)
+    fires = fires_for(store, clock, settings)
+    first = c.deliver("", fires)
+    assert first.ok and not first.duplicate and first.text == "Your reminder is due."
+    sent = model.last_user()
+    assert sent.count("<schedule-fired ") == 2 and sent.index("text 0") < sent.index("text 1")
+    again = conv(store, clock, settings, model).deliver("", fires)  # another engine, same keys
+    assert again.duplicate and len(model.calls) == 1
+    [hidden] = [m for m in store.messages("s1") if m.kind == "fired"]
+    assert hidden.hidden and hidden.role == "user"
+    partial = c.deliver("", [fires[1], *fires_for(store, clock, settings, 1)])
+    assert partial.ok and model.last_user().count("<schedule-fired ") == 1  # only the new key
+
+
+def test_unanswered_fired_turn_is_completed_not_repeated(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+    fires = fires_for(store, clock, settings, 1)
+    from .scripted import fail
+
+    crashed = conv(store, clock, settings, Script(fail(instant=False))).deliver("", fires)
+    assert not crashed.ok
+    model = Script("answered")
+    retry = conv(store, clock, settings, model).deliver("", fires)
+    assert retry.ok and retry.text == "answered" and len(model.calls) == 1
+    assert [m.kind for m in store.messages("s1")] == ["fired", "chat"]
+
+
+def test_turn_lease_makes_the_session_busy(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+    model = Script("slow answer")
+    model.gate = threading.Event()
+    c = conv(store, clock, settings, model)
+    results = []
+    t = threading.Thread(target=lambda: results.append(c.send("hi")))
+    t.start()
+    assert model.entered.wait(5)
+    sess = store.get_session("s1", now_us=to_us(clock.now()))
+    assert sess is not None and sess.in_turn and not sess.idle
+    with pytest.raises(SessionBusy) as info:
+        conv(store, clock, settings, Script("x")).send("me too", wait_s=0)
+    assert info.value.code == "session_busy"
+    model.gate.set()
+    t.join(5)
+    assert results[0].ok
+    assert store.get_session("s1", now_us=to_us(clock.now())).idle

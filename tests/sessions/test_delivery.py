@@ -1,0 +1,290 @@
+"""Delivery to sessions, driven by Engine.tick with a fake clock: idle only,
+several fires in one turn, busy policies (wait, skip, re-base), the
+fresh-session fallback, python sessions that register late, and two engines
+sharing a store."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from dataclasses import replace
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from remindkit import events as ev
+from remindkit.agent.chat import ChatSession
+from remindkit.agent.external import ExternalTurns
+from remindkit.clock import FakeClock, to_us
+from remindkit.engine import Engine
+from remindkit.models import Session
+from remindkit.reminders import Reminders
+from remindkit.sessions.base import Adapters
+from remindkit.sessions.command import CommandSession
+from remindkit.sessions.openai import OpenAISessions
+from remindkit.sessions.python import PythonSessions
+from remindkit.settings import Settings
+from remindkit.store import SqlStore
+
+from ..agent.scripted import Script
+
+
+def engine(store: SqlStore, clock: FakeClock, settings: Settings, **kw) -> Engine:  # type: ignore[no-untyped-def]
+    return Engine(store, clock=clock, settings=settings, inline=True, **kw)
+
+
+def step(eng: Engine, clock: FakeClock, seconds: float = 0) -> None:
+    clock.advance(seconds)
+    eng.tick(clock.now())
+    eng.notice_change()
+    eng.tick(clock.now())  # deliver what waited, now that outcomes are written
+
+
+def outcomes(store: SqlStore, rid: str) -> list[tuple[str, str | None]]:
+    return [(o.state, o.delivered_to) for o in reversed(store.history(reminder_id=rid))]
+
+
+@pytest.fixture
+def api(store: SqlStore, clock: FakeClock, settings: Settings) -> Reminders:
+    return Reminders(store, clock=clock, settings=settings)
+
+
+def test_busy_session_holds_the_fire_until_the_turn_ends(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    settings = replace(settings, lease_s=3600)  # the fake clock jumps; real leases are renewed as time passes
+    eng = engine(store, clock, settings)
+    model = Script("Noted, it is time.")
+    chat = ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
+    rid = api.create("check the oven", session="s1", in_="1m").id
+    model.gate = threading.Event()
+    turn = threading.Thread(target=chat.send, args=("a long question",))
+    turn.start()
+    assert model.entered.wait(5)
+    step(eng, clock, 61)
+    assert outcomes(store, rid) == [("waiting", None)]  # alerted on time, held back
+    assert len(model.calls) == 1
+    model.gate.set()
+    turn.join(5)
+    step(eng, clock, 1)
+    assert outcomes(store, rid) == [("delivered", "s1")]
+    assert "check the oven" in model.last_user() and "<schedule-fired" in model.last_user()
+    occ = store.history(reminder_id=rid)[0]
+    assert occ.fired_at == occ.due_at + timedelta(seconds=1)  # fired (alerted) at the tick during the turn
+    assert occ.delivered_at == occ.due_at + timedelta(seconds=2)  # delivered when the turn was over
+
+
+def test_externally_busy_then_several_in_one_turn(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    eng = engine(store, clock, settings)
+    model = Script("ok")
+    ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
+    store.set_session_busy("s1", True, now_us=to_us(clock.now()))
+    second = api.create("second", session="s1", in_="2m").id
+    first = api.create("first", session="s1", in_="1m").id
+    skipped = api.create("skip me", session="s1", in_="90s", on_busy="skip").id
+    step(eng, clock, 60)
+    step(eng, clock, 60)
+    assert outcomes(store, first) == [("waiting", None)] and outcomes(store, second) == [("waiting", None)]
+    assert outcomes(store, skipped) == [("skipped", None)]
+    assert model.calls == []
+    store.set_session_busy("s1", False, now_us=to_us(clock.now()))
+    step(eng, clock, 1)
+    assert len(model.calls) == 1
+    msg = model.last_user()
+    assert msg.count("<schedule-fired ") == 2 and msg.index('"first"') < msg.index('"second"')
+    assert outcomes(store, first) == [("delivered", "s1")]
+
+
+def test_rebase_pushes_one_full_delay_after_the_turn(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    settings = replace(settings, lease_s=3600)
+    from remindkit.agent import ToolContext, handle_tool_call
+
+    eng = engine(store, clock, settings)
+    model = Script("tick")
+    chat = ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
+    start = clock.now()
+    handle_tool_call(ToolContext(api, "s1"), "set_callback",
+                     {"action": "set", "message": "poll the build", "delay_seconds": 30, "repeat_count": 3})
+    step(eng, clock, 30)
+    assert len(model.calls) == 1  # fired at t=30 while idle
+    model.gate = threading.Event()
+    turn = threading.Thread(target=chat.send, args=("long work",))
+    clock.advance(20)
+    turn.start()
+    assert model.entered.wait(5)
+    step(eng, clock, 15)  # t=65: due at 60 passed during the turn
+    model.gate.set()
+    turn.join(5)
+    clock.advance(5)  # the turn ended at t=70
+    step(eng, clock)
+    (rem,) = api.list(session="s1")
+    assert rem.next_fire_at == start + timedelta(seconds=100)  # one full delay after the turn
+    assert rem.fired_count == 1 and rem.remaining == 2  # the re-based fire did not count
+    assert [o.state for o in reversed(store.history(reminder_id=rem.id))] == ["delivered", "skipped"]
+    calls = len(model.calls)
+    step(eng, clock, 29)
+    assert len(model.calls) == calls
+    step(eng, clock, 1)
+    assert len(model.calls) == calls + 1
+    assert "poll the build" in model.last_user()
+
+
+def sh(script: str) -> list[str]:
+    return [sys.executable, "-c", script]
+
+
+OK_AGENT = "import sys; data = sys.stdin.read(); print('fresh agent got', data.count('<schedule-fired'))"
+FAIL_AGENT = "import sys; sys.stderr.write('cannot resume this session'); sys.exit(3)"
+
+
+def command_engine(store, clock, settings) -> tuple[Engine, list]:  # type: ignore[no-untyped-def]
+    turns = ExternalTurns(store, clock=clock, settings=settings)
+    eng = engine(store, clock, settings, adapters=Adapters(CommandSession(turns=turns), PythonSessions()))
+    failed: list = []
+    eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append((sid, why)))
+    return eng, failed
+
+
+def test_fresh_session_fallback(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    eng, failed = command_engine(store, clock, settings)
+    store.put_session(Session("old", adapter="command", config={"argv": sh(FAIL_AGENT), "fresh_argv": sh(OK_AGENT)}),
+                      now_us=to_us(clock.now()))
+    rid = api.create("follow up", session="old", in_="1m").id
+    step(eng, clock, 60)
+    [(state, to)] = outcomes(store, rid)
+    assert state == "delivered" and to is not None and to.startswith("old~")
+    fresh = store.get_session(to)
+    assert fresh.parent_id == "old" and fresh.adapter == "command" and fresh.config["fallback_for"] == "old"
+    assert [m.role for m in store.messages(to)] == ["user", "assistant"]
+    assert store.messages(to)[1].content.strip() == "fresh agent got 1"
+    assert failed == []
+    rid2 = api.create("again", session="old", in_="1m").id
+    step(eng, clock, 60)
+    assert outcomes(store, rid2) == [("delivered", to)]  # the same fallback session again
+
+
+def test_both_fail_is_recorded_and_told(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    eng, failed = command_engine(store, clock, settings)
+    store.put_session(Session("old", adapter="command", config={"argv": sh(FAIL_AGENT)}), now_us=to_us(clock.now()))
+    rid = api.create("follow up", session="old", in_="1m").id
+    step(eng, clock, 60)
+    (occ,) = store.history(reminder_id=rid)
+    assert occ.state == "failed"
+    assert "session old: exit status 3: cannot resume this session" in occ.error
+    assert "fresh session old~" in occ.error
+    assert failed and failed[0][0] == "old"
+
+
+def test_error_result_is_a_failed_turn(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    eng, failed = command_engine(store, clock, settings)
+    err = "print('{\"type\": \"result\", \"is_error\": true, \"result\": \"No conversation found\"}')"
+    store.put_session(Session("s", adapter="command", config={"argv": sh(err)}), now_us=to_us(clock.now()))
+    rid = api.create("x", session="s", in_="1m").id
+    step(eng, clock, 60)
+    (occ,) = store.history(reminder_id=rid)
+    assert occ.state == "failed" and "No conversation found" in occ.error
+
+
+def test_command_reply_tags_are_carried_out_and_feedback_returns(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    eng, _ = command_engine(store, clock, settings)
+    agent = ("import sys; d = sys.stdin.read(); "
+             "print('<schedule label=\"next\" delay=\"2m\">again</schedule><schedule label=\"bad\">x</schedule>' "
+             "if 'feedback' not in d else 'saw feedback')")
+    store.put_session(Session("c", adapter="command", config={"argv": sh(agent)}), now_us=to_us(clock.now()))
+    api.create("first", session="c", in_="1m")
+    step(eng, clock, 60)
+    nxt = [r for r in api.list(session="c") if r.label == "next"]
+    assert nxt and nxt[0].source == "tag"
+    step(eng, clock, 120)
+    last = store.messages("c")[-1]
+    assert last.role == "assistant" and last.content.strip() == "saw feedback"
+    handed = [m for m in store.messages("c") if m.kind == "fired"]
+    assert len(handed) == 2
+
+
+def test_python_session_registered_later(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    eng = engine(store, clock, settings)
+    store.put_session(Session("nb", adapter="python"), now_us=to_us(clock.now()))
+    rid = api.create("x", session="nb", in_="1m").id
+    step(eng, clock, 60)
+    assert outcomes(store, rid) == [("waiting", None)]
+    got = []
+    eng.adapters.get("python").register("nb", lambda message, fires: got.append(message) or "thanks")
+    eng.notice_change()
+    step(eng, clock, 1)
+    assert outcomes(store, rid) == [("delivered", "nb")] and len(got) == 1
+    assert store.messages("nb")[-1].content == "thanks"
+
+
+def test_no_session_goes_to_the_most_recent(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    eng = engine(store, clock, settings)
+    model = Script("ok")
+    ChatSession(store, session="recent", model=model, engine=eng, clock=clock, settings=settings)
+    rid = api.create("legacy", in_="1m").id
+    step(eng, clock, 60)
+    assert outcomes(store, rid) == [("delivered", "recent")]
+
+
+def test_deleted_session_pauses_its_reminders(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    rid = api.create("x", session="gone", in_="1m").id
+    store.delete_session("gone", now_us=to_us(clock.now()))
+    rem = api.get(rid)
+    assert rem.state == "paused" and rem.last_error == "session gone was deleted"
+
+
+def openai_transport(calls: list) -> httpx.MockTransport:  # type: ignore[type-arg]
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        calls.append(body)
+        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "on it"}}]})
+
+    return httpx.MockTransport(handler)
+
+
+def test_two_engines_share_the_store_and_run_each_turn_once(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    calls: list = []
+    engines = [engine(store, clock, settings, adapters=Adapters(
+        OpenAISessions(store, clock=clock, settings=settings, transport=openai_transport(calls)))) for _ in range(2)]
+    store.put_session(Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
+                      now_us=to_us(clock.now()))
+    ids = [api.create(f"r{i}", session="o", in_=f"{60 + i}s").id for i in range(5)]
+    for _ in range(3):
+        clock.advance(2)
+        for eng in engines:
+            step(eng, clock, 30)
+    keys = []
+    for body in calls:
+        user = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        keys += [line for text in user[-1:] for line in text.split('"') if "@" in line and line.startswith("rem_")]
+    assert sorted(set(keys)) == sorted(keys)  # no occurrence key handed over twice
+    assert all(outcomes(store, r)[0][0] == "delivered" for r in ids)
+    fired = [m for m in store.messages("o") if m.kind == "fired"]
+    assert sum(m.content.count("<schedule-fired ") for m in fired) == 5
+
+
+def test_openai_session_unresumable_goes_to_a_fresh_one(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    """A 400 for the old conversation (say, it outgrew the context) sends the
+    delivery into a fresh openai session with the same endpoint."""
+    calls: list = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        calls.append(body)
+        if any(m["role"] == "assistant" for m in body["messages"]):
+            return httpx.Response(400, json={"error": {"message": "context length exceeded"}})
+        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "fresh start"}}]})
+
+    adapter = OpenAISessions(store, clock=clock, settings=settings, transport=httpx.MockTransport(handler))
+    eng = engine(store, clock, settings, adapters=Adapters(adapter))
+    store.put_session(Session("long", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
+                      now_us=to_us(clock.now()))
+    from remindkit.models import Message
+
+    store.append_messages("long", [Message("long", "user", "hi"), Message("long", "assistant", "hello")],
+                          now_us=to_us(clock.now()))
+    rid = api.create("x", session="long", in_="1m").id
+    step(eng, clock, 60)
+    [(state, to)] = outcomes(store, rid)
+    assert state == "delivered" and to.startswith("long~") and len(calls) == 2
+    assert store.get_session(to).config["model"] == "m"
+    assert [m.role for m in store.messages(to)] == ["user", "assistant"]
