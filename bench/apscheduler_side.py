@@ -22,7 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from apscheduler.executors.pool import ThreadPoolExecutor  # noqa: E402
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore  # noqa: E402
 from apscheduler.schedulers.background import BackgroundScheduler  # noqa: E402
-
 from common import percentiles  # noqa: E402
 
 logging.getLogger("apscheduler").setLevel(logging.ERROR)

@@ -41,7 +41,6 @@ from typing import Any
 from . import events as ev
 from .alerts import Alerter, NullAlerter
 from .clock import Clock, from_us, now_us, to_us
-from .models import DELIVERED as OCC_DELIVERED
 from .models import (
     ACTIVE,
     DONE,
@@ -54,6 +53,7 @@ from .models import (
     Reminder,
     Session,
 )
+from .models import DELIVERED as OCC_DELIVERED
 from .protocol import frame_fired
 from .sessions.base import Adapters, SessionAdapter, TurnResult
 from .settings import Settings
