@@ -213,7 +213,14 @@ def pg_load(folder: Path, url: str, n: int, due: float, sessions: int) -> dict:
     return {"loaded": n}
 
 
+def init(folder: Path, url: str | None = None) -> dict:
+    store, _api, _settings = open_bench(folder, url)
+    store.close()
+    return {"created": str(folder)}
+
+
 WORKLOADS = {
+    "init": lambda d, a: init(d, a[0] if a else None),
     "spread": lambda d, a: spread(d, int(a[0]), float(a[1]), int(a[2])),
     "burst": lambda d, a: burst(d, int(a[0]), int(a[1]), a[2] if len(a) > 2 else None),
     "create": lambda d, a: create_rate(d, int(a[0])),

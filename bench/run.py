@@ -114,7 +114,7 @@ def bench_cross(q: bool) -> None:
     d = fresh()
     url = f"sqlite:///{d / 'remindkit.db'}"
     out = d / "engine.json"
-    side("remindkit_side.py", "big_prepare", d, 1)  # create the store
+    side("remindkit_side.py", "init", d, url)  # create the store
     engine = subprocess.Popen([PY, str(HERE / "remindkit_side.py"), "cross_engine", str(d), url, str(n), str(out)],
                               stdout=subprocess.DEVNULL)
     while not (d / "engine-ready").exists():
@@ -141,7 +141,7 @@ def bench_pg(q: bool) -> None:
     url = make_url(PG).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
     try:
         d = fresh()
-        side("remindkit_side.py", "pg_load", d, url, 0, time.time() + 3600, 1)  # migrate once
+        side("remindkit_side.py", "init", d, url)  # migrate once
         outs = [d / f"engine{i}.json" for i in range(4)]
         procs = [subprocess.Popen([PY, str(HERE / "remindkit_side.py"), "pg_engine", str(d), url, str(o), str(n), "25"],
                                   stdout=subprocess.DEVNULL) for o in outs]

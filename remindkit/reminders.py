@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import re
 import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -287,7 +288,7 @@ def _export_reminder(r: Reminder) -> dict[str, Any]:
 
 
 def _import_reminder(d: dict[str, Any], settings: Settings) -> Reminder:
-    sched = Schedule.from_json(json.dumps(d["schedule"]))
+    sched = Schedule.from_dict(d["schedule"])
     state = d.get("state", ACTIVE)
     _choice("state", state, REMINDER_STATES)
     _choice("urgency", d.get("urgency", "normal"), URGENCIES)
@@ -330,8 +331,11 @@ def new_id() -> str:
     return "rem_" + secrets.token_hex(6)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def _has_control(s: str) -> bool:
-    return any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in s)
+    return _CONTROL.search(s) is not None
 
 
 def check_text(text: object, max_len: int) -> str:

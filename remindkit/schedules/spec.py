@@ -86,9 +86,12 @@ class Schedule:
 
     @classmethod
     def from_json(cls, text: str) -> Schedule:
-        data = json.loads(text)
-        if data.get("v") != 1:
-            raise ValueError(f"unsupported schedule version {data.get('v')!r}")
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Schedule:
+        if not isinstance(data, dict) or data.get("v") != 1:
+            raise ValueError(f"unsupported schedule {data!r}"[:200])
         return cls(
             kind=data["kind"],
             tz=data["tz"],
