@@ -28,12 +28,12 @@ Outcomes are written with the claim's token in batches by the engine thread
 from __future__ import annotations
 
 import logging
+import queue
 import secrets
 import threading
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -60,7 +60,7 @@ from .settings import Settings
 from .store import Outcome, SqlStore
 
 log = logging.getLogger(__name__)
-SESSION_TTL_US = 1_000_000
+SESSION_TTL_US = 10_000_000  # hints clear the cache sooner; this bounds a missed hint
 MOST_RECENT = "\0most-recent"
 SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
 REBASE_NOTE = "rebase: "  # prefix of the wait reason of a fire that came due while its session was busy
@@ -90,16 +90,17 @@ class Dispatcher:
         self.settings = settings or store.settings
         self.inline = inline
         self.poke = poke or (lambda: None)
-        self._lock = threading.RLock()
-        self._outcomes: list[Outcome] = []
-        self._fired: list[tuple[int, str, int]] = []
+        # Outcome queues are deques (append and popleft are atomic): producers on
+        # several threads never wait on a lock. The lock guards turn state only.
+        self._lock = threading.Lock()
+        self._outcomes: deque[Outcome] = deque()
+        self._fired: deque[tuple[int, str, int]] = deque()
         self._turns: set[str] = set()  # sessions where a turn of ours runs
         self._queued: dict[str, list[Fire]] = defaultdict(list)  # fires for its next turn
         self._recheck = False
         self._sessions: dict[str, tuple[Session | None, int]] = {}
-        self._pool = None if inline else ThreadPoolExecutor(workers, thread_name_prefix="remindkit-turn")
-        self._alerts = None if inline else ThreadPoolExecutor(1, thread_name_prefix="remindkit-alert")
-        self._inflight = 0
+        self._pool = None if inline else Workers(workers, "remindkit-turn")
+        self._alerts = None if inline else Workers(1, "remindkit-alert")
         self.urgent = False  # outcomes that should not wait for the next batch
 
     # -- called by the engine thread -----------------------------------------------------
@@ -108,9 +109,7 @@ class Dispatcher:
         """Fire these occurrences now: publish, alert, deliver."""
         fired_at = from_us(fired_us)
         stamped = [f if f.fired_at is not None else replace(f, fired_at=fired_at) for f in fires]
-        with self._lock:
-            for f in stamped:
-                self._fired.append((f.occurrence_id, f.token, fired_us))
+        self._fired.extend((f.occurrence_id, f.token, fired_us) for f in stamped)
         for f in stamped:
             self.events.emit(ev.FIRED, f)
         plain = [f for f in stamped if f.alert != "pending"]
@@ -121,14 +120,14 @@ class Dispatcher:
             if self._alerts is None:
                 self._alert_then_route(alerting)
             else:
-                self._track(self._alerts.submit(self._alert_then_route, alerting))
+                self._alerts.submit(self._alert_then_route, alerting)
 
     def flush(self) -> list[int]:
         """Write queued outcomes (one transaction). Returns refused (stale) ids."""
+        self.urgent = False
+        outcomes = _drain(self._outcomes)
+        fired = _drain(self._fired)
         with self._lock:
-            self.urgent = False
-            outcomes, self._outcomes = self._outcomes, []
-            fired, self._fired = self._fired, []
             recheck, self._recheck = self._recheck, False
         ended = {o.occurrence_id for o in outcomes}
         fired = [f for f in fired if f[0] not in ended]
@@ -139,9 +138,9 @@ class Dispatcher:
             if outcomes:
                 stale = self.store.finish(outcomes)
         except Exception:
-            with self._lock:  # keep them for the next flush
-                self._outcomes[:0] = outcomes
-                self._fired[:0] = fired
+            self._outcomes.extendleft(reversed(outcomes))  # keep them for the next flush
+            self._fired.extendleft(reversed(fired))
+            with self._lock:
                 self._recheck = self._recheck or recheck
             raise
         for occ_id in stale:
@@ -181,33 +180,41 @@ class Dispatcher:
     def prefetch(self, session_ids: set[str | None]) -> None:
         """Load these sessions into the cache (store thread), so that firing
         (fire thread) does not wait on the database."""
-        for sid in session_ids:
-            try:
-                self._resolve(sid, fresh=True)
-            except Exception:
-                log.exception("cannot load session %s", sid)
+        now = now_us(self.clock)
+        try:
+            named = [s for s in session_ids if s is not None]
+            found = self.store.get_sessions(named, now_us=now) if named else {}
+            for sid in named:
+                self._sessions[sid] = (found.get(sid), now)
+            if None in session_ids:
+                self._resolve(None, fresh=True)
+        except Exception:
+            log.exception("cannot load %d session(s)", len(session_ids))
 
     def invalidate(self) -> None:
         """Something changed in the store: reload the cached sessions (store thread)."""
-        with self._lock:
-            keys = list(self._sessions)
-            self._sessions.clear()
+        keys = list(self._sessions)
+        self._sessions.clear()
         self.prefetch({None if k == MOST_RECENT else k for k in keys})
 
     @property
     def has_outcomes(self) -> bool:
-        with self._lock:
-            return bool(self._outcomes or self._fired or self._recheck)
+        return bool(self._outcomes or self._fired or self._recheck)
+
+    @property
+    def turns_idle(self) -> bool:
+        """No turn is queued or running in this process."""
+        return self._pool is None or self._pool.idle
 
     @property
     def idle(self) -> bool:
-        with self._lock:
-            return self._inflight == 0 and not self._outcomes and not self._fired
+        quiet = not self._outcomes and not self._fired
+        return quiet and all(p is None or p.idle for p in (self._pool, self._alerts))
 
     def close(self, wait: bool = True) -> None:
         for pool in (self._alerts, self._pool):
             if pool is not None:
-                pool.shutdown(wait=wait, cancel_futures=not wait)
+                pool.shutdown(wait=wait)
         with self._lock:
             queued = [f for fires in self._queued.values() for f in fires]
             self._queued.clear()
@@ -269,7 +276,7 @@ class Dispatcher:
             if self._pool is None:
                 self._run_turn(target, adapter, group)
             else:
-                self._track(self._pool.submit(self._run_turn, target, adapter, group))
+                self._pool.submit(self._run_turn, target, adapter, group)
 
     def _when_busy(self, target: Session, group: Sequence[Fire]) -> None:
         skip = [f for f in group if f.on_busy == "skip"]
@@ -430,14 +437,14 @@ class Dispatcher:
         """Queue outcomes for the store thread. ``urgent``: write them now rather than
         with the next batch (after a slow turn, to keep the window in which a crash
         would repeat it short)."""
-        with self._lock:
-            self.urgent = self.urgent or urgent
-            for f in fires:
-                self._outcomes.append(Outcome(
-                    occurrence_id=f.occurrence_id, token=f.token, state=state,
+        self._outcomes.extend(
+            Outcome(occurrence_id=f.occurrence_id, token=f.token, state=state,
                     fired_at_us=None if f.fired_at is None else to_us(f.fired_at),
-                    delivered_at_us=delivered_us, delivered_to=delivered_to, error=error,
-                ))
+                    delivered_at_us=delivered_us, delivered_to=delivered_to, error=error)
+            for f in fires
+        )
+        if urgent:
+            self.urgent = True
         self.poke()
 
     def _busy(self, target: Session) -> bool:
@@ -449,30 +456,76 @@ class Dispatcher:
         """The session to deliver to (cached for a second; hints clear the cache)."""
         key = session_id if session_id is not None else MOST_RECENT
         now = now_us(self.clock)
-        with self._lock:
-            hit = self._sessions.get(key)
+        hit = self._sessions.get(key)
         if not fresh and hit is not None and now - hit[1] < SESSION_TTL_US:
             return hit[0]
         if session_id is None:
             sess = self.store.most_recent_session()
         else:
             sess = self.store.get_session(session_id, now_us=now)
-        with self._lock:
-            self._sessions[key] = (sess, now)
+        self._sessions[key] = (sess, now)
         return sess
 
-    def _track(self, future: Any) -> None:
-        with self._lock:
-            self._inflight += 1
 
-        def done(_f: Any) -> None:
-            with self._lock:
-                self._inflight -= 1
 
-        future.add_done_callback(done)
+def _drain(items: deque[Any]) -> list[Any]:
+    out = []
+    while True:
+        try:
+            out.append(items.popleft())
+        except IndexError:
+            return out
 
 
 def _just_waits(fire: Fire) -> bool:
     """A fire that, when its session is busy, simply waits for the next idle turn
     (policy ``wait``, or ``rebase`` on a kind that has no period to re-base by)."""
     return fire.on_busy == "wait" or (fire.on_busy == "rebase" and not fire.every_s)
+
+
+class Workers:
+    """A few daemon threads running queued calls (lighter than an executor: no
+    futures; delivery reports through outcomes, not return values)."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self._q: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._size = size
+        self._name = name
+        self._threads: list[threading.Thread] = []
+        self._busy = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        with self._lock:
+            self._busy += 1
+            if self._busy > len(self._threads) and len(self._threads) < self._size:
+                t = threading.Thread(target=self._loop, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                self._threads.append(t)
+                t.start()
+        self._q.put((fn, args))
+
+    def _loop(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            fn, args = item
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("%s: a queued call failed", self._name)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+
+    @property
+    def idle(self) -> bool:
+        with self._lock:
+            return self._busy == 0
+
+    def shutdown(self, wait: bool = True, timeout: float = 10.0) -> None:
+        for _ in self._threads:
+            self._q.put(None)
+        if wait:
+            for t in self._threads:
+                t.join(timeout)

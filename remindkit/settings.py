@@ -48,7 +48,7 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     lease_s: float = 30.0
     wait_cap_s: float = 30.0
-    lookahead_s: float = 0.25
+    lookahead_s: float = 1.0
     claim_batch: int = 1000
     catchup_cap: int = 10
     sqlite_synchronous: str = "FULL"

@@ -49,7 +49,9 @@ EARLY_WAKE = 0.002  # seconds before a due time that the fire thread stops sleep
 QUIET_BEFORE = 0.003  # the store thread holds off this long before a fire ...
 QUIET_AFTER = 0.001  # ... until this long after it (the delivery thread runs then)
 MAX_HOLD = 0.02  # but never longer than this in a row
+HAND_OVER_CHUNK = 256  # fires routed at a time when many come due at once
 FLUSH_INTERVAL = 0.05  # seconds between outcome writes while deliveries stream in
+FLUSH_BUSY_MAX = 0.25  # ... and at most this long while turns are being handed over
 
 
 class Engine:
@@ -140,8 +142,12 @@ class Engine:
                     self._take_over(t)
                 # Outcomes are written in batches, at most every FLUSH_INTERVAL, so that
                 # a burst of deliveries costs a few commits rather than one each.
-                if (t - self._flushed_us >= int(FLUSH_INTERVAL * 1e6) or self.dispatcher.inline
-                        or self.dispatcher.urgent):
+                # While a burst of turns is being handed over, writing waits (up to
+                # FLUSH_BUSY_MAX) so that it does not compete with the hand-over.
+                since = t - self._flushed_us
+                if (self.dispatcher.inline or self.dispatcher.urgent
+                        or since >= int(FLUSH_BUSY_MAX * 1e6)
+                        or (since >= int(FLUSH_INTERVAL * 1e6) and self.dispatcher.turns_idle)):
                     self.dispatcher.flush()
                     self._flushed_us = t
             self._backoff_s = 0.0
@@ -156,7 +162,10 @@ class Engine:
         if self.dispatcher.urgent:
             candidates.append(t)
         elif self.dispatcher.has_outcomes:
-            candidates.append(self._flushed_us + int(FLUSH_INTERVAL * 1e6))
+            at = self._flushed_us + int(FLUSH_INTERVAL * 1e6)
+            if at <= t:  # turns are still being handed over: look again shortly
+                at = min(self._flushed_us + int(FLUSH_BUSY_MAX * 1e6), t + int(FLUSH_INTERVAL * 1e6) // 5)
+            candidates.append(at)
         if self._next_due_us is not None:
             candidates.append(self._next_due_us - lookahead)
         if self._next_lease_us is not None:
@@ -169,19 +178,17 @@ class Engine:
         # batches about one look-ahead apart rather than one per fire.
         horizon = t + 2 * int(s.lookahead_s * 1e6)
         now = from_us(t)
-        claimed: list[Fire] = []
         while True:
             fires, n = self.store.claim_due(
                 now_us=t, horizon_us=horizon, owner=self.id, lease_us=int(s.lease_s * 1e6),
                 limit=s.claim_batch, plan=lambda r: plan_fire(r, now, catchup_cap=s.catchup_cap),
                 leave_alerts=self.leave_alerts,
             )
-            claimed.extend(fires)
-            self._push(fires)
+            if fires:
+                self.dispatcher.prefetch({f.session for f in fires})
+                self._push(fires)
             if n < s.claim_batch:
                 break
-        if claimed:
-            self.dispatcher.prefetch({f.session for f in claimed})
         self._next_due_us, self._next_lease_us = self.store.next_due_us(leave_alerts=self.leave_alerts)
         self._known = True
 
@@ -257,11 +264,12 @@ class Engine:
             nxt = self._pending[0][0] if self._pending else t + int(self.settings.wait_cap_s * 1e6)
         if due:
             self.fired += len(due)
-            try:
-                self.dispatcher.submit(due, t)
-            except Exception:
-                log.exception("engine %s: handing %d fire(s) to delivery failed; their leases will expire",
-                              self.id, len(due))
+            for chunk in _chunks_by_session(due, HAND_OVER_CHUNK):
+                try:
+                    self.dispatcher.submit(chunk, t)
+                except Exception:
+                    log.exception("engine %s: handing %d fire(s) to delivery failed; their leases will expire",
+                                  self.id, len(chunk))
         return nxt
 
     # -- threads -------------------------------------------------------------------------
@@ -411,6 +419,26 @@ class Engine:
             pipe.close()
 
 
+def _chunks_by_session(fires: list[Fire], size: int) -> list[list[Fire]]:
+    """Split a large batch so that delivery starts before all of it is routed,
+    keeping each session's fires together (they go in one turn)."""
+    if len(fires) <= size:
+        return [fires]
+    by_session: dict[str | None, list[Fire]] = {}
+    for f in fires:
+        by_session.setdefault(f.session, []).append(f)
+    chunks: list[list[Fire]] = []
+    current: list[Fire] = []
+    for group in by_session.values():
+        current.extend(group)
+        if len(current) >= size:
+            chunks.append(current)
+            current = []
+    if current:
+        chunks.append(current)
+    return chunks
+
+
 class _Pipe:
     """A self-pipe: ``poke`` from any thread wakes ``wait``."""
 
@@ -418,12 +446,17 @@ class _Pipe:
         self.r, self.w = os.pipe()
         os.set_blocking(self.r, False)
         os.set_blocking(self.w, False)
+        self.armed = False  # a byte is in the pipe already: no need to write another
 
     def poke(self) -> None:
+        if self.armed:
+            return
+        self.armed = True
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self.w, b"!")
 
     def drain(self) -> None:
+        self.armed = False
         while True:
             try:
                 if not os.read(self.r, 4096):

@@ -360,6 +360,17 @@ class SqlStore(ClaimOps, TranscriptOps):
             row = conn.execute(select(t.sessions).where(t.sessions.c.id == session_id)).first()
         return None if row is None else session_from_row(row, now_us)
 
+    def get_sessions(self, session_ids: Iterable[str], *, now_us: int | None = None) -> dict[str, Session]:
+        """Several sessions at once (missing ids are absent from the result)."""
+        ids = sorted(set(session_ids))
+        out: dict[str, Session] = {}
+        with self.read() as conn:
+            for chunk in _chunks(ids, 500):
+                for row in conn.execute(select(t.sessions).where(t.sessions.c.id.in_(chunk))):
+                    sess = session_from_row(row, now_us)
+                    out[sess.id] = sess
+        return out
+
     def list_sessions(self, *, include_deleted: bool = False, now_us: int | None = None) -> list[Session]:
         stmt = select(t.sessions).order_by(t.sessions.c.last_active_at.desc(), t.sessions.c.id)
         if not include_deleted:

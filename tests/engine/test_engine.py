@@ -58,7 +58,7 @@ def run_until(engine, clock, until):
 
 def test_fires_on_time_and_delivers(api, engine, agent, clock):
     r = api.create("Check the deploy", session="s1", label="deploy", in_="5m")
-    claim_at = r.next_fire_at - timedelta(seconds=0.25)  # claim just ahead of due
+    claim_at = r.next_fire_at - timedelta(seconds=engine.settings.lookahead_s)  # claim just ahead of due
     wake = engine.tick(clock.now())
     while wake < claim_at:  # housekeeping wakes every lease/3 in between
         clock.set(wake)
