@@ -281,6 +281,8 @@ def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool
     alerter = None if no_alerts else _default_alerter()
     engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role="serve",
                     can_alert=not no_alerts and alerter is not None)
+    if alerter is not None and hasattr(alerter, "attach"):
+        alerter.attach(engine)  # mute/quiet hours from the store; notifications for every fire
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
