@@ -203,6 +203,7 @@ class LocalAlerter:
         marks.append(("end", self.clock.now()))
         rec = AlertRecord(fire.key, fire.reminder_id, fire.label, state, silence, note, alarm, speech, tuple(marks))
         self.records.append(rec)
+        log.info("alert for %s: %s%s", fire.key, state, f" ({'; '.join(rec.problems)})" if rec.problems else "")
         return state
 
 

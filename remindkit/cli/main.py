@@ -106,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("status", parents=[common], help="engines, alerter, pause state, counts")
 
+    tr = sub.add_parser("tray", parents=[common], help="the tray app (alarms, speech, menu); headless without a display")
+    tr.add_argument("--headless", action="store_true", help="no icon: the engine and its alerts only")
+    tr.add_argument("-v", "--verbose", action="store_true")
+
     session_cmds.add_parser(sub, common)
     return p
 
@@ -243,6 +247,10 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         return serve(api, out, no_alerts=args.no_alerts, verbose=args.verbose)
     if cmd == "status":
         return _status(api, out, args.json)
+    if cmd == "tray":
+        from tray.app import run_tray
+
+        return run_tray(api, out, headless=args.headless, verbose=args.verbose)
     if cmd == "session":
         return session_cmds.run(args, api, out)
     raise CliError(f"unknown command {cmd!r}")
