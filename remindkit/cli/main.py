@@ -26,6 +26,7 @@ from ..reminders import Reminders
 from ..schedules import format_countdown
 from ..settings import Settings
 from ..store import SqlStore, open_store
+from . import alerts as alert_cmds
 from . import sessions as session_cmds
 
 
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("-v", "--verbose", action="store_true")
 
     session_cmds.add_parser(sub, common)
+    alert_cmds.add_parser(sub, common)
     return p
 
 
@@ -253,6 +255,8 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         return run_tray(api, out, headless=args.headless, verbose=args.verbose)
     if cmd == "session":
         return session_cmds.run(args, api, out)
+    if cmd == "alerts":
+        return alert_cmds.run(args, api, out)
     raise CliError(f"unknown command {cmd!r}")
 
 
