@@ -160,14 +160,30 @@ class XDesktop:
         if not number:
             raise RuntimeError("Xvfb did not start: " + (self.folder / "xvfb.err").read_text())
         self.display = f":{number}"
+        _wait_for(self._connectable, 10, f"X display {self.display}")
         if tray:
-            self.trayer = _spawn(
-                ["trayer", "--edge", "top", "--align", "right", "--widthtype", "request", "--height", "32",
-                 "--SetDockType", "true", "--transparent", "false", "--tint", "0x304050"],
-                self.folder / "trayer.err", env={**os.environ, "DISPLAY": self.display},
-            )
-            _wait_for(lambda: self.find_windows("^panel$"), 10, "trayer's panel")
+            for attempt in range(3):  # trayer now and then fails to connect to a fresh server
+                self.trayer = _spawn(
+                    ["trayer", "--edge", "top", "--align", "right", "--widthtype", "request", "--height", "32",
+                     "--SetDockType", "true", "--transparent", "false", "--tint", "0x304050"],
+                    self.folder / f"trayer{attempt}.err", env={**os.environ, "DISPLAY": self.display},
+                )
+                try:
+                    _wait_for(lambda: self.trayer.poll() is not None or self.find_windows("^panel$"), 10,
+                              "trayer's panel")
+                except TimeoutError:
+                    pass
+                if self.trayer.poll() is None and self.find_windows("^panel$"):
+                    break
+                _stop(self.trayer)
+            else:
+                raise RuntimeError("trayer did not start: " + (self.folder / "trayer2.err").read_text())
         return self
+
+    def _connectable(self) -> bool:
+        done = subprocess.run(["xdotool", "getdisplaygeometry"], env={**os.environ, **self.env},
+                              capture_output=True, timeout=10)
+        return done.returncode == 0
 
     def stop(self) -> None:
         _stop(self.trayer)
@@ -179,7 +195,7 @@ class XDesktop:
 
     def xdotool(self, *args: str) -> str:
         done = subprocess.run(["xdotool", *args], env={**os.environ, **self.env}, capture_output=True,
-                              text=True, timeout=10)
+                              text=True, encoding="utf-8", errors="replace", timeout=10)
         return done.stdout.strip()
 
     def find_windows(self, name_regex: str) -> list[int]:
@@ -198,7 +214,7 @@ class XDesktop:
     def top_windows(self) -> list[tuple[int, str, tuple[int, int, int, int]]]:
         """Mapped children of the root window: (id, name, (x, y, w, h))."""
         done = subprocess.run(["xwininfo", "-root", "-children"], env={**os.environ, **self.env},
-                              capture_output=True, text=True, timeout=10)
+                              capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=10)
         out = []
         for line in done.stdout.splitlines():
             m = re.match(r'\s+(0x[0-9a-f]+) (?:"(.*)"|\(has no name\)).*?(\d+)x(\d+)\+(-?\d+)\+(-?\d+)', line)

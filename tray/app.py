@@ -263,9 +263,9 @@ class TrayApp:
 
         def setup(icon: Any) -> None:
             icon.visible = True
-            refresher.start()
 
         self._install_signals(lambda: self.quit())
+        refresher.start()  # not in setup: the xorg backend calls setup only once the icon docked
         try:
             self.icon.run(setup)
         finally:

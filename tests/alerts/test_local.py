@@ -218,3 +218,24 @@ def test_a_fire_without_alarm_still_gets_one_notification(
     assert note["summary"] == "Reminder: Plain text reminder" and note["hints"]["urgency"] == 0
     time.sleep(0.3)
     assert len(notification_bus.notifications()) == 1
+
+
+def test_the_alarm_sounds_on_time_while_the_session_is_busy(
+    make_rig: Callable[..., Rig], alsa_capture: Capture, sqlite_store: SqlStore
+) -> None:
+    rig = make_rig(AlertConfig(players=("simpleaudio",), notify=False))
+    sqlite_store.set_session_busy("s1", True, now_us=to_us(datetime.now(UTC)))
+    rem = rig.api.create("Busy", session="s1", in_="1s", alarm=True)
+    deadline = time.monotonic() + 10
+    while not rig.alerter.records and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rec = rig.alerter.records[-1]
+    assert rec.state == "done"
+    due = rig.api.history(rem.id)[0].due_at
+    assert (rec.at("alarm.start") - due).total_seconds() < 1.0  # type: ignore[operator]
+    time.sleep(0.3)
+    assert rig.api.history(rem.id)[0].state == "waiting" and not rig.turns
+    sqlite_store.set_session_busy("s1", False, now_us=to_us(datetime.now(UTC)))
+    occ = rig.wait_final(rem.id)
+    assert occ.state == "delivered" and len(rig.turns) == 1
+    assert alsa_capture.read() == wav_frames(ALARM_WAV)
