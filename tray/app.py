@@ -268,6 +268,11 @@ class TrayApp:
         refresher.start()  # not in setup: the xorg backend calls setup only once the icon docked
         try:
             self.icon.run(setup)
+        except Exception as exc:
+            if not self._stop.is_set():
+                raise
+            # GTK backends without a notification service raise at shutdown (ServiceUnknown)
+            log.debug("the icon raised while stopping: %s", exc)
         finally:
             self._stop.set()
             self.kick()
@@ -279,7 +284,11 @@ class TrayApp:
     def run_headless(self, stop: threading.Event | None = None) -> int:
         """The engine and its alerts without an icon, until ``stop`` or a signal."""
         stop = stop or self._stop
-        self._install_signals(lambda: (stop.set(), self.engine.poke()))
+        def on_signal() -> None:
+            stop.set()
+            self.engine.poke()
+
+        self._install_signals(on_signal)
         try:
             self.engine.run(stop)
         finally:

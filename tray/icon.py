@@ -57,7 +57,7 @@ def draw_icon(badge: Badge, size: int = 64) -> Any:
         d.ellipse(box(30, 0, 64, 34), fill=BADGE_FAILED if badge.failed else BADGE, outline=WHITE,
                   width=int(2 * u))
         _centered_text(d, text, (47 * u, 17 * u), int(24 * u))
-    return img.resize((size, size), Image.LANCZOS)
+    return img.resize((size, size), Image.Resampling.LANCZOS)
 
 
 def _centered_text(d: Any, text: str, center: tuple[float, float], px: int) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .view import View
@@ -64,10 +65,10 @@ def build_menu(menu_cls: Any, item_cls: Any, view: View, actions: Actions) -> An
     for e in view.entries:
         sub: list[Any] = []
         if e.paused:
-            sub.append(item_cls("Resume", act(lambda rid=e.id: actions.resume(rid))))
+            sub.append(item_cls("Resume", act(partial(actions.resume, e.id))))
         else:
-            sub += [item_cls(f"Snooze {d}", act(lambda rid=e.id, d=d: actions.snooze(rid, d))) for d in SNOOZES]
-        sub.append(item_cls("Cancel", act(lambda rid=e.id: actions.cancel(rid))))
+            sub += [item_cls(f"Snooze {d}", act(partial(actions.snooze, e.id, d))) for d in SNOOZES]
+        sub.append(item_cls("Cancel", act(partial(actions.cancel, e.id))))
         items.append(item_cls(e.text, menu_cls(*sub)))
     if not view.entries:
         items.append(item_cls("No reminders", None, enabled=False))

@@ -127,7 +127,7 @@ class AlarmPlayer:
 
     def _simpleaudio(self, path: Path, deadline: float) -> str:
         try:
-            import simpleaudio  # type: ignore[import-not-found]
+            import simpleaudio
         except Exception as exc:  # ImportError, or a broken build
             raise _Failed(f"not available ({type(exc).__name__}: {exc})") from None
         try:
@@ -162,7 +162,7 @@ class AlarmPlayer:
     def _winsound(self, path: Path, deadline: float) -> str:
         if not sys.platform.startswith("win"):
             raise _Failed("only on Windows")
-        import winsound  # type: ignore[import-not-found]
+        import winsound
 
         seconds = wav_duration(path)
         winsound.PlaySound(str(path), winsound.SND_FILENAME | winsound.SND_ASYNC)

@@ -112,7 +112,7 @@ class Notifier:
             return self._caps or frozenset()
 
     def _notify_dbus(self, fire: Fire, summary: str, body: str) -> int:
-        from jeepney import DBusAddress, new_method_call  # type: ignore[import-not-found]
+        from jeepney import DBusAddress, new_method_call
 
         if self.on_action is not None and "actions" in self.capabilities:
             self._ensure_listener()  # subscribed before the notification can be clicked
@@ -159,7 +159,7 @@ class Notifier:
         if self._conn is not None:
             return self._conn
         from jeepney import DBusAddress, new_method_call
-        from jeepney.io.blocking import open_dbus_connection  # type: ignore[import-not-found]
+        from jeepney.io.blocking import open_dbus_connection
 
         conn = open_dbus_connection(bus="SESSION")
         try:

@@ -22,6 +22,7 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, time
+from typing import Any
 
 from ..errors import InvalidInput
 from ..schedules.zones import get_zone
@@ -92,7 +93,7 @@ class Switches:
     def _flag(self, name: str) -> str | None:
         if self.store is None:
             return None
-        return self.store.get_flag(name)  # type: ignore[attr-defined, no-any-return]
+        return self.store.get_flag(name)  # type: ignore[attr-defined]
 
     @property
     def muted(self) -> bool:
@@ -120,7 +121,7 @@ class Switches:
     def silence(self, now: datetime, *, tz: str | None = None) -> Silence:
         return silence_at(now, muted=self.muted, quiet=self.quiet_hours, tz=tz)
 
-    def _need_store(self):  # type: ignore[no-untyped-def]
+    def _need_store(self) -> Any:
         if self.store is None:
             raise InvalidInput("mute and quiet hours are kept in the store; open one first", code="invalid_argument")
         return self.store

@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 
-def pick_voice(voices: list, wanted: str) -> str | None:  # type: ignore[type-arg]
+def pick_voice(voices: list[Any], wanted: str) -> str | None:
     """The id of the voice that best matches ``wanted`` (id, name, or language)."""
     w = wanted.strip().lower()
     for test in (
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if not text:
         return 1
     try:
-        import pyttsx3  # type: ignore[import-not-found]
+        import pyttsx3
     except ImportError:
         print("pyttsx3 is not installed", file=sys.stderr)
         return 2
