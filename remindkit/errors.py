@@ -10,7 +10,7 @@
     │                                    no_future_fire
     ├── InvalidInput (ValueError)        empty_text, text_too_long, label_too_long,
     │                                    announce_too_long, invalid_argument, invalid_id,
-    │                                    invalid_import
+    │                                    invalid_import, invalid_quiet_hours
     ├── LimitExceeded                    too_many_reminders
     ├── NotFound (LookupError)           not_found, session_not_found
     ├── Conflict                         not_active, already_exists, session_deleted

@@ -26,6 +26,7 @@ from ..reminders import Reminders
 from ..schedules import format_countdown
 from ..settings import Settings
 from ..store import SqlStore, open_store
+from . import alerts as alert_cmds
 from . import chat as chat_cmds
 from . import sessions as session_cmds
 
@@ -107,8 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("status", parents=[common], help="engines, alerter, pause state, counts")
 
+    tr = sub.add_parser("tray", parents=[common], help="the tray app (alarms, speech, menu); headless without a display")
+    tr.add_argument("--headless", action="store_true", help="no icon: the engine and its alerts only")
+    tr.add_argument("-v", "--verbose", action="store_true")
+
     session_cmds.add_parser(sub, common)
     chat_cmds.add_parsers(sub, common)
+    alert_cmds.add_parser(sub, common)
     return p
 
 
@@ -247,10 +253,16 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         return serve(api, out, no_alerts=args.no_alerts, verbose=args.verbose)
     if cmd == "status":
         return _status(api, out, args.json)
+    if cmd == "tray":
+        from tray.app import run_tray
+
+        return run_tray(api, out, headless=args.headless, verbose=args.verbose)
     if cmd == "session":
         return session_cmds.run(args, api, out)
     if cmd == "chat":
         return chat_cmds.run_chat(args, api, out, sys.stdin)
+    if cmd == "alerts":
+        return alert_cmds.run(args, api, out)
     raise CliError(f"unknown command {cmd!r}")
 
 
@@ -287,6 +299,8 @@ def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool
     alerter = None if no_alerts else _default_alerter()
     engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role="serve",
                     can_alert=not no_alerts and alerter is not None)
+    if alerter is not None and hasattr(alerter, "attach"):
+        alerter.attach(engine)  # mute/quiet hours from the store; notifications for every fire
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -230,11 +230,13 @@ class Engine:
         self.store.renew_leases(owner=self.id, until_us=t + lease)
         was = self.leave_alerts
         if self.can_alert:
-            holder, _prio, _until = self.store.hold_lease(
+            holder, _prio, until = self.store.hold_lease(
                 ALERTER, holder=self.id, priority=self.alert_priority, until_us=t + lease, now_us=t
             )
             self.is_alerter = holder == self.id
             self.leave_alerts = not self.is_alerter
+            if not self.is_alerter:  # its holder may have died: look again the moment its lease ends
+                self._housekeeping_us = min(self._housekeeping_us, until + 1)
         else:
             self._alerter_status(t)
         if was != self.leave_alerts:
