@@ -41,9 +41,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # --db and --json may come before or after the command: the sub-commands take them
+    # with a suppressed default, so they do not overwrite a value given before.
     common = _Parser(add_help=False)
-    common.add_argument("--db", help="SQLAlchemy URL of the store (default: REMINDKIT_DB or a SQLite file)")
-    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--db", default=argparse.SUPPRESS,
+                        help="SQLAlchemy URL of the store (default: REMINDKIT_DB or a SQLite file)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
 
     p = _Parser(prog="remindkit", description="Durable reminders for agent sessions.", parents=[common])
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -127,6 +130,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     try:
         parser = build_parser()
         args = parser.parse_args(args_list)
+        args.db = getattr(args, "db", None)
+        args.json = getattr(args, "json", False)
         if args.command is None:
             parser.print_help(out)
             return 0

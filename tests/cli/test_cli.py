@@ -187,3 +187,11 @@ def test_console_script_runs(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "remindkit", "ls", "--nope"], capture_output=True, text=True,
                           env=env, timeout=60)
     assert proc.returncode == 1 and proc.stderr.startswith("error: invalid_argument:")
+
+
+def test_global_options_before_the_command(rk, tmp_path):
+    other = f"sqlite:///{tmp_path / 'before.db'}"
+    code, out, _err = rk("--db", other, "--json", "remind", "x", "--in", "5m")
+    assert code == 0 and json.loads(out)["state"] == "active"
+    assert len(js(rk, "ls", "--db", other)) == 1
+    assert js(rk, "ls") == []  # the default store was not touched
