@@ -39,8 +39,10 @@ from datetime import timedelta
 from typing import Any
 
 from . import events as ev
+from . import failpoints
 from .alerts import Alerter, NullAlerter
 from .clock import Clock, from_us, now_us, to_us
+from .errors import StoreError
 from .models import (
     ACTIVE,
     DONE,
@@ -124,6 +126,7 @@ class Dispatcher:
 
     def flush(self) -> list[int]:
         """Write queued outcomes (one transaction). Returns refused (stale) ids."""
+        failpoints.hit("before_flush")
         self.urgent = False
         outcomes = _drain(self._outcomes)
         fired = _drain(self._fired)
@@ -335,15 +338,23 @@ class Dispatcher:
     def _one_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> None:
         token = None
         now = now_us(self.clock)
+        if adapter.shared:
+            claim = uuid.uuid4().hex
+            until = now + int(self.settings.lease_s * 1e6)
+            try:
+                got = self.store.claim_turn(target.id, owner=self.owner, token=claim, until_us=until, now_us=now)
+            except StoreError as exc:  # the store is busy or away: the fires wait, nothing fails
+                log.warning("cannot start a turn in %s now (%s); the fires wait", target.id, exc)
+                self._finish(fires, WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300])
+                return
+            if not got:
+                self._finish(fires, WAITING, error=f"session {target.id} is busy; waiting for it to be idle")
+                return
+            token = claim
         try:
-            if adapter.shared:
-                token = uuid.uuid4().hex
-                until = now + int(self.settings.lease_s * 1e6)
-                if not self.store.claim_turn(target.id, owner=self.owner, token=token, until_us=until, now_us=now):
-                    token = None
-                    self._finish(fires, WAITING, error=f"session {target.id} is busy; waiting for it to be idle")
-                    return
+            failpoints.hit("during_delivery")
             result = self._deliver(target, adapter, fires)
+            failpoints.hit("after_delivery_before_ack")
             done = now_us(self.clock)
             slow = done - now > SLOW_TURN_US
             if result.busy:
@@ -356,6 +367,9 @@ class Dispatcher:
             else:
                 self._finish(fires, OCC_FAILED, error=result.error or "turn failed", urgent=slow)
                 self.events.emit(ev.FAILED, target.id, list(fires), result.error)
+        except StoreError as exc:  # the turn could not record itself: retry later, never fail
+            log.warning("turn in %s hit a store error (%s); the fires wait", target.id, exc)
+            self._finish(fires, WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300])
         except Exception as exc:  # an adapter bug must not lose the occurrence
             log.exception("delivery to %s failed", target.id)
             self._finish(fires, OCC_FAILED, error=f"{type(exc).__name__}: {exc}")
@@ -420,6 +434,7 @@ class Dispatcher:
                 if not self.store.set_alert(f.occurrence_id, f.token, expect="pending", to="playing"):
                     continue  # another engine has it, or it already played
                 try:
+                    failpoints.hit("during_alert")
                     state = self.alerter.alert(f)
                 except Exception:
                     log.exception("alerter failed for %s", f.key)

@@ -14,7 +14,7 @@
     ├── LimitExceeded                    too_many_reminders
     ├── NotFound (LookupError)           not_found, session_not_found
     ├── Conflict                         not_active, already_exists, session_deleted
-    └── StoreError (RuntimeError)        store_unavailable, schema_too_new
+    └── StoreError (RuntimeError)        store_unavailable, schema_too_new, unreadable_row
 
 Adapters (CLI, tools, HTTP) turn these into results: ``error: <code>: <message>``
 or ``{"error": {"code": ..., "message": ...}}``. A refusal never writes anything.

@@ -14,6 +14,7 @@ REMINDKIT_MAX_TEXT         longest reminder text (characters)     8000
 REMINDKIT_LEASE            claim lease (seconds)                  30
 REMINDKIT_WAIT_CAP         longest engine sleep (seconds)         30
 REMINDKIT_SQLITE_SYNC      SQLite synchronous: FULL or NORMAL     FULL
+REMINDKIT_BUSY_TIMEOUT_MS  how long SQLite waits for its lock     30000
 =========================  =====================================  ==========
 
 ``0`` or ``none`` disables a count limit.
@@ -52,6 +53,7 @@ class Settings:
     claim_batch: int = 1000
     catchup_cap: int = 10
     sqlite_synchronous: str = "FULL"
+    busy_timeout_ms: int = 30_000
     alert_timeout_s: float = 60.0
 
     @classmethod
@@ -74,6 +76,7 @@ class Settings:
             lease_s=float(env.get("REMINDKIT_LEASE", 30)),
             wait_cap_s=float(env.get("REMINDKIT_WAIT_CAP", 30)),
             sqlite_synchronous=env.get("REMINDKIT_SQLITE_SYNC", "FULL").upper(),
+            busy_timeout_ms=int(env.get("REMINDKIT_BUSY_TIMEOUT_MS", 30_000)),
         )
         return replace(settings, **overrides)  # type: ignore[arg-type]
 

@@ -343,6 +343,7 @@ def _status(api: Reminders, out: TextIO, as_json: bool) -> int:
         "paused": store.count_reminders(states=["paused"]),
         "engines": [{"id": e["id"], "role": e["role"], "pid": e["pid"], "host": e["host"]} for e in engines],
         "alerter": holder[0] if holder else None,
+        "quarantined": [{"id": rid, "reason": why} for rid, why in store.quarantined()],
     }
     nxt = api.list(states=["active"], order="next")
     data["next"] = nxt[0].to_dict() if nxt else None
@@ -353,6 +354,8 @@ def _status(api: Reminders, out: TextIO, as_json: bool) -> int:
         out.write(f"active:   {data['active']}   paused: {data['paused']}" + ("   (everything paused)" if data["paused_all"] else "") + "\n")
         out.write(f"engines:  {len(engines)}" + "".join(f"\n  {e['id']} ({e['role']})" for e in engines) + "\n")
         out.write(f"alerter:  {data['alerter'] or '-'}\n")
+        for q in data["quarantined"]:
+            out.write(f"quarantined: {q['id']}: {q['reason']}\n")
         if nxt:
             out.write(f"next:     {nxt[0].label or nxt[0].id} {_when(api, nxt[0])}\n")
     return 0

@@ -33,6 +33,7 @@ import uuid
 from datetime import datetime
 
 from .. import events as ev
+from .. import failpoints
 from ..alerts import Alerter
 from ..clock import Clock, SystemClock, from_us, now_us, to_us
 from ..delivery import Dispatcher
@@ -136,7 +137,10 @@ class Engine:
                     self.dispatcher.invalidate()
                     self._drop_cancelled()
                     self.dispatcher.deliver_waiting()
-                if not self._known or (self._next_due_us is not None and self._next_due_us <= t + lookahead):
+                if not self._known:  # a read first: claiming takes the write lock
+                    self._next_due_us, self._next_lease_us = self.store.next_due_us(leave_alerts=self.leave_alerts)
+                    self._known = True
+                if self._next_due_us is not None and self._next_due_us <= t + lookahead:
                     self._claim(t)
                 if self._next_lease_us is not None and self._next_lease_us < t:
                     self._take_over(t)
@@ -185,6 +189,7 @@ class Engine:
                 leave_alerts=self.leave_alerts,
             )
             if fires:
+                failpoints.hit("after_claim_commit")
                 self.dispatcher.prefetch({f.session for f in fires})
                 self._push(fires)
             if n < s.claim_batch:
@@ -224,10 +229,10 @@ class Engine:
     def _housekeeping(self, t: int) -> None:
         s = self.settings
         lease = int(s.lease_s * 1e6)
-        self._housekeeping_us = t + lease // 3
+        self._housekeeping_us = t + lease // 4
+        self.store.renew_leases(owner=self.id, until_us=t + lease)  # first: the claims we hold
         self.store.heartbeat(engine_id=self.id, host=socket.gethostname(), pid=os.getpid(), role=self.role,
                              priority=self.alert_priority, now_us=t)
-        self.store.renew_leases(owner=self.id, until_us=t + lease)
         was = self.leave_alerts
         if self.can_alert:
             holder, _prio, until = self.store.hold_lease(
@@ -495,5 +500,22 @@ def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = Non
     from ..sessions.openai import OpenAISessions
 
     turns = ExternalTurns(store, clock=clock, settings=settings)
-    return Adapters(CommandSession(turns=turns), PythonSessions(turns=turns),
-                    OpenAISessions(store, clock=clock, settings=settings))
+    adapters = Adapters(CommandSession(turns=turns), PythonSessions(turns=turns),
+                        OpenAISessions(store, clock=clock, settings=settings))
+    for adapter in plugin_adapters(store, clock=clock, settings=settings):
+        adapters.add(adapter)
+    return adapters
+
+
+def plugin_adapters(store: SqlStore, *, clock: Clock | None, settings: Settings | None) -> list:
+    """Extra adapters named in ``REMINDKIT_ADAPTERS`` (``module:factory`` items,
+    comma-separated): each factory is called with the store, clock and settings
+    and returns an adapter (``name``, ``shared``, ``can_deliver``, ``run_turn``)."""
+    import importlib
+
+    out = []
+    for item in filter(None, (p.strip() for p in os.environ.get("REMINDKIT_ADAPTERS", "").split(","))):
+        module, _, attr = item.partition(":")
+        factory = getattr(importlib.import_module(module), attr or "adapter")
+        out.append(factory(store, clock=clock, settings=settings))
+    return out

@@ -15,6 +15,7 @@ old owner's acknowledgement then matches no row and is refused.
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -37,12 +38,14 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
+from .. import failpoints
 from ..clock import from_us
-from ..models import ACTIVE, CLAIMED, WAITING, Fire, Reminder
+from ..models import ACTIVE, CLAIMED, FAILED, OCC_FAILED, WAITING, Fire, Reminder
 from . import schema as t
 from .rows import reminder_from_row
 
 PAUSED_ALL = "paused_all"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,34 @@ def _fire_from_joined(row: Any, token: str) -> Fire:
     )
 
 
+def quarantine(conn: Connection, reminder_id: str, exc: BaseException) -> None:
+    """A reminder row that cannot be read (a hand edit, a newer remindkit, damage)
+    is set aside as ``failed`` with the reason, never deleted, and never again
+    stops the engine that tried to claim it."""
+    why = f"quarantined: unreadable row ({type(exc).__name__}: {exc})"[:500]
+    log.error("reminder %s %s", reminder_id, why)
+    conn.execute(
+        update(t.reminders)
+        .where(t.reminders.c.id == reminder_id)
+        .values(state=FAILED, next_fire_at=None, last_error=why, version=t.reminders.c.version + 1)
+    )
+
+
+def _readable_fire(conn: Connection, row: Any, token: str) -> Fire | None:
+    try:
+        return _fire_from_joined(row, token)
+    except Exception as exc:
+        m = row._mapping
+        quarantine(conn, m["id"], exc)
+        conn.execute(
+            update(t.occurrences)
+            .where(t.occurrences.c.id == m["occ_id"])
+            .values(state=OCC_FAILED, error="its reminder is unreadable (quarantined)", owner=None, token=None,
+                    lease_until=None)
+        )
+        return None
+
+
 class ClaimOps:
     """Occurrence and lease operations, mixed into SqlStore."""
 
@@ -162,7 +193,12 @@ class ClaimOps:
             stmt = stmt.order_by(c.next_fire_at).limit(limit)
             if self.is_postgres:
                 stmt = stmt.with_for_update(skip_locked=True)
-            rems = [reminder_from_row(r) for r in conn.execute(stmt)]
+            rems = []
+            for r in conn.execute(stmt).all():
+                try:
+                    rems.append(reminder_from_row(r))
+                except Exception as exc:  # never let one bad row stop every reminder
+                    quarantine(conn, r._mapping["id"], exc)
             if not rems:
                 return [], 0
             occ_rows: list[dict[str, Any]] = []
@@ -208,6 +244,7 @@ class ClaimOps:
                         version=bindparam("version"), updated_at=bindparam("updated_at"))
             )
             conn.execute(upd, rem_updates)
+            failpoints.hit("in_claim_txn")
             by_id = {r.id: r for r in rems}
             by_key = {(row["reminder_id"], row["due_at"]): row for row in occ_rows}
             for occ_id, rid, due_us, state in inserted:
@@ -235,7 +272,7 @@ class ClaimOps:
             stmt = (
                 select(*_FIRE_COLUMNS, t.occurrences.c.token.label("old_token"))
                 .join(t.reminders, t.reminders.c.id == o.reminder_id)
-                .where(o.state == CLAIMED, o.lease_until < now_us)
+                .where(o.state == CLAIMED, o.lease_until < now_us, o.owner != owner)  # ours: still in hand
                 .order_by(o.due_at)
                 .limit(limit)
             )
@@ -250,7 +287,9 @@ class ClaimOps:
                     .values(owner=owner, token=token, lease_until=now_us + lease_us, attempts=o.attempts + 1)
                 )
                 if res.rowcount == 1:
-                    fires.append(_fire_from_joined(row, token))
+                    fire = _readable_fire(conn, row, token)
+                    if fire is not None:
+                        fires.append(fire)
         return fires
 
     def claim_waiting(
@@ -296,7 +335,7 @@ class ClaimOps:
                 .values(state=CLAIMED, owner=owner, token=token, lease_until=now_us + lease_us,
                         attempts=o.attempts + 1)
             )
-            return [_fire_from_joined(r, token) for r in rows]
+            return [f for f in (_readable_fire(conn, r, token) for r in rows) if f is not None]
 
     def waiting_sessions(self) -> list[str | None]:
         """Sessions that have fired occurrences waiting for delivery."""
@@ -336,7 +375,8 @@ class ClaimOps:
                 lease_until=case((bindparam("b_keep", type_=Boolean), o.lease_until), else_=None),
             )
         )
-        with self.write() as conn:
+        # Other engines need a hint only when a fire now waits for delivery; UIs re-read.
+        with self.write(notify=any(o.state == WAITING for o in outcomes)) as conn:
             # Which ones still hold their claim (locked on PostgreSQL, under the write
             # lock on SQLite); the others were taken over or cancelled: refused.
             held: dict[int, str] = {}
@@ -391,7 +431,7 @@ class ClaimOps:
     def claim_turn(self, session_id: str, *, owner: str, token: str, until_us: int, now_us: int) -> bool:
         """Start a turn on an idle session (no external busy mark, no live turn)."""
         s = t.sessions.c
-        with self.write() as conn:
+        with self.write(notify=False) as conn:
             res = conn.execute(
                 update(t.sessions)
                 .where(

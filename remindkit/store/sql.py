@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, delete, func, insert, or_, select, text, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from ..clock import from_us, to_us
 from ..errors import Conflict, LimitExceeded, NotFound, StoreError
@@ -90,7 +90,9 @@ class SqlStore(ClaimOps, TranscriptOps):
         try:
             with self.engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
                 yield conn
-        except OperationalError as exc:
+        except IntegrityError:
+            raise
+        except DBAPIError as exc:
             raise StoreError(f"the store is unavailable: {exc.orig}", code="store_unavailable") from exc
         if notify:
             self.wake.notify(getattr(self._origin, "name", ""))
@@ -100,7 +102,7 @@ class SqlStore(ClaimOps, TranscriptOps):
         try:
             with self.engine.connect() as conn, conn.begin():
                 yield conn
-        except OperationalError as exc:
+        except DBAPIError as exc:
             raise StoreError(f"the store is unavailable: {exc.orig}", code="store_unavailable") from exc
 
     def for_update(self, stmt):  # type: ignore[no-untyped-def]
@@ -226,7 +228,12 @@ class SqlStore(ClaimOps, TranscriptOps):
     def get_reminder(self, reminder_id: str) -> Reminder | None:
         with self.read() as conn:
             row = conn.execute(select(t.reminders).where(t.reminders.c.id == reminder_id)).first()
-        return None if row is None else reminder_from_row(row)
+        if row is None:
+            return None
+        got = _readable([row])
+        if not got:
+            raise StoreError(f"reminder {reminder_id} cannot be read (see `remindkit status`)", code="unreadable_row")
+        return got[0]
 
     def find_reminders(
         self,
@@ -247,7 +254,7 @@ class SqlStore(ClaimOps, TranscriptOps):
         if limit is not None:
             stmt = stmt.limit(limit)
         with self.read() as conn:
-            return [reminder_from_row(r) for r in conn.execute(stmt)]
+            return _readable(conn.execute(stmt))
 
     def count_reminders(self, *, session: str | None | type[Any] = Any, states: Iterable[str] | None = None) -> int:
         stmt = _filter(select(func.count()).select_from(t.reminders), session=session, states=states)
@@ -275,7 +282,7 @@ class SqlStore(ClaimOps, TranscriptOps):
         with self.write() as conn:
             stmt = _filter(select(t.reminders), session=session, states=states, label=label, ids=ids)
             stmt = self.for_update(stmt.order_by(t.reminders.c.created_at, t.reminders.c.id))
-            current = [reminder_from_row(r) for r in conn.execute(stmt)]
+            current = _readable(conn.execute(stmt))
             if ids is not None and require_all:
                 found = {r.id for r in current}
                 for rid in ids:
@@ -450,11 +457,33 @@ class SqlStore(ClaimOps, TranscriptOps):
         with self.read() as conn:
             return [occurrence_from_row(r) for r in conn.execute(stmt)]
 
+    def quarantined(self) -> list[tuple[str, str]]:
+        """(id, reason) of reminders set aside because their row could not be read."""
+        c = t.reminders.c
+        with self.read() as conn:
+            rows = conn.execute(
+                select(c.id, c.last_error).where(c.state == "failed", c.last_error.like("quarantined:%"))
+                .order_by(c.updated_at)
+            ).all()
+        return [(r[0], r[1]) for r in rows]
+
     def export_rows(self) -> tuple[list[Reminder], list[Session]]:
         with self.read() as conn:
-            rems = [reminder_from_row(r) for r in conn.execute(select(t.reminders).order_by(t.reminders.c.created_at, t.reminders.c.id))]
+            rems = _readable(conn.execute(select(t.reminders).order_by(t.reminders.c.created_at, t.reminders.c.id)))
             sess = [session_from_row(r) for r in conn.execute(select(t.sessions).order_by(t.sessions.c.id))]
         return rems, sess
+
+
+def _readable(rows: Iterable[Any]) -> list[Reminder]:
+    """Rows that map to reminders; an unreadable one is left out (and logged):
+    the engine quarantines it when it comes due, and `remindkit status` lists it."""
+    out = []
+    for row in rows:
+        try:
+            out.append(reminder_from_row(row))
+        except Exception as exc:
+            log.warning("reminder %s cannot be read: %s: %s", row._mapping["id"], type(exc).__name__, exc)
+    return out
 
 
 def _filter(stmt, *, session=Any, states=None, label=None, ids=None):  # type: ignore[no-untyped-def]
@@ -483,7 +512,8 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 def open_store(url: str | None = None, *, settings: Settings | None = None, run_migrations: bool = True) -> SqlStore:
     """Open (and create or migrate) the store at ``url`` or the configured default."""
     settings = settings or Settings.from_env()
-    engine = make_engine(url or settings.url, synchronous=settings.sqlite_synchronous)
+    engine = make_engine(url or settings.url, synchronous=settings.sqlite_synchronous,
+                         busy_timeout_ms=settings.busy_timeout_ms)
     try:
         if run_migrations:
             migrate(engine)
