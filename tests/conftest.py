@@ -124,3 +124,32 @@ def sqlite_store(sqlite_url: str, settings: Settings) -> Iterator[SqlStore]:
         yield s
     finally:
         s.close()
+
+
+# -- the reliability report ------------------------------------------------------------------
+
+RELIABILITY_REPORT = Path(os.environ.get("RK_RELIABILITY_REPORT", "test-artifacts/reliability.jsonl"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if RELIABILITY_REPORT.exists():
+        RELIABILITY_REPORT.unlink()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
+    """Print the table of fault scenarios run: occurrences, lost, duplicates, lateness."""
+    if not RELIABILITY_REPORT.exists():
+        return
+    import json
+
+    rows = [json.loads(line) for line in RELIABILITY_REPORT.read_text().splitlines() if line.strip()]
+    if not rows:
+        return
+    tr = terminalreporter
+    tr.section("reliability report")
+    width = max(len(r["scenario"]) for r in rows)
+    tr.write_line(f"{'scenario'.ljust(width)}  occurrences   lost  duplicates  max lateness (ms)")
+    for r in rows:
+        tr.write_line(f"{r['scenario'].ljust(width)}  {r['occurrences']:>11}  {r['lost']:>5}  {r['duplicates']:>10}"
+                      f"  {r['max_late_ms']:>17.1f}")
+    tr.write_line("duplicates: repeats of a turn cut short by SIGKILL/SIGSTOP (at-least-once), each under its own key")

@@ -24,6 +24,7 @@ import contextlib
 import heapq
 import logging
 import os
+import select
 import selectors
 import socket
 import sys
@@ -185,7 +186,7 @@ class Engine:
         while True:
             fires, n = self.store.claim_due(
                 now_us=t, horizon_us=horizon, owner=self.id, lease_us=int(s.lease_s * 1e6),
-                limit=s.claim_batch, plan=lambda r: plan_fire(r, now, catchup_cap=s.catchup_cap),
+                limit=s.claim_batch, plan=lambda r: plan_fire(r, now),  # each reminder carries its own catch-up cap
                 leave_alerts=self.leave_alerts,
             )
             if fires:
@@ -310,16 +311,21 @@ class Engine:
 
     def _fire_loop(self) -> None:
         """Sleep (interruptibly) until a little before the next due time, then
-        finish the wait with one precise sleep."""
+        finish the wait with one precise sleep. Nothing that goes wrong in one
+        round stops the loop: it logs and goes on."""
         pipe = self._pokes["fire"]
         while not self._stop.is_set():
-            nxt = self.fire_step(now_us(self.clock))
-            left = (nxt - now_us(self.clock)) / 1e6
-            if left > EARLY_WAKE:
-                pipe.wait(left - EARLY_WAKE, cap=self.settings.wait_cap_s)
-                continue
-            if left > 0:
-                time.sleep(left)
+            try:
+                nxt = self.fire_step(now_us(self.clock))
+                left = (nxt - now_us(self.clock)) / 1e6
+                if left > EARLY_WAKE:
+                    pipe.wait(left - EARLY_WAKE, cap=self.settings.wait_cap_s)
+                elif left > 0:
+                    select.select([], [], [], left)  # relative, microseconds
+            except Exception:
+                self.errors += 1
+                log.exception("engine %s: fire loop error; going on", self.id)
+                self._stop.wait(0.1)
 
     def _store_loop(self) -> None:
         listener = self.store.wake.listen()
@@ -331,37 +337,44 @@ class Engine:
         held_since: int | None = None
         try:
             while not self._stop.is_set():
-                # Stay off the GIL just before a fire: database work waits until it is
-                # out, unless fires come so densely that it has waited MAX_HOLD already.
-                t = now_us(self.clock)
-                hold = self._quiet_until(t)
-                if hold is not None and (held_since is None or t - held_since < int(MAX_HOLD * 1e6)):
-                    held_since = held_since if held_since is not None else t
-                    time.sleep(max(0.0, (hold - t) / 1e6))
-                    continue
-                held_since = None
-                wake_at = self.store_step(now_us(self.clock))
-                timeout = min(max(0.0, (wake_at - now_us(self.clock)) / 1e6), self.settings.wait_cap_s)
-                for key, _mask in sel.select(timeout):
-                    if key.data == "poke":
-                        pipe.drain()
-                        continue
-                    try:
-                        assert listener is not None
-                        origins = listener.drain()
-                    except Exception:
-                        sel.unregister(key.fileobj)
-                        listener.close()
-                        listener = self.store.wake.listen()
-                        if listener is not None:
-                            sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
-                        origins = {""}
-                    if origins - {self.id}:
-                        self._dirty = True
+                try:
+                    held_since, listener = self._store_round(sel, pipe, listener, held_since)
+                except Exception:  # the loop never dies: it logs and goes on
+                    self.errors += 1
+                    log.exception("engine %s: store loop error; going on", self.id)
+                    self._stop.wait(0.5)
         finally:
             sel.close()
             if listener is not None:
                 listener.close()
+
+    def _store_round(self, sel, pipe, listener, held_since):  # type: ignore[no-untyped-def]
+        # Stay off the GIL just before a fire: database work waits until it is out,
+        # unless fires come so densely that it has waited MAX_HOLD already.
+        t = now_us(self.clock)
+        hold = self._quiet_until(t)
+        if hold is not None and (held_since is None or t - held_since < int(MAX_HOLD * 1e6)):
+            select.select([], [], [], max(0.0, (hold - t) / 1e6))
+            return (held_since if held_since is not None else t), listener
+        wake_at = self.store_step(now_us(self.clock))
+        timeout = min(max(0.0, (wake_at - now_us(self.clock)) / 1e6), self.settings.wait_cap_s)
+        for key, _mask in sel.select(timeout):
+            if key.data == "poke":
+                pipe.drain()
+                continue
+            try:
+                assert listener is not None
+                origins = listener.drain()
+            except Exception:
+                sel.unregister(key.fileobj)
+                listener.close()
+                listener = self.store.wake.listen()
+                if listener is not None:
+                    sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
+                origins = {""}
+            if origins - {self.id}:
+                self._dirty = True
+        return None, listener
 
     def _quiet_until(self, t: int) -> int | None:
         """When a fire is due within QUIET_BEFORE, the moment just after it."""
@@ -407,7 +420,7 @@ class Engine:
                     self.dispatcher.flush()
                 except Exception:
                     log.exception("engine %s: flush on shutdown failed", self.id)
-                time.sleep(0.02)
+                select.select([], [], [], 0.02)
             self.dispatcher.close(wait=False)  # turns not started yet become waiting
             with contextlib.suppress(Exception):
                 self.dispatcher.flush()
@@ -475,9 +488,7 @@ class _Pipe:
         timeout = min(max(0.0, timeout), cap)
         if timeout <= 0:
             return
-        import select
-
-        ready, _, _ = select.select([self.r], [], [], timeout)  # select() keeps microseconds
+        ready, _, _ = select.select([self.r], [], [], timeout)  # keeps microseconds
         if ready:
             self.drain()
 

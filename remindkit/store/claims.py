@@ -204,8 +204,13 @@ class ClaimOps:
             occ_rows: list[dict[str, Any]] = []
             rem_updates: list[dict[str, Any]] = []
             lease_until = now_us + lease_us
+            planned = []
             for rem in rems:
-                p = plan(rem)
+                try:
+                    planned.append((rem, plan(rem)))
+                except Exception as exc:  # a schedule that cannot be computed (bad zone, bad cron)
+                    quarantine(conn, rem.id, exc)
+            for rem, p in planned:
                 for f in p.fires:
                     occ_rows.append({
                         "reminder_id": rem.id, "due_at": f.due_us, "session_id": rem.session,
@@ -243,7 +248,8 @@ class ClaimOps:
                         fired_count=bindparam("fired_count"), snoozed=bindparam("snoozed"),
                         version=bindparam("version"), updated_at=bindparam("updated_at"))
             )
-            conn.execute(upd, rem_updates)
+            if rem_updates:
+                conn.execute(upd, rem_updates)
             failpoints.hit("in_claim_txn")
             by_id = {r.id: r for r in rems}
             by_key = {(row["reminder_id"], row["due_at"]): row for row in occ_rows}
