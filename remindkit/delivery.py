@@ -323,34 +323,46 @@ class Dispatcher:
                      "it fires again one period after the turn ended")
 
     def _run_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> None:
-        """Run turns in ``target`` until no more fires are queued for it."""
-        while True:
-            self._one_turn(target, adapter, fires)
-            with self._lock:
-                queued = self._queued.pop(target.id, [])
-                if not queued:
-                    self._turns.discard(target.id)
-                    self._recheck = True
-                    break
-            fires = sorted(queued, key=lambda f: (f.due_at, f.occurrence_id))
-        self.poke()
+        """Run turns in ``target`` until no more fires are queued for it. A shared
+        session's turn is claimed in the store once for the whole run."""
+        token, why = self._claim_turn(target) if adapter.shared else (None, "")
+        try:
+            while True:
+                if adapter.shared and token is None:  # busy elsewhere, or the store is away
+                    self._finish(fires, WAITING, error=why)
+                else:
+                    self._one_turn(target, adapter, fires)
+                with self._lock:
+                    queued = self._queued.pop(target.id, [])
+                    if not queued:
+                        self._turns.discard(target.id)
+                        self._recheck = True
+                        break
+                fires = sorted(queued, key=lambda f: (f.due_at, f.occurrence_id))
+        finally:
+            if token is not None:
+                try:
+                    self.store.release_turn(target.id, token, now_us=now_us(self.clock))
+                except Exception:
+                    log.exception("could not release the turn of %s (its lease will expire)", target.id)
+            self.poke()
+
+    def _claim_turn(self, target: Session) -> tuple[str | None, str]:
+        """(token, "") when this engine now holds the session's turn, else (None, why)."""
+        now = now_us(self.clock)
+        token = uuid.uuid4().hex
+        until = now + int(self.settings.lease_s * 1e6)
+        try:
+            got = self.store.claim_turn(target.id, owner=self.owner, token=token, until_us=until, now_us=now)
+        except StoreError as exc:  # the store is busy or away: the fires wait, nothing fails
+            log.warning("cannot start a turn in %s now (%s); the fires wait", target.id, exc)
+            return None, f"store unavailable; waiting to retry: {exc}"[:300]
+        if not got:
+            return None, f"session {target.id} is busy; waiting for it to be idle"
+        return token, ""
 
     def _one_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> None:
-        token = None
         now = now_us(self.clock)
-        if adapter.shared:
-            claim = uuid.uuid4().hex
-            until = now + int(self.settings.lease_s * 1e6)
-            try:
-                got = self.store.claim_turn(target.id, owner=self.owner, token=claim, until_us=until, now_us=now)
-            except StoreError as exc:  # the store is busy or away: the fires wait, nothing fails
-                log.warning("cannot start a turn in %s now (%s); the fires wait", target.id, exc)
-                self._finish(fires, WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300])
-                return
-            if not got:
-                self._finish(fires, WAITING, error=f"session {target.id} is busy; waiting for it to be idle")
-                return
-            token = claim
         try:
             failpoints.hit("during_delivery")
             result = self._deliver(target, adapter, fires)
@@ -374,12 +386,6 @@ class Dispatcher:
             log.exception("delivery to %s failed", target.id)
             self._finish(fires, OCC_FAILED, error=f"{type(exc).__name__}: {exc}")
             self.events.emit(ev.FAILED, target.id, list(fires), str(exc))
-        finally:
-            if token is not None:
-                try:
-                    self.store.release_turn(target.id, token, now_us=now_us(self.clock))
-                except Exception:
-                    log.exception("could not release the turn of %s (its lease will expire)", target.id)
 
     def _deliver(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> TurnResult:
         """Run the turn; when it fails at once, re-send once into a fresh session."""

@@ -77,29 +77,42 @@ class Verdict:
 
 
 class Ledger:
+    """Reads the ledger file incrementally (only lines appended since the last read)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._offset = 0
+        self._turns: list[dict] = []
+        self._keys: Counter = Counter()
 
     def turns(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_text().splitlines():
-            if line.strip():
-                out.append(json.loads(line))
-        return out
+        if self.path.exists():
+            with self.path.open("rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+            complete = data[: data.rfind(b"\n") + 1]
+            self._offset += len(complete)
+            for line in complete.decode().splitlines():
+                if line.strip():
+                    turn = json.loads(line)
+                    self._turns.append(turn)
+                    self._keys.update(turn["keys"])
+        return self._turns
 
     def keys(self) -> Counter:
-        return Counter(k for turn in self.turns() for k in turn["keys"])
+        self.turns()
+        return Counter(self._keys)
 
     def wait_for(self, expected: Iterable[str], timeout: float) -> bool:
         want = set(expected)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if want <= set(self.keys()):
+            self.turns()
+            if want <= self._keys.keys():
                 return True
-            time.sleep(0.1)
-        return want <= set(self.keys())
+            time.sleep(0.25)
+        self.turns()
+        return want <= self._keys.keys()
 
     def verdict(self, scenario: str, expected: set[str], *, killed: Iterable[int] = ()) -> Verdict:
         """Check and record: every expected key delivered; a key delivered more than

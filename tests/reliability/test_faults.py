@@ -186,3 +186,38 @@ def _fmt(us: int) -> str:
     from remindkit.clock import format_utc, from_us
 
     return format_utc(from_us(us))
+
+
+def _pg_cluster() -> tuple[str, str] | None:
+    import os
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("pg_ctlcluster") or not os.path.isdir("/etc/postgresql"):
+        return None
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    return version, "main"
+
+
+def test_postgres_server_restarted(pg_schema_url, cluster_factory):  # noqa: F811
+    """The PostgreSQL server restarts while reminders come due: the engine logs,
+    reconnects and delivers everything; nothing is lost."""
+    import subprocess
+
+    cluster = _pg_cluster()
+    if cluster is None:
+        pytest.skip("needs root and pg_ctlcluster to restart the server")
+    c = cluster_factory(pg_schema_url)
+    engine = c.start(1)[0]
+    start = now_us() + 2_000_000
+    expected = c.load([start + i * 20_000 for i in range(200)], sessions=10, prefix="restart")
+    time.sleep(2.5)  # in the middle of the run
+    try:
+        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, "restart"], check=True,
+                       capture_output=True, timeout=60)
+    finally:
+        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, "start"], capture_output=True,
+                       timeout=60)
+    ledger = Ledger(c.ledger_path)
+    assert ledger.wait_for(expected, 60)
+    assert engine.alive()
+    ledger.verdict("PostgreSQL server restarted mid-run", expected, killed={engine.pid})
