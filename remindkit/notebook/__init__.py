@@ -22,7 +22,6 @@ Widget classes load on first use, so ``chat`` works without ipywidgets.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
 from .runtime import KernelRuntime, runtime_for
@@ -44,9 +43,11 @@ WIDGETS_MISSING = ("remindkit's notebook widgets need ipywidgets and anywidget: 
 
 def require_widgets() -> None:
     """Raise ImportError with the install hint when the widget toolkits are missing."""
-    missing = [name for name in ("ipywidgets", "anywidget") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise ImportError(f"{WIDGETS_MISSING} (missing: {', '.join(missing)})", name=missing[0])
+    for name in ("ipywidgets", "anywidget"):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ImportError(f"{WIDGETS_MISSING} (cannot import {name})", name=name) from exc
 
 
 def __getattr__(name: str) -> Any:
