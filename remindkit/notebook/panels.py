@@ -54,7 +54,7 @@ class Panel(widgets.VBox):
             if form else None
         self.chat_view = ChatView(chat, hub, zone=zone) if chat is not None else None
         scope = "every session" if self.session is Any else f"session {self.session}"
-        heading = widgets.HTML(f"<span class='rk-panel-title'>⏰ {html.escape(title or 'remindkit')}</span>"
+        heading = widgets.HTML(f"<span class='rk-panel-title'>{html.escape(title or 'remindkit')}</span>"
                                f" <span style='color:#888'>· {html.escape(scope)}</span>")
         parts: list[Any] = [heading, self.pills]
         if self.form is not None:

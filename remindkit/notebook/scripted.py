@@ -47,7 +47,7 @@ class ScriptedAssistant(ScriptedModel):
         last = _last_user(messages)
         if f"<{TAG}" in last:  # a fired reminder: say what it was about
             about = "; ".join(_reminder_texts(last)) or "your reminder"
-            return Completion(f"{PREFIX} ⏰ Your reminder is due: {about}. I'm back in this conversation, as promised.")
+            return Completion(f"{PREFIX} Your reminder is due: {about}. I'm back in this conversation, as promised.")
         typed = last.rsplit("</schedule-feedback>", 1)[-1].strip().rstrip(".!")
         if m := _ONCE.search(typed):
             what, delay = m["what"].strip(), _duration(m["n"], m["unit"])

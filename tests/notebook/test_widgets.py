@@ -178,7 +178,7 @@ def test_chat_view_hides_fired_turns(runtime: Any, clock: FakeClock, comm_log: C
     lines = panel.chat_view.lines
     assert [ln["who"] for ln in lines] == ["you", "agent", "fired", "agent"]
     assert lines[2]["text"] == "⏰ stretch fired 09:00"
-    assert lines[3]["text"].startswith("[scripted local model] ⏰ Your reminder is due: stretch")
+    assert lines[3]["text"].startswith("[scripted local model] Your reminder is due: stretch")
     sent = comm_log.updates(panel.chat_view, "lines")
     assert sent and not any("<schedule" in ln["text"] for state in sent for ln in state)
     assert "<schedule" not in lines[1]["text"]  # the reply's tag is stripped for display

@@ -13,6 +13,9 @@ function node(tag, className, text) {
 }
 
 const WHO = { you: "you", agent: "agent" };
+const CLOCK = '<svg viewBox="0 0 16 16" width="12" height="12" aria-hidden="true" fill="none" stroke="currentColor" ' +
+  'stroke-width="1.6" stroke-linecap="round"><circle cx="8" cy="8.6" r="5.6"/><path d="M8 5.6v3.2l2.2 1.3"/>' +
+  '<path d="M2.2 3.6 4 2M13.8 3.6 12 2"/></svg>';
 
 function render({ model, el }) {
   const root = node("div", "rk-chat");
@@ -33,7 +36,12 @@ function render({ model, el }) {
     const div = node("div", `rk-line rk-${line.who}`);
     div.dataset.seq = String(line.seq);
     if (line.who === "fired") {
-      div.textContent = line.text;
+      // "⏰ check back fired 14:05": the clock as an icon, so it shows without an emoji font
+      const text = line.text.startsWith("⏰ ") ? line.text.slice(2) : line.text;
+      const clock = node("span", "rk-icon");
+      clock.innerHTML = CLOCK;
+      div.append(clock, document.createTextNode(" " + text));
+      div.title = line.text;
       return div;
     }
     div.append(node("span", "rk-who", WHO[line.who] || line.who), node("span", "rk-text", line.text));

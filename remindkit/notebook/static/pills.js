@@ -9,6 +9,20 @@
 
 const PLAYED = (globalThis.__remindkitAlerts ??= new Set()); // one page plays an alert once
 const MAX_BANNERS = 5;
+// Icons as inline SVG (fill: currentColor): they render without an emoji font.
+const ICONS = {
+  pause: '<rect x="3" y="2" width="3.5" height="12" rx="1"/><rect x="9.5" y="2" width="3.5" height="12" rx="1"/>',
+  play: '<path d="M4 2.5v11l9.5-5.5z"/>',
+  snooze: '<path d="M13.8 10.2A6.2 6.2 0 0 1 5.8 2.2a6.2 6.2 0 1 0 8 8z"/>',
+  bell: '<path d="M8 1.2a1 1 0 0 1 1 1v.7a4.6 4.6 0 0 1 3.6 4.5v3.4l1.6 1.6v.6H1.8v-.6l1.6-1.6V7.4A4.6 4.6 0 0 1 7 2.9v-.7a1 1 0 0 1 1-1zM6.4 14h3.2a1.6 1.6 0 0 1-3.2 0z"/>',
+};
+
+function icon(name) {
+  const span = document.createElement("span");
+  span.className = `rk-icon rk-icon-${name}`;
+  span.innerHTML = `<svg viewBox="0 0 16 16" width="12" height="12" fill="currentColor" aria-hidden="true">${ICONS[name]}</svg>`;
+  return span;
+}
 
 export function secondsLeft(dueMs, nowMs) {
   if (dueMs === null || dueMs === undefined) return null;
@@ -37,8 +51,9 @@ function node(tag, className, text) {
   return el;
 }
 
-function button(className, text, title, onClick) {
-  const b = node("button", `rk-btn ${className}`, text);
+function button(className, content, title, onClick) {
+  const b = node("button", `rk-btn ${className}`);
+  b.append(content);
   b.type = "button";
   b.title = title;
   b.setAttribute("aria-label", title);
@@ -76,7 +91,8 @@ function render({ model, el }) {
     pill.dataset.label = p.label;
     pill.dataset.state = state;
     pill.title = p.text + (p.announce ? `\nannounce: ${p.announce}` : "");
-    const label = node("span", "rk-label", (p.alarm ? "🔔 " : "") + p.label);
+    const label = node("span", "rk-label", p.label);
+    if (p.alarm) label.prepend(icon("bell"));
     const kind = node("span", "rk-kind", p.schedule);
     const left = node("span", "rk-left");
     left.dataset.due = p.due_ms === null ? "" : String(p.due_ms);
@@ -84,19 +100,19 @@ function render({ model, el }) {
     if (model.get("show_session") && p.session) pill.append(node("span", "rk-session", p.session));
     pill.append(left);
     if (state === "paused") {
-      pill.append(button("rk-resume", "▶", "Resume", () => {
+      pill.append(button("rk-resume", icon("play"), "Resume", () => {
         optimistic.set(p.id, "active");
         send("resume", p.id);
         draw();
       }));
     } else {
-      pill.append(button("rk-pause", "⏸", "Pause", () => {
+      pill.append(button("rk-pause", icon("pause"), "Pause", () => {
         optimistic.set(p.id, "paused");
         send("pause", p.id);
         draw();
       }));
     }
-    pill.append(button("rk-snooze", "💤", `Snooze ${model.get("snooze")}`, () => {
+    pill.append(button("rk-snooze", icon("snooze"), `Snooze ${model.get("snooze")}`, () => {
       send("snooze", p.id);
       left.textContent = "snoozed";
     }));
@@ -142,7 +158,7 @@ function render({ model, el }) {
       if (secs !== null && (next === null || secs < next.secs)) next = { secs, label: pill.dataset.label };
     }
     const where = model.get("alerts");
-    const parts = [`⏰ ${count} active`];
+    const parts = [`${count} active`];
     if (next) parts.push(`next: ${next.label} in ${formatLeft(next.secs)}`);
     if (where) parts.push(`alarms: ${where}`);
     status.textContent = parts.join(" · ");
@@ -155,7 +171,7 @@ function render({ model, el }) {
     banner.dataset.key = a.key;
     banner.dataset.label = a.label;
     const words = a.announce || a.text;
-    banner.append(node("span", "rk-alert-text", `🔔 ${a.label || "reminder"}${words ? " — " + words : ""}`));
+    banner.append(icon("bell"), node("span", "rk-alert-text", `${a.label || "reminder"}${words ? " — " + words : ""}`));
     banner.append(button("rk-alert-snooze", "Snooze", `Snooze ${model.get("snooze")}`, () => {
       send("snooze", a.id);
       banner.remove();
