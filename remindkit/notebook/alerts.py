@@ -41,8 +41,8 @@ class BrowserAlerter:
 
     ``alert`` returns ``done`` once at least one panel took it, ``muted`` when no
     panel is shown (there is no page to play in), ``failed`` when every panel
-    refused. It never raises and never waits for the browser: clicks and replies
-    from the page reach the kernel only when it is idle."""
+    refused. It never raises and never waits for the browser (a reply from the
+    page may reach the kernel only once a running cell ends)."""
 
     def __init__(self) -> None:
         self._targets: weakref.WeakSet[Any] = weakref.WeakSet()

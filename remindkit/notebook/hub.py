@@ -9,7 +9,8 @@ custom message to the browser) goes through one thread per store, the hub:
   a turn, after a click), and at least every ``interval_s`` (1 s) in case a hint
   was lost;
 * :meth:`Hub.post` runs a function on the hub thread (a status text, a custom
-  message); click handlers run on the kernel's main thread and only post.
+  message); click handlers (on the kernel's main thread, or a subshell thread
+  in JupyterLab 4.6 with ipykernel 7) change the store and only post.
 
 The hub thread keeps running while a cell blocks the kernel, so pills appear,
 chats update and alerts play during a long cell. A hub made with

@@ -4,12 +4,14 @@
 times; ``static/pills.js`` counts them down every second with the browser's
 clock, so the countdown keeps going while a cell blocks the kernel. Each pill has
 pause / resume, snooze and a ×. A click is hidden (or shown as paused) in the
-browser at once and reaches the kernel when it is idle, where :meth:`act`
-changes the store through the reminders API. The same widget shows alert
-banners and plays the alarm and ``announce`` (see :mod:`.alerts`).
+browser at once; :meth:`act` then changes the store through the reminders API
+when the kernel takes the message (while a cell blocks, JupyterLab 4.6 with
+ipykernel 7 runs widget messages on a subshell thread; other front-ends wait
+until the kernel is idle). The same widget shows alert banners and plays the
+alarm and ``announce`` (see :mod:`.alerts`).
 
-State is written only from the hub thread (:mod:`.hub`); click handlers run
-on the kernel's main thread and post to it.
+State is written only from the hub thread (:mod:`.hub`); click handlers run on
+whichever thread the kernel gives them and only post to it.
 """
 
 from __future__ import annotations

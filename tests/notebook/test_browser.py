@@ -1,15 +1,19 @@
 """In a real browser: JupyterLab on loopback, Debian's Chromium driven by
 Playwright (its ``executable_path``: a browser download cannot work here).
 
-It opens the quickstart, runs it all, sees the *oven* pill count down, sees
-the *stretch* reminder ring in the page, then makes the kernel busy and clicks
-×: the pill disappears at once, while the store still has the reminder (clicks
-reach the kernel only when it is idle); when the kernel is free, the reminder
-is cancelled in the store. Screenshots of the panel go to ``test-artifacts/``.
+It opens the quickstart, runs it all, sees the *oven* pill count down and the
+*stretch* reminder ring in the page, pauses, resumes and snoozes *oven*, then
+runs a long cell and clicks ×: the pill disappears at once, in the page, and
+the reminder is cancelled in the store. (When the kernel takes the click
+depends on the front-end: JupyterLab 4.6 with ipykernel 7 hands widget messages
+to a subshell, so they run even while a cell blocks; older front-ends queue them
+until the kernel is idle. Either way the page does not wait.) Screenshots of
+the panel go to ``test-artifacts/``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -40,6 +44,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-b
 class Lab:
     url: str
     db_url: str
+    runtime_dir: Path
 
 
 def _free_port() -> int:
@@ -54,6 +59,12 @@ def lab(jupyter_env: dict[str, str], tmp_path: Path) -> Iterator[Lab]:
     pytest.importorskip("jupyterlab")
     root = tmp_path / "lab"
     root.mkdir()
+    # no "Jupyter news?" prompt over the page, no update check (there is no network anyway)
+    settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    env = dict(jupyter_env, JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "lab-settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "lab-workspaces"))
     shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", root)
     port = _free_port()
     log_path = tmp_path / "jupyterlab.log"
@@ -63,7 +74,7 @@ def lab(jupyter_env: dict[str, str], tmp_path: Path) -> Iterator[Lab]:
          f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
          "--ServerApp.password=", "--ServerApp.allow_root=True", f"--ServerApp.root_dir={root}",
          "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        env=jupyter_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -76,7 +87,8 @@ def lab(jupyter_env: dict[str, str], tmp_path: Path) -> Iterator[Lab]:
                 return False
 
         wait_for(up, timeout=60)
-        yield Lab(url, f"sqlite:///{Path(jupyter_env['REMINDKIT_DEMO_DIR']) / 'reminders.db'}")
+        yield Lab(url, f"sqlite:///{Path(jupyter_env['REMINDKIT_DEMO_DIR']) / 'reminders.db'}",
+                  Path(jupyter_env["JUPYTER_RUNTIME_DIR"]))
     finally:
         proc.send_signal(signal.SIGTERM)  # the server shuts its kernels down
         try:
@@ -90,6 +102,22 @@ def lab(jupyter_env: dict[str, str], tmp_path: Path) -> Iterator[Lab]:
 def _kernel_state(lab: Lab) -> str | None:
     sessions = httpx.get(f"{lab.url}/api/sessions", timeout=5).json()
     return sessions[0]["kernel"]["execution_state"] if sessions else None
+
+
+@contextlib.contextmanager
+def _long_cell(lab: Lab, code: str) -> Iterator[None]:
+    """Run ``code`` in the notebook's kernel (as a long cell would) from a second client."""
+    from jupyter_client import BlockingKernelClient
+
+    kernel_id = httpx.get(f"{lab.url}/api/sessions", timeout=5).json()[0]["kernel"]["id"]
+    client = BlockingKernelClient(connection_file=str(lab.runtime_dir / f"kernel-{kernel_id}.json"))
+    client.load_connection_file()
+    client.start_channels()
+    try:
+        client.execute(code)
+        yield
+    finally:
+        client.stop_channels()
 
 
 def _seconds(text: str) -> int:
@@ -144,19 +172,24 @@ def test_quickstart_in_jupyterlab(lab: Lab, tmp_path: Path) -> None:
             panel.screenshot(path=str(ARTIFACTS / "notebook-panel.png"))
             assert _states(lab, tmp_path)["oven"] == "active"
 
-            # Keep the kernel busy in a new cell, then click ×.
-            page.locator(".jp-Notebook .jp-Cell").last.click()
-            page.keyboard.press("Escape")
-            page.keyboard.press("b")
-            page.keyboard.press("Enter")
-            page.keyboard.type("import time; time.sleep(6)")
-            page.keyboard.press("Shift+Enter")
-            wait_for(lambda: _kernel_state(lab) == "busy", timeout=30, every=0.05)
-            oven.locator(".rk-cancel").click()
-            sync_api.expect(oven).to_have_count(0, timeout=500)  # hidden in the browser at once
-            assert _states(lab, tmp_path)["oven"] == "active"  # the kernel has not seen the click yet
-            assert _kernel_state(lab) == "busy"
+            # Pause, resume and snooze: shown at once, done in the store when the kernel takes the click.
+            oven.locator(".rk-pause").click()
+            sync_api.expect(left).to_have_text("paused", timeout=500)
+            wait_for(lambda: _states(lab, tmp_path)["oven"] == "paused", timeout=15)
+            oven.locator(".rk-resume").click()
+            wait_for(lambda: _states(lab, tmp_path)["oven"] == "active", timeout=15)
+            sync_api.expect(left).not_to_have_text("paused", timeout=5_000)
+            oven.locator(".rk-snooze").click()  # 5 minutes from now instead of about 10
+            wait_for(lambda: left.inner_text()[:1].isdigit() and _seconds(left.inner_text()) <= 300, timeout=15)
 
+            # Keep the kernel busy with a long cell, then click ×: the pill goes at once, in the page.
+            with _long_cell(lab, "import time; time.sleep(6)"):
+                wait_for(lambda: _kernel_state(lab) == "busy", timeout=30, every=0.05)
+                before = _seconds(left.inner_text())
+                page.wait_for_timeout(1_100)
+                assert before - _seconds(left.inner_text()) >= 1  # the countdown runs on while the cell blocks
+                oven.locator(".rk-cancel").click()
+                sync_api.expect(oven).to_have_count(0, timeout=500)
             wait_for(lambda: _states(lab, tmp_path)["oven"] == "cancelled", timeout=30)
             sync_api.expect(page.locator(".rk-pills .rk-empty")).to_be_visible(timeout=5_000)
             panel.screenshot(path=str(ARTIFACTS / "notebook-panel-cancelled.png"))

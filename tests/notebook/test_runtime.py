@@ -107,6 +107,39 @@ def test_rk_chat_with_your_own_function(tmp_path: Path) -> None:
         kernel.shutdown()
 
 
+def test_rk_chat_with_an_openai_compatible_endpoint(tmp_path: Path, comm_log: CommLog) -> None:
+    import remindkit as rk
+    from remindkit.notebook import runtime as kernel
+
+    from ..processes.openai_server import ScriptedOpenAI, last_user, text, tool
+
+    def model(body: dict[str, Any]) -> Any:
+        if body["messages"][-1]["role"] == "tool":
+            return text("Set: I'll be back in a second.")
+        if "<schedule-fired" in last_user(body):
+            return text("Back, as promised.")
+        return tool("schedule_create", {"prompt": "check the oven", "after": "1s", "label": "oven"})
+
+    settings = Settings.from_env(env={}, home=tmp_path, tz="UTC")
+    with ScriptedOpenAI(model) as server:
+        try:
+            chat = rk.chat(base_url=server.base_url, model="scripted", db=f"sqlite:///{tmp_path / 'o.db'}",
+                           settings=settings)
+            assert chat.adapter == "openai"
+            panel = rk.panel(chat)
+            assert chat.send("remind me about the oven in a second").text == "Set: I'll be back in a second."
+            panel.sync()
+            assert panel.labels == ["oven"]
+            # the fired turn runs in this kernel's engine (an openai session: any engine can run it)
+            wait_for(lambda: chat.entries()[-1].text == "Back, as promised.", timeout=15)
+            panel.sync()
+            assert panel.labels == []
+            assert panel.chat_view is not None
+            assert [ln["who"] for ln in panel.chat_view.lines] == ["you", "agent", "fired", "agent"]
+        finally:
+            kernel.shutdown()
+
+
 def test_wait_for_times_out() -> None:
     with pytest.raises(TimeoutError):
         wait_for(lambda: False, timeout=0.2, every=0.05)

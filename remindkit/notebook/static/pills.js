@@ -3,9 +3,11 @@
 // The kernel syncs `pills` (each with its due time `due_ms`); this view counts
 // down from those due times every second with the browser's clock, so it keeps
 // counting while a cell runs. A click on × hides the pill at once and then tells
-// the kernel, which cancels the reminder in the store when it is idle (clicks
-// reach the kernel only then). Alerts come as custom messages: a banner, the
-// alarm through an <audio> element, and `announce` spoken by speechSynthesis.
+// the kernel, which cancels the reminder in the store when it takes the message:
+// at once where widget messages run on a kernel subshell (JupyterLab 4.6 with
+// ipykernel 7), only once the cell ends elsewhere, so the page never waits.
+// Alerts come as custom messages: a banner, the alarm through an <audio>
+// element, and `announce` spoken by speechSynthesis.
 
 const PLAYED = (globalThis.__remindkitAlerts ??= new Set()); // one page plays an alert once
 const MAX_BANNERS = 5;
