@@ -16,6 +16,7 @@ a sound to play.
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import math
 import struct
@@ -120,6 +121,12 @@ def alarm_data_uri(roots: Sequence[Path] | None = None) -> str:
     return "data:audio/wav;base64," + base64.b64encode(data).decode("ascii")
 
 
+@functools.lru_cache(maxsize=1)
+def default_alarm_uri() -> str:
+    """:func:`alarm_data_uri` of the installed assets, made once per kernel."""
+    return alarm_data_uri()
+
+
 def beep_wav(*, rate: int = 8_000, tones: Sequence[tuple[float, float]] = (
         (880.0, 0.16), (0.0, 0.06), (1175.0, 0.16), (0.0, 0.06), (880.0, 0.16), (0.0, 0.06), (1175.0, 0.22)),
         volume: float = 0.6) -> bytes:
@@ -141,4 +148,5 @@ def beep_wav(*, rate: int = 8_000, tones: Sequence[tuple[float, float]] = (
     return header + fmt + b"data" + struct.pack("<I", len(samples)) + bytes(samples)
 
 
-__all__ = ["AlertTarget", "BrowserAlerter", "alarm_asset", "alarm_data_uri", "alert_payload", "beep_wav"]
+__all__ = ["AlertTarget", "BrowserAlerter", "alarm_asset", "alarm_data_uri", "alert_payload", "beep_wav",
+           "default_alarm_uri"]

@@ -24,7 +24,7 @@ import traitlets
 
 from ..errors import InvalidInput, RemindkitError
 from ..reminders import Reminders
-from .alerts import alarm_data_uri
+from .alerts import default_alarm_uri
 from .hub import Hub
 from .state import pills as pill_states
 
@@ -45,7 +45,7 @@ class PillsWidget(anywidget.AnyWidget):
 
     def __init__(self, api: Reminders, hub: Hub, *, session: Any = Any, snooze: str = "5m",
                  alerts_where: Any = None, **kwargs: Any) -> None:
-        super().__init__(snooze=snooze, show_session=session is Any, alarm_src=alarm_data_uri(), **kwargs)
+        super().__init__(snooze=snooze, show_session=session is Any, alarm_src=default_alarm_uri(), **kwargs)
         self.api = api
         self.hub = hub
         self.session = session  # a session id, or Any for every session
