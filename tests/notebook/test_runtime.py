@@ -82,6 +82,26 @@ def test_the_tray_takes_alerting_over_from_the_kernel(runtime: KernelRuntime, cl
     assert api.history() == []
 
 
+def test_an_agent_cancelling_its_own_callback_keeps_an_honest_record(runtime: KernelRuntime,
+                                                                      clock: FakeClock) -> None:
+    """Seed 003's recipe: the fired turn that sees the build green cancels the
+    callback it came from. That fire was delivered, and the history says so."""
+    from remindkit.agent.chat import ChatSession
+    from remindkit.notebook import ScriptedPoller
+
+    looks = iter(["running", "running", "green"])
+    agent = ScriptedPoller(check=lambda: next(looks), until=lambda s: s == "green", every_s=2)
+    chat = ChatSession(runtime.store, session="loop", model=agent, engine=runtime.engine, settings=runtime.settings)
+    chat.send("watch the build")
+    for _ in range(3):
+        clock.advance(2)
+        runtime.engine.tick()
+    (callback,) = _api(runtime).list(session="loop", all=True)
+    assert callback.state == "cancelled" and agent.checks == ["running", "running", "green"]
+    assert [o.outcome for o in _api(runtime).history(callback.id)] == ["delivered"] * 3
+    assert chat.entries()[-1].text.startswith("[scripted local model] The build is green after 3 checks")
+
+
 def test_rk_chat_with_your_own_function(tmp_path: Path) -> None:
     import remindkit as rk
     from remindkit.notebook import runtime as kernel
