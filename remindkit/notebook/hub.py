@@ -55,6 +55,7 @@ class Hub:
         os.set_blocking(self._r, False)
         os.set_blocking(self._w, False)
         self._stop = threading.Event()
+        self._closed = False
         self._thread: threading.Thread | None = None
         self._errors: dict[int, str] = {}
         self.refreshes = 0
@@ -76,6 +77,8 @@ class Hub:
 
     def post(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the hub thread (at once when called there, or without a thread)."""
+        if self._closed:
+            return
         if not self._running() or threading.current_thread() is self._thread:
             self._call(fn)
             return
@@ -85,6 +88,8 @@ class Hub:
 
     def refresh(self) -> None:
         """Refresh every view soon (at once without a thread)."""
+        if self._closed:
+            return
         if not self._running():
             self._refresh_all()
             return
@@ -183,6 +188,8 @@ class Hub:
             log.exception("notebook widget update failed")
 
     def _poke(self) -> None:
+        if self._closed:
+            return  # the descriptors may belong to someone else by now
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._w, b"!")
 
@@ -195,11 +202,16 @@ class Hub:
                 return
 
     def close(self) -> None:
+        if self._closed:
+            return
         self._stop.set()
         self._poke()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5)
         self._thread = None
+        self._closed = True
+        with self._lock:
+            self._views = weakref.WeakSet()
         for fd in (self._r, self._w):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -81,12 +81,12 @@ class KernelRuntime:
         if self._closed:
             return
         self._closed = True
-        self.hub.close()
         try:
             self.engine.stop()
             self.engine.close()
         except Exception:
             log.exception("stopping the notebook engine failed")
+        self.hub.close()
 
 
 _runtimes: dict[str, KernelRuntime] = {}
