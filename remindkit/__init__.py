@@ -8,7 +8,14 @@ as a new turn, never in the middle of one.
     >>> import remindkit as rk                                       # doctest: +SKIP
     >>> api = rk.Reminders(rk.open_store())                          # doctest: +SKIP
     >>> api.create("Check the deploy", session="s1", in_="5m")       # doctest: +SKIP
+
+In a notebook, ``rk.chat(...)`` and ``rk.panel(chat)`` (see ``remindkit.notebook``;
+loaded on first use, so ``import remindkit`` needs no ipywidgets).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .clock import Clock, FakeClock, SystemClock
 from .engine import Engine
@@ -28,7 +35,32 @@ from .schedules import Schedule, parse_duration
 from .settings import Limits, Settings
 from .store import SqlStore, open_store
 
+if TYPE_CHECKING:
+    from .agent.chat import ChatSession
+    from .notebook.panels import Panel
+
 __version__ = "0.1.0"
+
+
+def chat(base_url: str | None = None, model: Any = None, **kwargs: Any) -> ChatSession:
+    """A chat whose reminders come back to it, with an engine in this kernel:
+    ``rk.chat(base_url=URL, model=NAME)`` or ``rk.chat(model=fn_or_model)``.
+    See :func:`remindkit.notebook.session.chat`."""
+    from .notebook.session import chat as _chat
+
+    return _chat(base_url, model, **kwargs)
+
+
+def panel(chat: ChatSession | None = None, **kwargs: Any) -> Panel:
+    """The notebook widget panel (countdown pills, a form, the chat view) for a
+    chat, or for a store's reminders. See :func:`remindkit.notebook.panels.panel`."""
+    from .notebook import require_widgets
+
+    require_widgets()
+    from .notebook.panels import panel as _panel
+
+    return _panel(chat, **kwargs)
+
 
 __all__ = [
     "Clock",
@@ -52,6 +84,8 @@ __all__ = [
     "SqlStore",
     "StoreError",
     "SystemClock",
+    "chat",
     "open_store",
+    "panel",
     "parse_duration",
 ]

@@ -160,7 +160,7 @@ class SqlStore(ClaimOps, TranscriptOps):
                     .values(state=CANCELLED, last_error=f"replaced by {rem.id}", next_fire_at=None,
                             updated_at=now_us, version=t.reminders.c.version + 1)
                 )
-                self._cancel_pending(conn, [old_id])
+                self._cancel_pending(conn, [old_id], now_us=now_us)
                 replaced.append(old_id)
         if limits.per_session is not None and rem.session is not None:
             n = conn.execute(
@@ -305,18 +305,23 @@ class SqlStore(ClaimOps, TranscriptOps):
                 changed.append((old, new))
             ended = [new.id for old, new in changed if new.state == CANCELLED and old.state != CANCELLED]
             if ended:
-                self._cancel_pending(conn, ended)
+                self._cancel_pending(conn, ended, now_us=now_us)
             return changed
 
-    def _cancel_pending(self, conn: Connection, reminder_ids: Sequence[str]) -> None:
-        """A cancelled reminder's fires that were not yet delivered are cancelled too."""
+    def _cancel_pending(self, conn: Connection, reminder_ids: Sequence[str], *, now_us: int) -> None:
+        """A cancelled reminder's fires that were not yet delivered are cancelled too:
+        waiting ones, and claimed ones that are not due yet. A claimed one whose due
+        time has come is firing (its engine records ``fired_at`` with its next batch),
+        so it is left to finish: a turn that cancels the reminder it was fired by
+        (seed 003's recipe) keeps that fire recorded as delivered."""
+        o = t.occurrences.c
         for chunk in _chunks(list(reminder_ids), 500):
             conn.execute(
                 update(t.occurrences)
                 .where(
-                    t.occurrences.c.reminder_id.in_(chunk),
-                    or_(t.occurrences.c.state == WAITING,
-                        and_(t.occurrences.c.state == CLAIMED, t.occurrences.c.fired_at.is_(None))),
+                    o.reminder_id.in_(chunk),
+                    or_(o.state == WAITING,
+                        and_(o.state == CLAIMED, o.fired_at.is_(None), o.due_at > now_us)),
                 )
                 .values(state=OCC_CANCELLED, error="reminder cancelled", owner=None, token=None, lease_until=None)
             )

@@ -108,6 +108,7 @@ def test_rebase_pushes_one_full_delay_after_the_turn(store, clock, settings, api
     step(eng, clock, 30)
     assert len(model.calls) == 1  # fired at t=30 while idle
     model.gate = threading.Event()
+    model.entered.clear()  # set by the fired turn: wait for the new turn to hold the session
     turn = threading.Thread(target=chat.send, args=("long work",))
     clock.advance(20)
     turn.start()
