@@ -29,6 +29,7 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
+    exists,
     func,
     insert,
     or_,
@@ -40,7 +41,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .. import failpoints
 from ..clock import from_us
-from ..models import ACTIVE, CLAIMED, FAILED, OCC_FAILED, WAITING, Fire, Reminder
+from ..models import ACTIVE, CLAIMED, DONE, FAILED, OCC_FAILED, PAUSED, WAITING, Fire, Reminder
 from . import schema as t
 from .rows import reminder_from_row
 
@@ -121,6 +122,32 @@ def _fire_from_joined(row: Any, token: str) -> Fire:
     )
 
 
+def _not_claimed_yet():  # type: ignore[no-untyped-def]
+    """The reminder's next occurrence has no row yet (a final one, claimed and not
+    yet fired, keeps the reminder active at its time: see claim_due)."""
+    o, c = t.occurrences.c, t.reminders.c
+    return ~exists().where(o.reminder_id == c.id, o.due_at == c.next_fire_at)
+
+
+def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) -> None:
+    """A reminder whose final occurrence has now fired is done."""
+    o, c = t.occurrences.c, t.reminders.c
+    values: dict[str, Any] = {"state": DONE, "next_fire_at": None, "version": c.version + 1}
+    if now_us is not None:
+        values["updated_at"] = now_us
+    for i in range(0, len(occurrence_ids), 500):
+        chunk = list(occurrence_ids[i : i + 500])
+        conn.execute(
+            update(t.reminders)
+            .where(
+                c.state.in_((ACTIVE, PAUSED)),
+                exists().where(o.reminder_id == c.id, o.due_at == c.next_fire_at, o.id.in_(chunk),
+                               o.fired_at.is_not(None)),
+            )
+            .values(**values)
+        )
+
+
 def quarantine(conn: Connection, reminder_id: str, exc: BaseException) -> None:
     """A reminder row that cannot be read (a hand edit, a newer remindkit, damage)
     is set aside as ``failed`` with the reason, never deleted, and never again
@@ -187,7 +214,7 @@ class ClaimOps:
         with self.write(notify=False) as conn:
             if _paused_all(conn):
                 return [], 0
-            stmt = select(t.reminders).where(c.state == ACTIVE, c.next_fire_at <= horizon_us)
+            stmt = select(t.reminders).where(c.state == ACTIVE, c.next_fire_at <= horizon_us, _not_claimed_yet())
             if leave_alerts:
                 stmt = stmt.where(c.alarm.is_(False), c.announce.is_(None))
             stmt = stmt.order_by(c.next_fire_at).limit(limit)
@@ -226,9 +253,14 @@ class ClaimOps:
                         "error": f"missed {f.missed} occurrence(s) while no engine ran (policy: skip)",
                         "alert": None, "fired_at": None,
                     })
+                state, nxt = p.state, p.next_fire_us
+                if state == DONE and p.fires:
+                    # Its last occurrence is claimed but has not fired: the reminder stays
+                    # active (listed, cancellable) at that time until it fires (settle()).
+                    state, nxt = ACTIVE, p.fires[-1].due_us
                 rem_updates.append({
-                    "b_id": rem.id, "b_version": rem.version, "next_fire_at": p.next_fire_us,
-                    "state": p.state, "fired_count": p.fired_count, "snoozed": p.snoozed,
+                    "b_id": rem.id, "b_version": rem.version, "next_fire_at": nxt,
+                    "state": state, "fired_count": p.fired_count, "snoozed": p.snoozed,
                     "version": rem.version + 1, "updated_at": now_us,
                 })
             if occ_rows:
@@ -395,6 +427,8 @@ class ClaimOps:
             ok = [r for r in rows if held.get(r["b_id"]) == r["b_token"]]
             if ok:
                 conn.execute(stmt, ok)
+                stamps = [v for r in ok for v in (r["b_fired"], r["b_delivered"]) if v is not None]
+                settle(conn, [r["b_id"] for r in ok], max(stamps) if stamps else None)
             return [r["b_id"] for r in rows if held.get(r["b_id"]) != r["b_token"]]
 
     def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool:
@@ -420,6 +454,7 @@ class ClaimOps:
                 .values(fired_at=bindparam("b_fired")),
                 [{"b_id": i, "b_token": tok, "b_fired": f} for i, tok, f in items],
             )
+            settle(conn, [i for i, _tok, _f in items], max(f for _i, _tok, f in items))
 
     def renew_leases(self, *, owner: str, until_us: int) -> int:
         o = t.occurrences.c
@@ -468,7 +503,7 @@ class ClaimOps:
             if _paused_all(conn):
                 due = None
             else:
-                stmt = select(func.min(c.next_fire_at)).where(c.state == ACTIVE)
+                stmt = select(func.min(c.next_fire_at)).where(c.state == ACTIVE, _not_claimed_yet())
                 if leave_alerts:
                     stmt = stmt.where(c.alarm.is_(False), c.announce.is_(None))
                 due = conn.execute(stmt).scalar()

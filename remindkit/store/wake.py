@@ -22,6 +22,7 @@ import socket
 import tempfile
 import threading
 import uuid
+import weakref
 from pathlib import Path
 from typing import Protocol
 
@@ -73,6 +74,7 @@ class SocketListener:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(self.path))
         self.sock.setblocking(False)
+        self._closer = weakref.finalize(self, _close_listener, self.sock, self.path)
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -86,10 +88,14 @@ class SocketListener:
                 return origins
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        with contextlib.suppress(OSError):
-            self.path.unlink()
+        self._closer()
+
+
+def _close_listener(sock: socket.socket, path: Path) -> None:
+    with contextlib.suppress(OSError):
+        sock.close()
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 class SocketWake:
@@ -100,6 +106,8 @@ class SocketWake:
         self._send = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._send.setblocking(False)
         self._lock = threading.Lock()
+        # A store dropped without close() still closes its socket (no ResourceWarning).
+        self._closer = weakref.finalize(self, self._send.close)
 
     def notify(self, origin: str = "") -> None:
         try:
@@ -127,7 +135,7 @@ class SocketWake:
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
-            self._send.close()
+            self._closer()
 
 
 def _alive(pid: int) -> bool:

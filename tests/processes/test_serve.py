@@ -6,6 +6,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from sqlalchemy import text
 
 from remindkit.clock import SystemClock, to_us
 from remindkit.reminders import Reminders
@@ -62,8 +63,9 @@ def test_three_engines_fire_each_occurrence_once(url, settings, serves, tmp_path
 
 
 def test_sigkill_mid_burst_loses_nothing(url, settings, serves, tmp_path):
-    """Deliveries are slow (a command that sleeps); one engine is killed while it
-    holds claims and runs turns. The others take its claims over after the lease."""
+    """Deliveries are slow (a command that sleeps); the engine is killed while it
+    holds claims and runs turns. Two others, started then, take its claims over
+    after the lease and finish the burst."""
     ledger = tmp_path / "ledger"
     store, api = make_api(url, settings)
     sessions = [f"s{i}" for i in range(12)]
@@ -73,16 +75,23 @@ def test_sigkill_mid_burst_loses_nothing(url, settings, serves, tmp_path):
     for sid in sessions:
         store.put_session(Session(sid, adapter="command", config={"argv": ["sh", "-c", slow], "env": {"RK_LEDGER": str(ledger)}}),
                           now_us=to_us(api.clock.now()))
-    victim, *others = serves(url, 3)
+    (victim,) = serves(url, 1)
     due = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=3)
     expected = set()
     for k in range(4):  # a burst in four waves, 0.5 s apart
         at = (due + timedelta(milliseconds=500 * k)).isoformat()
         expected |= burst(api, 100, sessions, at)
-    # Kill the victim once it has delivered something and is mid-burst.
-    wait_for(lambda: any(pid == victim.pid for pid, _k in read_ledger(ledger)), 30, step=0.01)
+    # Kill the victim once it has delivered something and still holds claims.
+    def victim_holds_claims() -> bool:
+        with store.engine.connect() as conn:
+            held = conn.execute(text("SELECT count(*) FROM occurrences WHERE state = 'claimed' AND owner LIKE :o"),
+                                {"o": f"%:{victim.pid}:%"}).scalar()
+        return held > 0 and any(pid == victim.pid for pid, _k in read_ledger(ledger))
+
+    assert wait_for(victim_holds_claims, 30, step=0.01), "the victim never held claims mid-burst"
     victim.kill()
     killed_at = time.monotonic()
+    serves(url, 2)
     got = wait_for(lambda: set(counts(read_ledger(ledger))) >= expected and read_ledger(ledger), 60)
     c = counts(got)
     assert set(c) == expected, f"lost {len(expected - set(c))} after SIGKILL"

@@ -87,12 +87,21 @@ def test_claim_once_and_advance(api, store, clock):
     fires = claim(store, clock)
     assert sorted(f.reminder_id for f in fires) == sorted([one.id, rep.id])
     assert claim(store, clock, owner="e2") == []  # nothing twice
-    assert api.get(one.id).state == DONE
+    # Its final occurrence is claimed but has not fired: still active (and cancellable)
+    # at its time; it is done once that occurrence has fired.
+    pending = api.get(one.id)
+    assert pending.state == ACTIVE and pending.next_fire_at == one.next_fire_at
+    (f1,) = [f for f in fires if f.reminder_id == one.id]
+    store.finish([Outcome(f1.occurrence_id, f1.token, DELIVERED, fired_at_us=clock.now_us(),
+                          delivered_at_us=clock.now_us())])
+    assert api.get(one.id).state == DONE and api.get(one.id).next_fire_at is None
     r = api.get(rep.id)
     assert r.fired_count == 1 and r.next_fire_at == rep.next_fire_at + timedelta(minutes=1)
     clock.advance(60)
     (f2,) = claim(store, clock)
     assert f2.position == 2
+    assert api.get(rep.id).state == ACTIVE
+    store.mark_fired([(f2.occurrence_id, f2.token, clock.now_us())])  # fired, delivery pending
     assert api.get(rep.id).state == DONE
 
 
@@ -155,13 +164,15 @@ def test_pause_resume_from_now(api, clock):
 def test_snooze_brings_back_a_fired_one_shot(api, store, clock):
     r = api.create("one", session="s1", in_="1m")
     clock.advance(61)
-    claim(store, clock)
+    (f,) = claim(store, clock)
+    store.mark_fired([(f.occurrence_id, f.token, clock.now_us())])
     assert api.get(r.id).state == DONE
     s = api.snooze(r.id, "10m")
     assert s.state == ACTIVE and s.next_fire_at == clock.now() + timedelta(minutes=10)
     clock.advance(timedelta(minutes=10))
     (f,) = claim(store, clock)
     assert f.reminder_id == r.id
+    store.mark_fired([(f.occurrence_id, f.token, clock.now_us())])
     assert api.get(r.id).state == DONE
 
 
@@ -240,3 +251,17 @@ def test_unique_occurrence_key(store, api, clock):
     store.modify(lambda x: replace(x, state=ACTIVE, next_fire_at=r.next_fire_at), now_us=clock.now_us(), ids=[r.id])
     assert claim(store, clock, owner="e2") == []
     assert len(store.history(reminder_id=r.id)) == 1
+
+
+def test_a_claimed_final_occurrence_can_still_be_cancelled(api, store, clock):
+    """Engines claim a little ahead of the due time. In that window the reminder is
+    still active and cancelling it stops the claimed occurrence from being delivered."""
+    r = api.create("one", session="s1", in_="1m")
+    clock.advance(59.5)
+    (f,) = claim(store, clock, lookahead=1.0)
+    (cancelled,) = api.cancel([r.id])
+    assert cancelled.state == CANCELLED
+    stale = store.finish([Outcome(f.occurrence_id, f.token, DELIVERED, delivered_at_us=clock.now_us())])
+    assert stale == [f.occurrence_id]  # its outcome is refused: it was cancelled
+    (occ,) = store.history()
+    assert occ.state == "cancelled"
