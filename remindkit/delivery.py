@@ -97,7 +97,9 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._outcomes: deque[Outcome] = deque()
         self._fired: deque[tuple[int, str, int]] = deque()
+        self._holding: set[int] = set()  # occurrence ids handed to us whose outcome is not yet written
         self._turns: set[str] = set()  # sessions where a turn of ours runs
+        self._turn_tokens: set[str] = set()  # store turn claims we hold (renewed with our leases)
         self._queued: dict[str, list[Fire]] = defaultdict(list)  # fires for its next turn
         self._recheck = False
         self._sessions: dict[str, tuple[Session | None, int]] = {}
@@ -109,6 +111,8 @@ class Dispatcher:
 
     def submit(self, fires: Sequence[Fire], fired_us: int) -> None:
         """Fire these occurrences now: publish, alert, deliver."""
+        with self._lock:
+            self._holding.update(f.occurrence_id for f in fires)
         fired_at = from_us(fired_us)
         stamped = [f if f.fired_at is not None else replace(f, fired_at=fired_at) for f in fires]
         self._fired.extend((f.occurrence_id, f.token, fired_us) for f in stamped)
@@ -146,6 +150,8 @@ class Dispatcher:
             with self._lock:
                 self._recheck = self._recheck or recheck
             raise
+        with self._lock:  # written (or refused): no longer ours to hold
+            self._holding.difference_update(o.occurrence_id for o in outcomes)
         for occ_id in stale:
             log.warning("outcome of occurrence %s refused: its lease was taken over by another engine", occ_id)
         if recheck:
@@ -226,11 +232,25 @@ class Dispatcher:
 
     # -- routing -------------------------------------------------------------------------
 
+    def turn_tokens(self) -> set[str]:
+        with self._lock:
+            return set(self._turn_tokens)
+
+    def holding(self) -> set[int]:
+        with self._lock:
+            return set(self._holding)
+
     def route(self, fires: Sequence[Fire]) -> None:
+        with self._lock:
+            self._holding.update(f.occurrence_id for f in fires)
         groups: dict[str | None, list[Fire]] = defaultdict(list)
         targets: dict[str | None, Session | None] = {}
         for f in fires:
-            target = self._resolve(f.session)
+            try:
+                target = self._resolve(f.session)
+            except StoreError as exc:  # cannot even look the session up now: it waits
+                self._finish([f], WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300])
+                continue
             key = target.id if target is not None else None
             targets[key] = target
             groups[key].append(f)
@@ -341,6 +361,8 @@ class Dispatcher:
                 fires = sorted(queued, key=lambda f: (f.due_at, f.occurrence_id))
         finally:
             if token is not None:
+                with self._lock:
+                    self._turn_tokens.discard(token)  # released, or left to expire: not renewed
                 try:
                     self.store.release_turn(target.id, token, now_us=now_us(self.clock))
                 except Exception:
@@ -359,6 +381,8 @@ class Dispatcher:
             return None, f"store unavailable; waiting to retry: {exc}"[:300]
         if not got:
             return None, f"session {target.id} is busy; waiting for it to be idle"
+        with self._lock:
+            self._turn_tokens.add(token)
         return token, ""
 
     def _one_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> None:
@@ -405,9 +429,13 @@ class Dispatcher:
                 if not self.store.claim_turn(fresh.id, owner=self.owner, token=token, until_us=until, now_us=now):
                     token = None
                     return replace(result, error=f"{result.error}; fresh session {fresh.id} is busy")
+                with self._lock:
+                    self._turn_tokens.add(token)
             second = adapter.run_turn(fresh, frame_fired(fires), fires)
         finally:
             if token is not None:
+                with self._lock:
+                    self._turn_tokens.discard(token)
                 try:
                     self.store.release_turn(fresh.id, token, now_us=now_us(self.clock))
                 except Exception:

@@ -42,6 +42,7 @@ from ..models import Fire
 from ..sessions.base import Adapters
 from ..settings import Settings
 from ..store import SqlStore
+from .liveness import Liveness
 from .plan import plan_fire
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,8 @@ class Engine:
         self._known = False  # _next_due_us / _next_lease_us are current
         self._dirty = True
         self._housekeeping_us = 0
+        self._orphans: set[int] = set()
+        self._liveness: Liveness | None = None  # set while run() runs (real processes)
         self._flushed_us = 0
         self._backoff_s = 0.0
         self.leave_alerts = False
@@ -200,7 +203,14 @@ class Engine:
 
     def _take_over(self, t: int) -> None:
         s = self.settings
-        fires = self.store.reclaim_expired(now_us=t, owner=self.id, lease_us=int(s.lease_s * 1e6), limit=s.claim_batch)
+        lease = int(s.lease_s * 1e6)
+        live = self._liveness
+
+        def may_take(owner: str, lease_until: int) -> bool:
+            return live is None or live.may_take_over(owner, lease_until, t, lease)
+
+        fires = self.store.reclaim_expired(now_us=t, owner=self.id, lease_us=lease, limit=s.claim_batch,
+                                           may_take=may_take)
         if fires:
             log.info("engine %s: took over %d occurrence(s) whose lease ran out", self.id, len(fires))
             self.dispatcher.prefetch({f.session for f in fires})
@@ -231,7 +241,8 @@ class Engine:
         s = self.settings
         lease = int(s.lease_s * 1e6)
         self._housekeeping_us = t + lease // 4
-        self.store.renew_leases(owner=self.id, until_us=t + lease)  # first: the claims we hold
+        self.store.renew_leases(owner=self.id, until_us=t + lease,  # first: what we hold
+                                turn_tokens=self.dispatcher.turn_tokens())
         self.store.heartbeat(engine_id=self.id, host=socket.gethostname(), pid=os.getpid(), role=self.role,
                              priority=self.alert_priority, now_us=t)
         was = self.leave_alerts
@@ -248,7 +259,26 @@ class Engine:
         if was != self.leave_alerts:
             self._known = False
         self._take_over(t)
+        self._adopt_orphans(t)
         self.dispatcher.deliver_waiting()
+
+    def _adopt_orphans(self, t: int) -> None:
+        """Claims of ours that nothing in this process holds any more (a hand-over
+        that failed in an unexpected way) would never be retried: another engine
+        only takes over expired leases, and ours are renewed. Take them back when
+        they are still orphans one round later."""
+        claimed = set(self.store.own_claims(owner=self.id))
+        with self._lock:
+            held = {occ_id for _due, occ_id, _f in self._pending}
+        held |= self.dispatcher.holding()
+        orphans = claimed - held
+        adopt = orphans & self._orphans
+        self._orphans = orphans - adopt
+        if adopt:
+            fires = self.store.reclaim_expired(now_us=t, owner=self.id, lease_us=int(self.settings.lease_s * 1e6),
+                                               limit=len(adopt), ids=sorted(adopt))
+            log.warning("engine %s: took back %d claim(s) it had lost track of", self.id, len(fires))
+            self._push(fires)
 
     def _alerter_status(self, t: int) -> None:
         """Leave alerting reminders to another engine that holds the alerter lease."""
@@ -275,9 +305,8 @@ class Engine:
             for chunk in _chunks_by_session(due, HAND_OVER_CHUNK):
                 try:
                     self.dispatcher.submit(chunk, t)
-                except Exception:
-                    log.exception("engine %s: handing %d fire(s) to delivery failed; their leases will expire",
-                                  self.id, len(chunk))
+                except Exception:  # a bug: the claims are taken back as orphans (_adopt_orphans)
+                    log.exception("engine %s: handing %d fire(s) to delivery failed", self.id, len(chunk))
         return nxt
 
     # -- threads -------------------------------------------------------------------------
@@ -299,8 +328,16 @@ class Engine:
         self._shut = False
         if sys.getswitchinterval() > SWITCH_INTERVAL:
             sys.setswitchinterval(SWITCH_INTERVAL)
+        try:
+            self._liveness = Liveness(self.store.engine.url.render_as_string(hide_password=True))
+            self._liveness.hold(self.id)
+        except OSError as exc:
+            log.warning("engine %s: no liveness file (%s); leases alone decide take-overs", self.id, exc)
+            self._liveness = None
         timer = threading.Thread(target=self._fire_loop, name=f"remindkit-fire-{self.id}", daemon=True)
         timer.start()
+        keeper = threading.Thread(target=self._lease_loop, name=f"remindkit-lease-{self.id}", daemon=True)
+        keeper.start()
         log.info("engine %s started on %s", self.id, self.store.url)
         try:
             self._store_loop()
@@ -326,6 +363,18 @@ class Engine:
                 self.errors += 1
                 log.exception("engine %s: fire loop error; going on", self.id)
                 self._stop.wait(0.1)
+
+    def _lease_loop(self) -> None:
+        """Renew our claims every quarter lease on a thread of its own, so that a
+        long batch of work on the store thread never lets them lapse."""
+        lease = self.settings.lease_s
+        while not self._stop.wait(lease / 4):
+            try:
+                with self.store.origin(self.id):
+                    self.store.renew_leases(owner=self.id, until_us=now_us(self.clock) + int(lease * 1e6),
+                                            turn_tokens=self.dispatcher.turn_tokens())
+            except Exception as exc:
+                log.warning("engine %s: renewing leases failed (%s); retrying", self.id, exc)
 
     def _store_loop(self) -> None:
         listener = self.store.wake.listen()
@@ -430,6 +479,8 @@ class Engine:
                 self.store.drop_lease(ALERTER, holder=self.id)
             with contextlib.suppress(Exception):
                 self.store.unregister_engine(self.id)
+        if self._liveness is not None:
+            self._liveness.release()
         log.info("engine %s stopped", self.id)
 
     def close(self) -> None:

@@ -301,34 +301,49 @@ class ClaimOps:
         return fires, len(rems)
 
     def reclaim_expired(
-        self, *, now_us: int, owner: str, lease_us: int, limit: int
+        self, *, now_us: int, owner: str, lease_us: int, limit: int, ids: Sequence[int] | None = None,
+        may_take: Callable[[str, int], bool] | None = None,
     ) -> list[Fire]:
-        """Take over claimed occurrences whose owner's lease ran out (it crashed or froze)."""
+        """Take over claimed occurrences whose owner's lease ran out (it crashed or
+        froze), never our own (we still hold those in hand); ``may_take(owner,
+        lease_until)`` can spare an owner known to be alive. With ``ids``: take
+        exactly these claims of ours back with a new token (adopting orphans)."""
         o = t.occurrences.c
         token = uuid.uuid4().hex
         with self.write(notify=False) as conn:
-            stmt = (
-                select(*_FIRE_COLUMNS, t.occurrences.c.token.label("old_token"))
-                .join(t.reminders, t.reminders.c.id == o.reminder_id)
-                .where(o.state == CLAIMED, o.lease_until < now_us, o.owner != owner)  # ours: still in hand
-                .order_by(o.due_at)
-                .limit(limit)
+            stmt = select(*_FIRE_COLUMNS, o.token.label("old_token"), o.owner, o.lease_until).join(
+                t.reminders, t.reminders.c.id == o.reminder_id
             )
+            if ids is None:
+                stmt = stmt.where(o.state == CLAIMED, o.lease_until < now_us, o.owner != owner)
+            else:
+                stmt = stmt.where(o.state == CLAIMED, o.owner == owner, o.id.in_(list(ids)))
+            stmt = stmt.order_by(o.due_at).limit(limit)
             if self.is_postgres:
                 stmt = stmt.with_for_update(of=t.occurrences, skip_locked=True)
             rows = conn.execute(stmt).all()
-            fires = []
-            for row in rows:
-                res = conn.execute(
+            if may_take is not None:
+                rows = [r for r in rows if may_take(r._mapping["owner"], r._mapping["lease_until"])]
+            if not rows:
+                return []
+            # One set-based update (the rows are locked by our select on PostgreSQL and
+            # under the write lock on SQLite), so the locks are held only briefly.
+            by_id = {r._mapping["occ_id"]: r for r in rows}
+            for i in range(0, len(rows), 500):
+                chunk = list(by_id)[i : i + 500]
+                conn.execute(
                     update(t.occurrences)
-                    .where(o.id == row._mapping["occ_id"], o.token == row._mapping["old_token"], o.state == CLAIMED)
+                    .where(o.id.in_(chunk), o.state == CLAIMED)
                     .values(owner=owner, token=token, lease_until=now_us + lease_us, attempts=o.attempts + 1)
                 )
-                if res.rowcount == 1:
-                    fire = _readable_fire(conn, row, token)
-                    if fire is not None:
-                        fires.append(fire)
+            fires = [f for f in (_readable_fire(conn, r, token) for r in rows) if f is not None]
         return fires
+
+    def own_claims(self, *, owner: str) -> list[int]:
+        """Ids of the occurrences this owner holds claimed."""
+        o = t.occurrences.c
+        with self.read() as conn:
+            return [r[0] for r in conn.execute(select(o.id).where(o.state == CLAIMED, o.owner == owner))]
 
     def claim_waiting(
         self,
@@ -389,6 +404,7 @@ class ClaimOps:
         if not outcomes:
             return []
         o = t.occurrences.c
+        outcomes = sorted(outcomes, key=lambda item: item.occurrence_id)
         rows = [
             {
                 "b_id": item.occurrence_id, "b_token": item.token, "state": item.state, "error": item.error,
@@ -420,9 +436,9 @@ class ClaimOps:
             held: dict[int, str] = {}
             ids = [r["b_id"] for r in rows]
             for i in range(0, len(ids), 500):
-                q = select(o.id, o.token).where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED)
+                q = select(o.id, o.token).where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED).order_by(o.id)
                 if self.is_postgres:
-                    q = q.with_for_update()
+                    q = q.with_for_update()  # in id order, as every writer of these rows locks them
                 held.update((row[0], row[1]) for row in conn.execute(q))
             ok = [r for r in rows if held.get(r["b_id"]) == r["b_token"]]
             if ok:
@@ -456,15 +472,21 @@ class ClaimOps:
             )
             settle(conn, [i for i, _tok, _f in items], max(f for _i, _tok, f in items))
 
-    def renew_leases(self, *, owner: str, until_us: int) -> int:
-        o = t.occurrences.c
+    def renew_leases(self, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None = None) -> int:
+        """Extend the owner's claims and session turns. ``turn_tokens``: only those
+        turns (an engine renews the turns it is running, never one whose release
+        failed, which must be left to expire)."""
+        o, s = t.occurrences.c, t.sessions.c
         with self.write(notify=False) as conn:
             res = conn.execute(
                 update(t.occurrences).where(o.owner == owner, o.state == CLAIMED).values(lease_until=until_us)
             )
-            conn.execute(
-                update(t.sessions).where(t.sessions.c.turn_owner == owner).values(turn_until=until_us)
-            )
+            turns = update(t.sessions).where(s.turn_owner == owner)
+            if turn_tokens is not None:
+                tokens = list(turn_tokens)
+                turns = turns.where(s.turn_token.in_(tokens)) if tokens else None
+            if turns is not None:
+                conn.execute(turns.values(turn_until=until_us))
             return res.rowcount
 
     # -- session turns -------------------------------------------------------------------

@@ -227,3 +227,26 @@ def test_event_order_fired_alerted_delivered(api, engine, agent, clock):
     assert seen == [ev.FIRED, ev.ALERTED, ev.DELIVERED]
     assert len(engine.dispatcher.alerter.played) == 1
     assert api.history()[0].alert == "done"
+
+
+def test_claims_it_lost_track_of_are_taken_back(api, engine, agent, clock, monkeypatch):
+    """A hand-over that fails unexpectedly leaves claims nobody holds; the engine's
+    own leases keep being renewed, so no other engine would take them over. They
+    are adopted again after two housekeeping rounds and delivered."""
+    r = api.create("x", session="s1", in_="1m")
+    calls = {"n": 0}
+    real = engine.dispatcher.submit
+
+    def flaky(fires, t):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("boom")
+        return real(fires, t)
+
+    monkeypatch.setattr(engine.dispatcher, "submit", flaky)
+    run_until(engine, clock, r.next_fire_at + timedelta(seconds=1))
+    assert agent.turns == []
+    run_until(engine, clock, clock.now() + timedelta(seconds=engine.settings.lease_s))
+    assert len(agent.turns) == 1
+    (occ,) = api.history()
+    assert occ.state == "delivered" and occ.attempts == 2

@@ -112,7 +112,11 @@ class Ledger:
                 return True
             time.sleep(0.25)
         self.turns()
-        return want <= self._keys.keys()
+        missing = want - self._keys.keys()
+        if missing:
+            print(f"ledger: {len(missing)} of {len(want)} not delivered after {timeout}s, e.g. {sorted(missing)[:3]};"
+                  f" {len(self._keys)} keys in {len(self._turns)} turns")
+        return not missing
 
     def verdict(self, scenario: str, expected: set[str], *, killed: Iterable[int] = ()) -> Verdict:
         """Check and record: every expected key delivered; a key delivered more than

@@ -1,0 +1,102 @@
+"""Is the engine that owns a claim still alive? (engines on this host)
+
+A lease says how long a claim is good for, but an engine that is merely slow
+to renew it (a store under heavy write contention) is not dead, and taking its
+claims over would deliver them twice. So each running engine holds an
+exclusive ``flock`` on a file named after it, in a private per-user folder for
+its store; the kernel releases the lock when the process dies, SIGKILL
+included. Before taking over an expired claim, an engine on the same host looks:
+
+* the owner's lock is free (or its file is gone): the owner is dead, take over;
+* the owner holds it: it is alive, so wait, unless the lease ran out long ago
+  (``FROZEN_AFTER`` leases: the owner is frozen, e.g. SIGSTOP or a debugger);
+* the owner is on another host: the lease alone decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import socket
+import tempfile
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: leases alone decide
+    fcntl = None  # type: ignore[assignment]
+
+FROZEN_AFTER = 3  # leases past expiry after which a live-but-silent owner is taken over
+
+
+def _folder(store_identity: str) -> Path:
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if not base or not os.access(base, os.W_OK):
+        base = tempfile.gettempdir()
+    digest = hashlib.sha1(store_identity.encode()).hexdigest()[:12]
+    folder = Path(base) / f"remindkit-{os.getuid()}" / f"{digest}.engines"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder
+
+
+def _name(engine_id: str) -> str:
+    return hashlib.sha1(engine_id.encode()).hexdigest()[:20] + ".alive"
+
+
+class Liveness:
+    def __init__(self, store_identity: str) -> None:
+        self.enabled = fcntl is not None
+        self.folder = _folder(store_identity) if self.enabled else None
+        self.host = socket.gethostname()
+        self._fd: int | None = None
+        self._path: Path | None = None
+
+    def hold(self, engine_id: str) -> None:
+        """Mark this engine alive for as long as the process lives."""
+        if not self.enabled or self.folder is None:
+            return
+        self._path = self.folder / _name(engine_id)
+        self._fd = os.open(self._path, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        if self._path is not None:
+            with contextlib.suppress(OSError):
+                self._path.unlink()
+            self._path = None
+
+    def owner_alive(self, owner: str) -> bool | None:
+        """True / False for an engine of this host, None when it cannot be told."""
+        if not self.enabled or self.folder is None or not owner.startswith(self.host + ":"):
+            return None
+        path = self.folder / _name(owner)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return None
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                path.unlink()  # its owner is gone: tidy up
+            return False
+        finally:
+            os.close(fd)
+
+    def may_take_over(self, owner: str, lease_until_us: int, now_us: int, lease_us: int) -> bool:
+        alive = self.owner_alive(owner)
+        if alive is None or not alive:
+            return True
+        return now_us - lease_until_us > FROZEN_AFTER * lease_us
