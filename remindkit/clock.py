@@ -101,12 +101,13 @@ def parse_utc(text: str) -> datetime:
 
 
 def format_utc(dt: datetime | None) -> str | None:
-    """RFC 3339 in UTC with a ``Z``; milliseconds only when not whole seconds."""
+    """RFC 3339 in UTC with a ``Z``, to the millisecond (shown only when not zero)."""
     if dt is None:
         return None
     dt = dt.astimezone(UTC)
-    if dt.microsecond:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    ms = dt.microsecond // 1000
+    if ms:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms:03d}Z"
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

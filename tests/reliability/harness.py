@@ -137,7 +137,8 @@ class Cluster:
 
 
 def now_us() -> int:
-    return time.time_ns() // 1000
+    """Now, in whole milliseconds (the precision of occurrence keys)."""
+    return time.time_ns() // 1_000_000 * 1000
 
 
 @pytest.fixture
