@@ -82,13 +82,15 @@ def _translate_dow(field: str, expr: str) -> str:
             lo, hi = 0, 6
         elif "-" in part:
             a, _, b = part.partition("-")
-            lo, hi = _dow_value(a, expr), _dow_value(b, expr)
-            if hi == 0 and lo > 0:  # "5-7", "fri-sun": Sunday closes the week
+            lo, hi = _dow_value(a, expr), _dow_value(b, expr)  # 0-7: "0-7" is every day
+            if lo == 7 and hi != 7:  # "7-1": Sunday to Monday
+                lo = 0
+            if hi == 0 and lo > 0:  # "fri-sun": Sunday closes the week
                 hi = 7
             if lo > hi:
                 raise _bad(expr, f"weekday range {part!r} runs backwards")
         else:
-            lo = hi = _dow_value(part, expr)
+            lo = hi = _dow_value(part, expr) % 7
             if step != 1:
                 hi = 6
         for d in range(lo, hi + 1, step):
@@ -99,9 +101,10 @@ def _translate_dow(field: str, expr: str) -> str:
 
 
 def _dow_value(token: str, expr: str) -> int:
+    """0-7 (both 0 and 7 are Sunday; the caller folds 7 where it is not a range's end)."""
     token = token.strip()
     if token.isdigit() and 0 <= int(token) <= 7:
-        return int(token) % 7 if int(token) != 7 else 0
+        return int(token)
     if token in _DOW_INDEX:
         return _DOW_INDEX[token]
     raise _bad(expr, f"weekday {token!r} is not 0-7 or sun..sat")
