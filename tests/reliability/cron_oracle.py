@@ -147,15 +147,24 @@ def _field(draw: st.DrawFn, field: str, *, sparse: bool = False) -> tuple[str, s
 
 
 @st.composite
-def cron_rules(draw: st.DrawFn) -> CronRule:
-    """A random crontab rule of 5 fields, or 6 with seconds first."""
+def cron_rules(draw: st.DrawFn, *, daily: bool = False) -> CronRule:
+    """A random crontab rule of 5 fields, or 6 with seconds first. ``daily``: one time
+    of day, and the day, month and weekday fields restricted more often (for long
+    windows that test those fields)."""
     six = draw(st.booleans())
+    one = st.just(True) if daily else st.booleans()
     sec_text, secs = draw(_field("second", sparse=True)) if six else ("0", {0})
+    if daily:
+        sec_text, secs = (str(min(secs)), {min(secs)}) if six else (sec_text, secs)
     min_text, mins = draw(_field("minute", sparse=True))
-    hour_text, hours = draw(_field("hour"))
-    day_text, days = draw(_field("day")) if draw(st.integers(0, 3)) == 0 else ("*", set(range(1, 32)))
-    month_text, months = draw(_field("month")) if draw(st.integers(0, 3)) == 0 else ("*", set(range(1, 13)))
-    dow_text, dows = draw(_field("weekday")) if draw(st.integers(0, 2)) == 0 else ("*", set(range(7)))
+    hour_text, hours = draw(_field("hour", sparse=daily))
+    if daily and draw(one):
+        min_text, mins = str(min(mins)), {min(mins)}
+        hour_text, hours = str(min(hours)), {min(hours)}
+    odds = 1 if daily else 3
+    day_text, days = draw(_field("day")) if draw(st.integers(0, odds)) == 0 else ("*", set(range(1, 32)))
+    month_text, months = draw(_field("month")) if draw(st.integers(0, odds)) == 0 else ("*", set(range(1, 13)))
+    dow_text, dows = draw(_field("weekday")) if draw(st.integers(0, odds)) == 0 else ("*", set(range(7)))
     fields = [min_text, hour_text, day_text, month_text, dow_text]
     if six:
         fields.insert(0, sec_text)

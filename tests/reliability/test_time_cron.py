@@ -113,22 +113,28 @@ zones = st.one_of(st.sampled_from(SPECIAL_ZONES), st.sampled_from(ALL_ZONES))
 
 @st.composite
 def windows(draw: st.DrawFn) -> tuple[str, datetime, datetime, CronRule]:
-    """A zone, a window (1 h to 3 days) and a rule: half the time the window holds one of
-    the zone's transitions and the rule is aimed at a wall time in its gap or repeated hour."""
+    """A zone, a window and a rule, one of three ways: a rule aimed at a wall time in a
+    gap or repeated hour, in a window up to 30 h before it; any rule in a window of 1 h to
+    3 days from one of the zone's changes; or a once-a-day rule (day, month and weekday
+    fields restricted more often) in a window of up to 400 days."""
     zone_name, year, pick = draw(zones), draw(st.integers(*YEARS)), draw(st.integers(0, 10_000))
+    way = draw(st.sampled_from(["aimed", "short", "long"]))
     target = changed_wall(zone_name, year, pick, draw(st.floats(0, 1, exclude_max=True)))
-    if target is not None and draw(st.booleans()):
+    if way == "aimed" and target is not None:
         rule = draw(aimed_rules(target))
         if rule.seconds == (0,):
             target = target.replace(second=0)
         start = wall_instant(target, zone_name) - timedelta(seconds=draw(st.integers(1, 30 * 3_600)))
+        span_s = draw(st.integers(3_600, 3 * 86_400))
         event("rule aimed at a gap or repeated hour")
     else:
-        rule = draw(cron_rules())
+        long = way == "long"
+        rule = draw(cron_rules(daily=long))
         start, has_transition = window_start(zone_name, year, pick, draw(st.integers(-36 * 3_600, 6 * 3_600)))
-        event("window holds a DST change" if has_transition else "zone has no change that year")
+        span_s = draw(st.integers(3 * 86_400, 400 * 86_400) if long else st.integers(3_600, 3 * 86_400))
+        event("long window" if long else "window holds a DST change" if has_transition else
+              "zone has no change that year")
     start += timedelta(microseconds=pick % 3 * 250_000)  # not always on a whole second
-    span_s = draw(st.integers(3_600, 3 * 86_400))
     span = timedelta(seconds=min(span_s, max(3_600, 2_000 * 86_400 // max(1, rule.per_day))))
     return zone_name, start, start + span, rule
 
@@ -300,3 +306,30 @@ def test_weekday_fields(field: str, days: str) -> None:
         assert t is not None
         seen.add(str(t.astimezone(zone).isoweekday() % 7))
     assert "".join(sorted(seen)) == days
+
+
+@pytest.mark.parametrize(
+    "field, months",
+    [("jan-jun/2", [1, 3, 5]), ("1-6/2", [1, 3, 5]), ("jan/3", [1, 4, 7, 10]), ("mar-may", [3, 4, 5]),
+     ("JAN,dec", [1, 12]), ("*/4", [1, 5, 9])],
+)
+def test_month_fields(field: str, months: list[int]) -> None:
+    """Month names with a step keep the step (APScheduler's name pattern dropped it:
+    ``jan-jun/2`` fired in every month from January to June)."""
+    zone = ZoneInfo("Europe/Berlin")
+    t, seen = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(seconds=1), set()
+    for _ in range(12):
+        t = bounded_next(f"0 12 1 {field} *", zone, t)
+        assert t is not None
+        seen.add(t.astimezone(zone).month)
+    assert sorted(seen) == months
+
+
+@pytest.mark.parametrize("expr", ["0 0 lastly * *", "0 0 1st * *", "0 0 ? * *", "0 0 * janx *", "0 0 * feb-jan *"])
+def test_sloppy_fields_are_refused(expr: str) -> None:
+    from remindkit.errors import InvalidSchedule
+    from remindkit.schedules.cron import compile_cron
+
+    with pytest.raises(InvalidSchedule) as exc:
+        compile_cron(expr)
+    assert exc.value.code == "invalid_cron" and str(exc.value).count("cron expression") == 1
