@@ -332,10 +332,16 @@ def new_id() -> str:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # JSON "\ud800" or undecodable argv bytes; not storable
 
 
 def _has_control(s: str) -> bool:
-    return _CONTROL.search(s) is not None
+    return _CONTROL.search(s) is not None or _SURROGATE.search(s) is not None
+
+
+def _not_unicode(what: str) -> InvalidInput:
+    return InvalidInput(f"{what} is not valid Unicode text (it has a lone surrogate such as \\ud800)",
+                        code="invalid_argument")
 
 
 def check_text(text: object, max_len: int) -> str:
@@ -347,6 +353,8 @@ def check_text(text: object, max_len: int) -> str:
     if len(s) > max_len:
         raise InvalidInput(f"the text has {len(s)} characters; at most {max_len} are allowed", code="text_too_long",
                            limit=max_len)
+    if _SURROGATE.search(s):
+        raise _not_unicode("the reminder text")
     return s
 
 
@@ -361,7 +369,7 @@ def check_label(label: object, max_len: int) -> str | None:
     if len(s) > max_len:
         raise InvalidInput(f"the label has {len(s)} characters; at most {max_len} are allowed", code="label_too_long")
     if _has_control(s):
-        raise InvalidInput("a label cannot contain control characters", code="invalid_label")
+        raise InvalidInput("a label cannot contain control characters or lone surrogates", code="invalid_label")
     return s
 
 
@@ -375,6 +383,8 @@ def check_announce(announce: object, max_len: int) -> str | None:
         return None
     if len(s) > max_len:
         raise InvalidInput(f"announce has {len(s)} characters; at most {max_len} are allowed", code="announce_too_long")
+    if _SURROGATE.search(s):
+        raise _not_unicode("announce")
     return s
 
 
