@@ -41,6 +41,7 @@ from .settings import Settings
 from .store import SqlStore
 
 EXPORT_VERSION = 1
+MAX_HISTORY = 100_000
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,9 @@ class Reminders:
         return self.store.find_reminders(session=session, states=states, order=order)
 
     def history(self, reminder_id: str | None = None, *, session: str | None = None, limit: int = 100) -> builtins.list[Occurrence]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_HISTORY:
+            raise InvalidInput(f"limit must be 1-{MAX_HISTORY} (got {limit!r})", code="invalid_argument")
+        session = check_session_id(session)
         if reminder_id is not None:
             self.get(reminder_id)
         return self.store.history(reminder_id=reminder_id, session=session, limit=limit)
@@ -223,6 +227,8 @@ class Reminders:
         return self.store.paused_all()
 
     def _modify(self, fn: Any, **select: Any) -> builtins.list[Reminder]:
+        if select.get("session", Any) is not Any:  # a scope is checked like any session id
+            select["session"] = check_session_id(select["session"])
         pairs = self.store.modify(fn, now_us=to_us(self.clock.now()), **select)
         return [new for _old, new in pairs]
 
@@ -386,6 +392,14 @@ def check_announce(announce: object, max_len: int) -> str | None:
     if _SURROGATE.search(s):
         raise _not_unicode("announce")
     return s
+
+
+def check_printable(value: object, what: str, max_len: int = 1_000) -> str:
+    """A free-text setting (a session title, a voice name): a string of at most
+    ``max_len`` characters with no control characters or lone surrogates."""
+    if not isinstance(value, str) or len(value) > max_len or _has_control(value):
+        raise InvalidInput(f"{what} must be printable text of at most {max_len} characters", code="invalid_argument")
+    return value
 
 
 def check_session_id(session: object) -> str | None:
