@@ -350,6 +350,11 @@ def _not_unicode(what: str) -> InvalidInput:
                         code="invalid_argument")
 
 
+def _has_nul(what: str) -> InvalidInput:
+    # PostgreSQL text cannot hold NUL; refused on every backend so that a store can move
+    return InvalidInput(f"{what} cannot contain NUL characters", code="invalid_argument")
+
+
 def check_text(text: object, max_len: int) -> str:
     if not isinstance(text, str):
         raise InvalidInput("the reminder text must be a string", code="empty_text")
@@ -361,6 +366,8 @@ def check_text(text: object, max_len: int) -> str:
                            limit=max_len)
     if _SURROGATE.search(s):
         raise _not_unicode("the reminder text")
+    if "\x00" in s:
+        raise _has_nul("the reminder text")
     return s
 
 
@@ -391,6 +398,8 @@ def check_announce(announce: object, max_len: int) -> str | None:
         raise InvalidInput(f"announce has {len(s)} characters; at most {max_len} are allowed", code="announce_too_long")
     if _SURROGATE.search(s):
         raise _not_unicode("announce")
+    if "\x00" in s:
+        raise _has_nul("announce")
     return s
 
 

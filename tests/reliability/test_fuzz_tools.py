@@ -246,6 +246,9 @@ REFUSALS = [
     ("schedule_create", {"prompt": "x", "label": "\ud800", "after": "5m"}, "invalid_label"),
     ("schedule_delete", {"id": "rem_\udcff"}, "schedule_not_found"),
     ("set_callback", {"action": "set", "message": "\ud83d", "delay_seconds": 30}, "invalid_argument"),
+    # PostgreSQL text cannot hold NUL: refused on both backends
+    ("schedule_create", {"prompt": "a\x00b", "after": "5m"}, "invalid_argument"),
+    ("set_callback", {"action": "set", "message": "\x00", "delay_seconds": 30}, "invalid_argument"),
 ]
 
 
