@@ -44,7 +44,7 @@ pytestmark = pytest.mark.reliability
 BOUND_S = 10.0
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                                       HealthCheck.data_too_large, HealthCheck.filter_too_much])
-CI = settings(max_examples=400, **SETTINGS)  # type: ignore[arg-type]
+CI = settings(max_examples=700, **SETTINGS)  # type: ignore[arg-type]
 SOAK = settings(max_examples=SOAK_EXAMPLES["cli"], **SETTINGS)  # type: ignore[arg-type]
 ERROR_LINE = re.compile(r"error: ([a-z_]+): .+\n", re.DOTALL)
 NEVER = {"serve", "tray", "chat", "demo", "test"}

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.reliability
 
 BOUND_S = 2.0
 MAX_ELEMENTS = 4 * MAX_TAGS
-CI = settings(max_examples=1_500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CI = settings(max_examples=2_500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SOAK = settings(max_examples=SOAK_EXAMPLES["tags"], deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

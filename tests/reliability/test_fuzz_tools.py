@@ -41,7 +41,7 @@ pytestmark = pytest.mark.reliability
 BOUND_S = 5.0
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                                       HealthCheck.data_too_large])
-CI = settings(max_examples=400, **SETTINGS)  # type: ignore[arg-type]
+CI = settings(max_examples=600, **SETTINGS)  # type: ignore[arg-type]
 SOAK = settings(max_examples=SOAK_EXAMPLES["tools"], **SETTINGS)  # type: ignore[arg-type]
 
 

@@ -48,7 +48,7 @@ pytestmark = pytest.mark.reliability
 
 CALL_BOUND_S = 2.0  # one next_cron_time call, worst case seen ~0.1 s (a rule that never fires)
 MAX_FIRES = 1_500
-CI = settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CI = settings(max_examples=1_200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SOAK = settings(max_examples=30_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

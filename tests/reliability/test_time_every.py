@@ -43,7 +43,7 @@ pytestmark = pytest.mark.reliability
 
 DAY = 86_400
 CALL_BOUND_S = 2.0
-CI = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CI = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SOAK = settings(max_examples=20_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 zones = st.one_of(st.sampled_from(SPECIAL_ZONES), st.sampled_from(ALL_ZONES))
