@@ -9,6 +9,7 @@ code that a refusal carries and that is not documented there fails the tests.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,16 @@ NOT_REFUSALS = {
     "invalid_state": "an import line's state: reported as invalid_import",
 }
 
-# Soak runs: about a million inputs across the tag parser, the tool calls and the CLI.
+# Soak runs (--soak): about a million inputs across the tag parser, the tool calls (both
+# backends together) and the command line, in chunks of SOAK_CHUNK examples, each a fresh
+# hypothesis run (bounded memory, a new random start). REMINDKIT_SOAK_CHUNK overrides the
+# examples per chunk; the number of chunks stays (a small value tries the soak quickly).
 SOAK_EXAMPLES = {"tags": 600_000, "tools": 300_000, "cli": 100_000}
+SOAK_CHUNK = int(os.environ.get("REMINDKIT_SOAK_CHUNK", 10_000))
+
+
+def soak_chunks(kind: str, backends: int = 1) -> range:
+    return range(SOAK_EXAMPLES[kind] // (10_000 * backends))
 
 
 @functools.lru_cache(maxsize=1)

@@ -37,7 +37,7 @@ from remindkit.store import open_store
 from remindkit.store import schema as t
 
 from .bounded import time_limit
-from .hostile import SOAK_EXAMPLES, documented_codes
+from .hostile import SOAK_CHUNK, documented_codes, soak_chunks
 
 pytestmark = pytest.mark.reliability
 
@@ -45,7 +45,7 @@ BOUND_S = 10.0
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                                       HealthCheck.data_too_large, HealthCheck.filter_too_much])
 CI = settings(max_examples=700, **SETTINGS)  # type: ignore[arg-type]
-SOAK = settings(max_examples=SOAK_EXAMPLES["cli"], **SETTINGS)  # type: ignore[arg-type]
+SOAK = settings(max_examples=SOAK_CHUNK, **SETTINGS)  # type: ignore[arg-type]
 ERROR_LINE = re.compile(r"error: ([a-z_]+): .+\n", re.DOTALL)
 NEVER = {"serve", "tray", "chat", "demo", "test"}
 COMMANDS = ["remind", "add", "ls", "list", "show", "pause", "resume", "rm", "stop", "delete", "cancel", "snooze",
@@ -250,7 +250,14 @@ def _fuzz(home: Home, data: st.DataObject) -> None:
 
 
 test_cli_fuzz = CI(given(data=st.data())(_fuzz))
-test_cli_fuzz_soak = pytest.mark.soak(SOAK(given(data=st.data())(_fuzz)))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("chunk", soak_chunks("cli"))
+@SOAK
+@given(data=st.data())
+def test_cli_fuzz_soak(home: Home, chunk: int, data: st.DataObject) -> None:
+    _fuzz(home, data)
 
 
 @pytest.mark.parametrize(

@@ -34,14 +34,14 @@ from remindkit.protocol.tags import (
 )
 
 from .bounded import time_limit
-from .hostile import SOAK_EXAMPLES, documented_codes
+from .hostile import SOAK_CHUNK, documented_codes, soak_chunks
 
 pytestmark = pytest.mark.reliability
 
 BOUND_S = 2.0
 MAX_ELEMENTS = 4 * MAX_TAGS
 CI = settings(max_examples=2_500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SOAK = settings(max_examples=SOAK_EXAMPLES["tags"], deadline=None,
+SOAK = settings(max_examples=SOAK_CHUNK, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 # -- what replies are made of ----------------------------------------------------------------
@@ -273,7 +273,14 @@ def _fuzz(reply: str) -> None:
 
 
 test_tag_parser_fuzz = CI(given(reply=replies)(_fuzz))
-test_tag_parser_fuzz_soak = pytest.mark.soak(SOAK(given(reply=replies)(_fuzz)))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("chunk", soak_chunks("tags"))
+@SOAK
+@given(reply=replies)
+def test_tag_parser_fuzz_soak(chunk: int, reply: str) -> None:
+    _fuzz(reply)
 
 
 # -- large hostile replies -------------------------------------------------------------------

@@ -34,7 +34,7 @@ from remindkit.settings import Settings
 from remindkit.store import SqlStore
 
 from .bounded import time_limit
-from .hostile import SOAK_EXAMPLES, documented_codes, snapshot
+from .hostile import SOAK_CHUNK, documented_codes, snapshot, soak_chunks
 
 pytestmark = pytest.mark.reliability
 
@@ -42,7 +42,7 @@ BOUND_S = 5.0
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                                       HealthCheck.data_too_large])
 CI = settings(max_examples=600, **SETTINGS)  # type: ignore[arg-type]
-SOAK = settings(max_examples=SOAK_EXAMPLES["tools"], **SETTINGS)  # type: ignore[arg-type]
+SOAK = settings(max_examples=SOAK_CHUNK, **SETTINGS)  # type: ignore[arg-type]
 
 
 class World:
@@ -220,7 +220,14 @@ def _fuzz(world: World, data: st.DataObject) -> None:
 
 
 test_tool_call_fuzz = CI(given(data=st.data())(_fuzz))
-test_tool_call_fuzz_soak = pytest.mark.soak(SOAK(given(data=st.data())(_fuzz)))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("chunk", soak_chunks("tools", backends=2))
+@SOAK
+@given(data=st.data())
+def test_tool_call_fuzz_soak(world: World, chunk: int, data: st.DataObject) -> None:
+    _fuzz(world, data)
 
 
 # -- the refusals named in the issue, one by one -----------------------------------------------

@@ -175,11 +175,14 @@ def test_fired_into_an_echoing_agent_schedules_nothing(store: SqlStore, api: Rem
 
     eng = Engine(store, clock=clock, settings=settings, inline=True)
     eng.adapters.get("python").register("s1", agent)
-    for _ in range(3):
-        clock.advance(61)
-        eng.tick(clock.now())
-        eng.notice_change()
-        eng.tick(clock.now())
+    try:
+        for _ in range(3):
+            clock.advance(61)
+            eng.tick(clock.now())
+            eng.notice_change()
+            eng.tick(clock.now())
+    finally:
+        eng.close()
     texts_seen = []
     for message in got:
         for body in re.findall(r"^reminder_text_json: (.*)$", message, re.M):

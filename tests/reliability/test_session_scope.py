@@ -97,7 +97,11 @@ class Cli:
         self.two = Two(Reminders(self.store, settings=settings))
         # a fire of s2's in the history, which s1 must not read
         later = FakeClock(self.two.theirs.next_fire_at + timedelta(seconds=1))
-        Engine(self.store, clock=later, settings=settings, inline=True, can_alert=False).tick(later.now())
+        eng = Engine(self.store, clock=later, settings=settings, inline=True, can_alert=False)
+        try:
+            eng.tick(later.now())
+        finally:
+            eng.close()
         assert self.two.theirs.id in {o.reminder_id for o in self.store.history()}
 
     def run(self, *argv: str, scope: str | None = None) -> tuple[int, str, str]:

@@ -148,7 +148,8 @@ def _cron_window(case: tuple[str, datetime, datetime, CronRule]) -> None:
 
 
 test_cron_window_around_transitions = CI(given(case=windows())(_cron_window))
-test_cron_window_around_transitions_soak = pytest.mark.soak(SOAK(given(case=windows())(_cron_window)))
+test_cron_window_around_transitions_soak = pytest.mark.timeout(1_800)(
+    pytest.mark.soak(SOAK(given(case=windows())(_cron_window))))
 
 
 # -- every zone, deterministically -----------------------------------------------------------
@@ -183,6 +184,7 @@ def test_every_zone_one_year() -> None:
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1_800)
 def test_every_zone_every_year() -> None:
     """Every zone, every transition from 2000 to 2040 (about 18,500)."""
     assert _sweep(ALL_ZONES, range(YEARS[0], YEARS[1] + 1)) > 18_000

@@ -119,7 +119,8 @@ _calendar_args = dict(zone_name=zones, year=years, pick=picks, shift_s=st.intege
                       days=st.integers(1, 3), n=st.integers(2, 8),
                       aim=st.one_of(st.none(), st.floats(0, 1, exclude_max=True)))
 test_every_whole_days_keep_wall_time = CI(given(**_calendar_args)(_calendar))
-test_every_whole_days_keep_wall_time_soak = pytest.mark.soak(SOAK(given(**_calendar_args)(_calendar)))
+test_every_whole_days_keep_wall_time_soak = pytest.mark.timeout(1_800)(
+    pytest.mark.soak(SOAK(given(**_calendar_args)(_calendar))))
 
 
 @pytest.mark.parametrize(
@@ -219,4 +220,5 @@ def _catch_up(case: tuple[Schedule, CronRule | None, datetime, datetime, int]) -
 
 
 test_due_between_matches_brute_force = CI(given(case=catch_up_cases())(_catch_up))
-test_due_between_matches_brute_force_soak = pytest.mark.soak(SOAK(given(case=catch_up_cases())(_catch_up)))
+test_due_between_matches_brute_force_soak = pytest.mark.timeout(1_800)(
+    pytest.mark.soak(SOAK(given(case=catch_up_cases())(_catch_up))))
