@@ -338,6 +338,7 @@ def new_id() -> str:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_LINE_BREAK = re.compile(r"[\u2028\u2029]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")  # JSON "\ud800" or undecodable argv bytes; not storable
 
 
@@ -405,8 +406,8 @@ def check_announce(announce: object, max_len: int) -> str | None:
 
 def check_printable(value: object, what: str, max_len: int = 1_000) -> str:
     """A free-text setting (a session title, a voice name): a string of at most
-    ``max_len`` characters with no control characters or lone surrogates."""
-    if not isinstance(value, str) or len(value) > max_len or _has_control(value):
+    ``max_len`` characters with no control characters, line separators or lone surrogates."""
+    if not isinstance(value, str) or len(value) > max_len or _has_control(value) or _LINE_BREAK.search(value):
         raise InvalidInput(f"{what} must be printable text of at most {max_len} characters", code="invalid_argument")
     return value
 

@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -29,6 +30,14 @@ from ..store import SqlStore, open_store
 from . import alerts as alert_cmds
 from . import chat as chat_cmds
 from . import sessions as session_cmds
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: object) -> str:
+    """``text`` on one line with control characters escaped (``\\n``, ``\\x1b``): reminder
+    text and echoed arguments cannot move the cursor, clear the screen or fake a line."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group(0))[1:-1], str(text))
 
 
 class CliError(RemindkitError):
@@ -157,8 +166,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
 def _print_error(exc: RemindkitError, want_json: bool, out: TextIO, err: TextIO) -> None:
     if want_json:
         out.write(json.dumps({"error": {"code": exc.code, "message": exc.message}}) + "\n")
-    else:
-        err.write(f"error: {exc.code}: {exc.message}\n")
+    else:  # one line, whatever the message quotes from the command line (a newline, an escape)
+        err.write(f"error: {exc.code}: {printable(exc.message)}\n")
 
 
 def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
@@ -198,7 +207,7 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
             _json(out, data)
         else:
             for key, value in rem.to_dict().items():
-                out.write(f"{key:16} {value}\n")
+                out.write(f"{key:16} {printable(value)}\n")
             _history(out, hist)
         return 0
     if cmd in ("pause", "resume"):
@@ -408,7 +417,7 @@ def _table(out: TextIO, api: Reminders, rems: Sequence[Reminder]) -> None:
     for r in rems:
         text = r.text if len(r.text) <= 40 else r.text[:39] + "…"
         rows.append((r.id, r.state, _when(api, r) if r.state == "active" else "-", r.schedule.describe(),
-                     r.session or "-", r.label or "-", text.replace("\n", " ")))
+                     r.session or "-", r.label or "-", printable(text.replace("\n", " "))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1] + "\n")
@@ -421,7 +430,7 @@ def _history(out: TextIO, hist: Sequence[Occurrence]) -> None:
     for o in hist:
         late = "" if o.late_ms is None else f" late {o.late_ms}ms"
         missed = f" missed {o.missed}" if o.missed else ""
-        err = f" ({o.error})" if o.error and o.state != "delivered" else ""
+        err = f" ({printable(o.error)})" if o.error and o.state != "delivered" else ""
         out.write(f"{format_utc(o.due_at)}  {o.reminder_id}  {o.state}{late}{missed}{err}\n")
 
 

@@ -46,6 +46,7 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Heal
                                                       HealthCheck.data_too_large, HealthCheck.filter_too_much])
 CI = settings(max_examples=700, **SETTINGS)  # type: ignore[arg-type]
 SOAK = settings(max_examples=SOAK_CHUNK, **SETTINGS)  # type: ignore[arg-type]
+TERMINAL_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 ERROR_LINE = re.compile(r"error: ([a-z_]+): .+\n", re.DOTALL)
 NEVER = {"serve", "tray", "chat", "demo", "test"}
 COMMANDS = ["remind", "add", "ls", "list", "show", "pause", "resume", "rm", "stop", "delete", "cancel", "snooze",
@@ -224,6 +225,8 @@ def check(home: Home, argv: list[str]) -> None:
     before = home.snapshot()
     code, out, err = run(argv)
     assert code in (0, 1), (code, argv, err[-500:])
+    if "--json" not in argv:  # what reaches a terminal holds no control character but newlines
+        assert not TERMINAL_CONTROL.search(out + err), f"a control character reached the terminal: {(out + err)[:300]!r}"
     what = argv[0] if argv and argv[0] in COMMANDS else "other"
     if code == 0:
         event(f"{what}: ok")
@@ -282,6 +285,8 @@ def test_cli_fuzz_soak(home: Home, chunk: int, data: st.DataObject) -> None:
         (["session", "add", "s9", "--command", "agent", "--timeout", "-1"], "invalid_argument"),
         (["session", "add", "s9", "--title", "\udcff"], "invalid_argument"),
         (["alerts", "voice", "\udcff"], "invalid_argument"),
+        (["alerts", "voice", "a\u2028b"], "invalid_argument"),
+        (["export", "\nerror: forged: line"], "invalid_argument"),  # one line: the newline is escaped
     ],
     ids=lambda v: v[0] if isinstance(v, list) else v,
 )
@@ -289,5 +294,5 @@ def test_refusals_change_nothing(home: Home, argv: list[str], code: str) -> None
     argv = [home.ids[0] if a == "ID0" else a for a in argv]
     before = home.snapshot()
     got, out, err = run(argv)
-    assert got == 1 and err.startswith(f"error: {code}: "), (got, err[:300])
+    assert got == 1 and err.startswith(f"error: {code}: ") and err.count("\n") == 1, (got, err[:300])
     assert home.snapshot() == before

@@ -21,6 +21,7 @@ write nothing, from every entrance.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from hypothesis import strategies as st
 
 from remindkit.agent import ToolContext, handle_tool_call
 from remindkit.agent.actions import run_reply_tags
+from remindkit.cli.main import main
 from remindkit.clock import FakeClock, parse_utc, to_us
 from remindkit.engine import Engine
 from remindkit.errors import InvalidInput
@@ -41,7 +43,7 @@ from remindkit.protocol import frame_feedback, frame_fired, parse_tags, strip_us
 from remindkit.protocol.display import fired_labels, is_hidden_user_message
 from remindkit.reminders import Reminders
 from remindkit.settings import Settings
-from remindkit.store import SqlStore
+from remindkit.store import SqlStore, open_store
 
 from .hostile import snapshot
 
@@ -230,3 +232,27 @@ def test_limits_refuse_from_every_entrance(store: SqlStore, api: Reminders, fiel
     outcomes = run_reply_tags(api, "s1", f'<schedule{attrs} delay="5m">{args["text"]}</schedule>')
     assert [o.ok for o in outcomes] == [False] and outcomes[0].code in (code, "attribute_too_long")
     assert snapshot(store) == before
+
+
+def test_the_command_line_prints_hostile_text_inert(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ls``, ``show`` and refusals print reminder text and echoed arguments with control
+    characters escaped: an agent's reminder cannot clear the person's screen, retitle the
+    terminal or fake an output line."""
+    monkeypatch.setenv("REMINDKIT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("REMINDKIT_TZ", "UTC")
+    monkeypatch.delenv("REMINDKIT_DB", raising=False)
+    monkeypatch.delenv("REMINDKIT_SESSION", raising=False)
+    nasty = "a\x1b[2J\x1b]0;owned\x07b\x9b31mc\u2028d\re\x08f"
+    settings = Settings.from_env()
+    store = open_store(settings.url, settings=settings)
+    try:
+        rid = Reminders(store, settings=settings).create(nasty, session="s1", in_="5m", announce=nasty).id
+    finally:
+        store.close()
+    control = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+    for argv in (["ls"], ["show", rid], ["rm", rid + "\x1b[2J"], ["snooze", rid, "\n5m"]):
+        out, err = io.StringIO(), io.StringIO()
+        main(argv, stdout=out, stderr=err)
+        printed = out.getvalue() + err.getvalue()
+        assert printed and not control.search(printed), (argv, printed)
+        assert printed.count("\n") == len(printed.splitlines())
