@@ -10,10 +10,12 @@
     │                                    no_future_fire
     ├── InvalidInput (ValueError)        empty_text, text_too_long, label_too_long,
     │                                    announce_too_long, invalid_argument, invalid_id,
-    │                                    invalid_import, invalid_quiet_hours
+    │                                    invalid_import, invalid_quiet_hours, invalid_label,
+    │                                    invalid_session, invalid_on_busy, invalid_urgency,
+    │                                    invalid_misfire, invalid_command
     ├── LimitExceeded                    too_many_reminders
     ├── NotFound (LookupError)           not_found, session_not_found
-    ├── Conflict                         not_active, already_exists, session_deleted
+    ├── Conflict                         not_active, already_exists, session_deleted, conflict
     └── StoreError (RuntimeError)        store_unavailable, schema_too_new, unreadable_row
 
 Adapters (CLI, tools, HTTP) turn these into results: ``error: <code>: <message>``

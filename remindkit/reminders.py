@@ -41,6 +41,7 @@ from .settings import Settings
 from .store import SqlStore
 
 EXPORT_VERSION = 1
+MAX_HISTORY = 100_000
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,9 @@ class Reminders:
         return self.store.find_reminders(session=session, states=states, order=order)
 
     def history(self, reminder_id: str | None = None, *, session: str | None = None, limit: int = 100) -> builtins.list[Occurrence]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_HISTORY:
+            raise InvalidInput(f"limit must be 1-{MAX_HISTORY} (got {limit!r})", code="invalid_argument")
+        session = check_session_id(session)
         if reminder_id is not None:
             self.get(reminder_id)
         return self.store.history(reminder_id=reminder_id, session=session, limit=limit)
@@ -223,6 +227,8 @@ class Reminders:
         return self.store.paused_all()
 
     def _modify(self, fn: Any, **select: Any) -> builtins.list[Reminder]:
+        if select.get("session", Any) is not Any:  # a scope is checked like any session id
+            select["session"] = check_session_id(select["session"])
         pairs = self.store.modify(fn, now_us=to_us(self.clock.now()), **select)
         return [new for _old, new in pairs]
 
@@ -332,10 +338,22 @@ def new_id() -> str:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_LINE_BREAK = re.compile(r"[\u2028\u2029]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # JSON "\ud800" or undecodable argv bytes; not storable
 
 
 def _has_control(s: str) -> bool:
-    return _CONTROL.search(s) is not None
+    return _CONTROL.search(s) is not None or _SURROGATE.search(s) is not None
+
+
+def _not_unicode(what: str) -> InvalidInput:
+    return InvalidInput(f"{what} is not valid Unicode text (it has a lone surrogate such as \\ud800)",
+                        code="invalid_argument")
+
+
+def _has_nul(what: str) -> InvalidInput:
+    # PostgreSQL text cannot hold NUL; refused on every backend so that a store can move
+    return InvalidInput(f"{what} cannot contain NUL characters", code="invalid_argument")
 
 
 def check_text(text: object, max_len: int) -> str:
@@ -347,6 +365,10 @@ def check_text(text: object, max_len: int) -> str:
     if len(s) > max_len:
         raise InvalidInput(f"the text has {len(s)} characters; at most {max_len} are allowed", code="text_too_long",
                            limit=max_len)
+    if _SURROGATE.search(s):
+        raise _not_unicode("the reminder text")
+    if "\x00" in s:
+        raise _has_nul("the reminder text")
     return s
 
 
@@ -361,7 +383,7 @@ def check_label(label: object, max_len: int) -> str | None:
     if len(s) > max_len:
         raise InvalidInput(f"the label has {len(s)} characters; at most {max_len} are allowed", code="label_too_long")
     if _has_control(s):
-        raise InvalidInput("a label cannot contain control characters", code="invalid_label")
+        raise InvalidInput("a label cannot contain control characters or lone surrogates", code="invalid_label")
     return s
 
 
@@ -375,7 +397,19 @@ def check_announce(announce: object, max_len: int) -> str | None:
         return None
     if len(s) > max_len:
         raise InvalidInput(f"announce has {len(s)} characters; at most {max_len} are allowed", code="announce_too_long")
+    if _SURROGATE.search(s):
+        raise _not_unicode("announce")
+    if "\x00" in s:
+        raise _has_nul("announce")
     return s
+
+
+def check_printable(value: object, what: str, max_len: int = 1_000) -> str:
+    """A free-text setting (a session title, a voice name): a string of at most
+    ``max_len`` characters with no control characters, line separators or lone surrogates."""
+    if not isinstance(value, str) or len(value) > max_len or _has_control(value) or _LINE_BREAK.search(value):
+        raise InvalidInput(f"{what} must be printable text of at most {max_len} characters", code="invalid_argument")
+    return value
 
 
 def check_session_id(session: object) -> str | None:

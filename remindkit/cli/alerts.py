@@ -14,7 +14,7 @@ from ..alerts.config import RATE, VOICE, AlertConfig
 from ..alerts.quiet import QuietHours, Switches
 from ..clock import to_us
 from ..errors import InvalidInput
-from ..reminders import Reminders
+from ..reminders import Reminders, check_printable
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -43,7 +43,8 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     elif action == "quiet":
         switches.set_quiet_hours(QuietHours.parse(args.hours), now_us=now_us)
     elif action == "voice":
-        store.set_flag(VOICE, "" if args.voice.lower() == "default" else args.voice, now_us=now_us)
+        voice = check_printable(args.voice, "the voice", 200)
+        store.set_flag(VOICE, "" if voice.lower() == "default" else voice, now_us=now_us)
     elif action == "rate":
         value = "" if args.rate.lower() == "default" else args.rate
         if value and not (value.isdigit() and 40 <= int(value) <= 600):

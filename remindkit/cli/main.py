@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -20,15 +21,23 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from ..clock import SystemClock, format_utc
-from ..errors import InvalidInput, RemindkitError
+from ..errors import InvalidInput, NotFound, RemindkitError
 from ..models import Occurrence, Reminder
-from ..reminders import Reminders
+from ..reminders import Reminders, check_session_id
 from ..schedules import format_countdown
 from ..settings import Settings
 from ..store import SqlStore, open_store
 from . import alerts as alert_cmds
 from . import chat as chat_cmds
 from . import sessions as session_cmds
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: object) -> str:
+    """``text`` on one line with control characters escaped (``\\n``, ``\\x1b``): reminder
+    text and echoed arguments cannot move the cursor, clear the screen or fake a line."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group(0))[1:-1], str(text))
 
 
 class CliError(RemindkitError):
@@ -77,13 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", parents=[common], help="one reminder and its recent fires")
     show.add_argument("id")
+    show.add_argument("--session", help="only if it belongs to this session")
 
-    for name, helptext in (("pause", "pause reminders (or --all: everything, persisted)"),
+    for name, helptext in (("pause", "pause reminders (or --all: everything, persisted; with a session: its own)"),
                            ("resume", "resume reminders (or --all); the next fire is computed from now")):
         sp = sub.add_parser(name, parents=[common], help=helptext)
         sp.add_argument("ids", nargs="*", metavar="ID")
         sp.add_argument("--all", action="store_true")
-        sp.add_argument("--session", help="with ids: only if they belong to this session")
+        sp.add_argument("--session", help="only this session's: ids must belong to it, --all means its own")
 
     rm = sub.add_parser("rm", parents=[common], help="cancel reminders (kept in history)", aliases=["stop", "delete", "cancel"])
     rm.add_argument("ids", nargs="*", metavar="ID")
@@ -94,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     sn = sub.add_parser("snooze", parents=[common], help="fire a reminder again after a duration")
     sn.add_argument("id")
     sn.add_argument("duration")
+    sn.add_argument("--session", help="only if it belongs to this session")
 
     h = sub.add_parser("history", parents=[common], help="fires and their outcomes")
     h.add_argument("id", nargs="?")
@@ -109,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--no-alerts", action="store_true", help="never play alarms or speech here")
     sv.add_argument("-v", "--verbose", action="store_true")
 
-    sub.add_parser("status", parents=[common], help="engines, alerter, pause state, counts")
+    stat = sub.add_parser("status", parents=[common], help="engines, alerter, pause state, counts")
+    stat.add_argument("--session", help="the next reminder of this session only")
 
     tr = sub.add_parser("tray", parents=[common], help="the tray app (alarms, speech, menu); headless without a display")
     tr.add_argument("--headless", action="store_true", help="no icon: the engine and its alerts only")
@@ -154,8 +166,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
 def _print_error(exc: RemindkitError, want_json: bool, out: TextIO, err: TextIO) -> None:
     if want_json:
         out.write(json.dumps({"error": {"code": exc.code, "message": exc.message}}) + "\n")
-    else:
-        err.write(f"error: {exc.code}: {exc.message}\n")
+    else:  # one line, whatever the message quotes from the command line (a newline, an escape)
+        err.write(f"error: {exc.code}: {printable(exc.message)}\n")
 
 
 def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
@@ -178,8 +190,7 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 out.write(f"replaced {old} (same label)\n")
         return 0
     if cmd in ("ls", "list"):
-        session = args.session if args.session is not None else os.environ.get("REMINDKIT_SESSION", Any)
-        rems = api.list(session=session, all=args.all)
+        rems = api.list(session=scope(args), all=args.all)
         if args.json:
             _json(out, [r.to_dict() for r in rems])
         else:
@@ -188,7 +199,7 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 out.write("(everything is paused: `remindkit resume --all`)\n")
         return 0
     if cmd == "show":
-        rem = api.get(args.id)
+        rem = _get_in(api, args.id, scope(args))
         hist = api.history(rem.id, limit=20)
         if args.json:
             data = rem.to_dict()
@@ -196,7 +207,7 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
             _json(out, data)
         else:
             for key, value in rem.to_dict().items():
-                out.write(f"{key:16} {value}\n")
+                out.write(f"{key:16} {printable(value)}\n")
             _history(out, hist)
         return 0
     if cmd in ("pause", "resume"):
@@ -205,13 +216,13 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         if args.ids and (args.label or args.all):
             raise CliError("give ids, or --label, or --all, not several", code="invalid_argument")
         if args.ids:
-            done = api.cancel(args.ids, session=args.session if args.session else Any)
+            done = api.cancel(args.ids, session=scope(args))
         elif args.label:
-            done = api.cancel_label(args.session or os.environ.get("REMINDKIT_SESSION"), args.label)
+            done = api.cancel_label(None if scope(args) is Any else scope(args), args.label)
         elif args.all:
-            if not args.session:
+            if scope(args) is Any:
                 raise CliError("rm --all needs --session", code="invalid_argument")
-            done = api.cancel_session(args.session)
+            done = api.cancel_session(scope(args))
         else:
             raise CliError("say what to cancel: ids, --session S --label L, or --session S --all", code="invalid_argument")
         if args.json:
@@ -223,14 +234,17 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 out.write("nothing to cancel\n")
         return 0
     if cmd == "snooze":
-        rem = api.snooze(args.id, args.duration)
+        rem = api.snooze(args.id, args.duration, session=scope(args))
         if args.json:
             _json(out, rem.to_dict())
         else:
             out.write(f"{rem.id} snoozed; next: {_when(api, rem)}\n")
         return 0
     if cmd == "history":
-        hist = api.history(args.id, session=args.session, limit=args.limit)
+        within = scope(args)
+        if args.id is not None and within is not Any:
+            _get_in(api, args.id, within)
+        hist = api.history(args.id, session=None if within is Any else within, limit=args.limit)
         if args.json:
             _json(out, [o.to_dict() for o in hist])
         else:
@@ -257,7 +271,7 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     if cmd == "serve":
         return serve(api, out, no_alerts=args.no_alerts, verbose=args.verbose)
     if cmd == "status":
-        return _status(api, out, args.json)
+        return _status(api, out, args.json, scope(args))
     if cmd == "tray":
         from tray.app import run_tray
 
@@ -271,11 +285,34 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     raise CliError(f"unknown command {cmd!r}")
 
 
+def scope(args: argparse.Namespace) -> Any:
+    """The session a command is confined to: ``--session``, else ``REMINDKIT_SESSION``
+    (set for the agent commands remindkit runs), else none (``Any``: every session)."""
+    return getattr(args, "session", None) or os.environ.get("REMINDKIT_SESSION") or Any
+
+
+def _get_in(api: Reminders, reminder_id: str, within: Any) -> Reminder:
+    """The reminder, if it belongs to ``within`` (another session's is not found)."""
+    rem = api.get(reminder_id)
+    if within is not Any and rem.session != check_session_id(within):
+        raise NotFound.reminder(reminder_id)
+    return rem
+
+
 def _pause_resume(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     pausing = args.command == "pause"
     if args.all and args.ids:
         raise CliError("give ids or --all, not both", code="invalid_argument")
-    if args.all:
+    within = scope(args)
+    if args.all and within is not Any:  # a session's own: its active (or paused) reminders
+        args.ids = [r.id for r in api.list(session=within, states=["active" if pausing else "paused"])]
+        if not args.ids:
+            if args.json:
+                _json(out, [])
+            else:
+                out.write(f"nothing to {args.command}\n")
+            return 0
+    elif args.all:
         (api.pause_all if pausing else api.resume_all)()
         if args.json:
             _json(out, {"paused_all": pausing})
@@ -284,8 +321,7 @@ def _pause_resume(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         return 0
     if not args.ids:
         raise CliError(f"say which reminders to {args.command}: ids, or --all", code="invalid_argument")
-    scope = args.session if args.session else Any
-    rems = api.pause(args.ids, session=scope) if pausing else api.resume(args.ids, session=scope)
+    rems = api.pause(args.ids, session=within) if pausing else api.resume(args.ids, session=within)
     if args.json:
         _json(out, [r.to_dict() for r in rems])
     else:
@@ -329,7 +365,7 @@ def _default_alerter() -> Any:
     return default_alerter()
 
 
-def _status(api: Reminders, out: TextIO, as_json: bool) -> int:
+def _status(api: Reminders, out: TextIO, as_json: bool, within: Any = Any) -> int:
     store = api.store
     now = api.clock.now()
     from ..clock import to_us
@@ -345,7 +381,7 @@ def _status(api: Reminders, out: TextIO, as_json: bool) -> int:
         "alerter": holder[0] if holder else None,
         "quarantined": [{"id": rid, "reason": why} for rid, why in store.quarantined()],
     }
-    nxt = api.list(states=["active"], order="next")
+    nxt = api.list(session=within, states=["active"], order="next")
     data["next"] = nxt[0].to_dict() if nxt else None
     if as_json:
         _json(out, data)
@@ -384,7 +420,7 @@ def _table(out: TextIO, api: Reminders, rems: Sequence[Reminder]) -> None:
     for r in rems:
         text = r.text if len(r.text) <= 40 else r.text[:39] + "…"
         rows.append((r.id, r.state, _when(api, r) if r.state == "active" else "-", r.schedule.describe(),
-                     r.session or "-", r.label or "-", text.replace("\n", " ")))
+                     r.session or "-", r.label or "-", printable(text.replace("\n", " "))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1] + "\n")
@@ -397,7 +433,7 @@ def _history(out: TextIO, hist: Sequence[Occurrence]) -> None:
     for o in hist:
         late = "" if o.late_ms is None else f" late {o.late_ms}ms"
         missed = f" missed {o.missed}" if o.missed else ""
-        err = f" ({o.error})" if o.error and o.state != "delivered" else ""
+        err = f" ({printable(o.error)})" if o.error and o.state != "delivered" else ""
         out.write(f"{format_utc(o.due_at)}  {o.reminder_id}  {o.state}{late}{missed}{err}\n")
 
 

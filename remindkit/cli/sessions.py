@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any, TextIO
 
 from ..clock import format_utc, to_us
 from ..errors import InvalidInput, NotFound
 from ..models import Session
-from ..reminders import Reminders, check_session_id
+from ..reminders import Reminders, check_printable, check_session_id
 from ..sessions.command import parse_argv
 
 
@@ -52,6 +53,8 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         sid = check_session_id(args.id)
         assert sid is not None
         config, adapter = _adapter_config(args)
+        if args.title is not None:
+            check_printable(args.title, "--title", 200)
         existing = store.get_session(sid)
         if existing is not None and existing.state == "deleted":
             raise InvalidInput(f"session {sid!r} was deleted; use another id", code="session_deleted")
@@ -70,6 +73,7 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 out.write(f"{s.id}  {s.adapter or '-'}  {s.state}{busy}  last active {format_utc(s.last_active_at)}\n")
         return 0
     if action == "rm":
+        check_session_id(args.id)
         paused = store.delete_session(args.id, now_us=now_us)
         _emit(out, args.json, {"deleted": args.id, "paused": paused},
               f"deleted session {args.id}; paused {len(paused)} reminder(s)")
@@ -110,7 +114,9 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
             config["system"] = args.system
     elif args.base_url or args.model or args.api_key_env or args.system is not None:
         raise InvalidInput("--base-url, --model, --api-key-env and --system go with --openai", code="invalid_argument")
-    if args.timeout:
+    if args.timeout is not None:
+        if not 0 < args.timeout < math.inf:
+            raise InvalidInput(f"--timeout {args.timeout!r} is not a positive number of seconds", code="invalid_argument")
         config["timeout"] = args.timeout
     return config, (chosen[0] if chosen else None)
 

@@ -18,6 +18,7 @@ Day of week follows crontab (0 or 7 = Sunday), not APScheduler 3's 0 = Monday.
 from __future__ import annotations
 
 import functools
+import re
 from datetime import datetime, timedelta, tzinfo
 
 from apscheduler.triggers.cron import CronTrigger
@@ -29,6 +30,9 @@ from .zones import instant_to_wall, wall_to_instant
 _DOW_NAMES = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 _DOW_INDEX = {name: i for i, name in enumerate(_DOW_NAMES)}
 _MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+_MONTH_INDEX = {name: i + 1 for i, name in enumerate(_MONTHS)}
+_NAME = re.compile(r"[a-z]+")
+_DAY_PART = re.compile(r"(?:\*|\d+(?:-\d+)?)(?:/\d+)?|last")
 _MAX_STEPS = 200_000
 
 
@@ -47,14 +51,18 @@ def compile_cron(expr: str) -> CronTrigger:
     for name, value in (("second", second), ("minute", minute), ("hour", hour), ("month", month)):
         if not _plain_field(value):
             raise _bad(expr, f"the {name} field {value!r} is not valid")
+    if not all(_DAY_PART.fullmatch(part) for part in day.lower().split(",")):
+        raise _bad(expr, f"the day field {day!r} is not valid")
+    month = _translate_month(month, expr)
+    dow = _translate_dow(dow, expr)
     try:
         return CronTrigger(
             second=second,
             minute=minute,
             hour=hour,
-            day=day,
+            day=day.lower(),
             month=month,
-            day_of_week=_translate_dow(dow, expr),
+            day_of_week=dow,
             timezone=UTC,
         )
     except (ValueError, TypeError, KeyError, IndexError) as exc:
@@ -82,13 +90,15 @@ def _translate_dow(field: str, expr: str) -> str:
             lo, hi = 0, 6
         elif "-" in part:
             a, _, b = part.partition("-")
-            lo, hi = _dow_value(a, expr), _dow_value(b, expr)
-            if hi == 0 and lo > 0:  # "5-7", "fri-sun": Sunday closes the week
+            lo, hi = _dow_value(a, expr), _dow_value(b, expr)  # 0-7: "0-7" is every day
+            if lo == 7 and hi != 7:  # "7-1": Sunday to Monday
+                lo = 0
+            if hi == 0 and lo > 0:  # "fri-sun": Sunday closes the week
                 hi = 7
             if lo > hi:
                 raise _bad(expr, f"weekday range {part!r} runs backwards")
         else:
-            lo = hi = _dow_value(part, expr)
+            lo = hi = _dow_value(part, expr) % 7
             if step != 1:
                 hi = 6
         for d in range(lo, hi + 1, step):
@@ -98,10 +108,23 @@ def _translate_dow(field: str, expr: str) -> str:
     return ",".join(_DOW_NAMES[d] for d in sorted(days))
 
 
+def _translate_month(field: str, expr: str) -> str:
+    """Month names -> numbers (``jan-jun/2`` -> ``1-6/2``). APScheduler's pattern for
+    names stops before a step, so ``jan-jun/2`` would silently fire every month to June."""
+
+    def number(m: re.Match[str]) -> str:
+        if m.group(0) not in _MONTH_INDEX:
+            raise _bad(expr, f"month {m.group(0)!r} is not 1-12 or jan..dec")
+        return str(_MONTH_INDEX[m.group(0)])
+
+    return _NAME.sub(number, field.lower())
+
+
 def _dow_value(token: str, expr: str) -> int:
+    """0-7 (both 0 and 7 are Sunday; the caller folds 7 where it is not a range's end)."""
     token = token.strip()
     if token.isdigit() and 0 <= int(token) <= 7:
-        return int(token) % 7 if int(token) != 7 else 0
+        return int(token)
     if token in _DOW_INDEX:
         return _DOW_INDEX[token]
     raise _bad(expr, f"weekday {token!r} is not 0-7 or sun..sat")

@@ -81,10 +81,7 @@ def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engin
 
 def make_private_file(path: Path) -> None:
     """Create the database folder (0700) and file (0600) before SQLite does."""
-    folder = path.parent
-    if not folder.exists():
-        folder.mkdir(parents=True, mode=0o700, exist_ok=True)
-        os.chmod(folder, 0o700)
+    _make_private_folders(path.parent)
     if not path.exists():
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
         os.close(fd)
@@ -93,6 +90,22 @@ def make_private_file(path: Path) -> None:
         if not side.exists():
             with contextlib.suppress(OSError):
                 os.close(os.open(side, os.O_CREAT | os.O_RDWR, 0o600))
+
+
+def _make_private_folders(folder: Path) -> None:
+    """Make ``folder`` and each missing folder above it 0700 (``mkdir -p`` would make the
+    ones above 0777 less the umask: world-writable under umask 000). Folders that
+    exist are left as they are."""
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it at the same moment
+            continue
+        os.chmod(made, 0o700)
 
 
 # -- migrations ---------------------------------------------------------------------------
