@@ -390,8 +390,8 @@ def _status(api: Reminders, out: TextIO, as_json: bool, within: Any = Any) -> in
         out.write(f"active:   {data['active']}   paused: {data['paused']}" + ("   (everything paused)" if data["paused_all"] else "") + "\n")
         out.write(f"engines:  {len(engines)}" + "".join(f"\n  {e['id']} ({e['role']})" for e in engines) + "\n")
         out.write(f"alerter:  {data['alerter'] or '-'}\n")
-        for q in data["quarantined"]:
-            out.write(f"quarantined: {q['id']}: {q['reason']}\n")
+        for rid, why in store.quarantined():
+            out.write(f"quarantined: {rid}: {why}\n")
         if nxt:
             out.write(f"next:     {nxt[0].label or nxt[0].id} {_when(api, nxt[0])}\n")
     return 0

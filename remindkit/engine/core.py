@@ -322,7 +322,11 @@ class Engine:
     def run(self, stop: threading.Event | None = None) -> None:
         """Run both halves until ``stop`` (or :meth:`stop`) is set, then shut down."""
         if stop is not None:
-            watcher = threading.Thread(target=lambda: (stop.wait(), self._halt()), daemon=True)
+            def watch() -> None:
+                stop.wait()
+                self._halt()
+
+            watcher = threading.Thread(target=watch, daemon=True)
             watcher.start()
         self._stop.clear()
         self._shut = False
@@ -397,7 +401,7 @@ class Engine:
             if listener is not None:
                 listener.close()
 
-    def _store_round(self, sel, pipe, listener, held_since):  # type: ignore[no-untyped-def]
+    def _store_round(self, sel, pipe, listener, held_since):
         # Stay off the GIL just before a fire: database work waits until it is out,
         # unless fires come so densely that it has waited MAX_HOLD already.
         t = now_us(self.clock)

@@ -54,7 +54,7 @@ class Schedule:
     @property
     def calendar_days(self) -> bool:
         """Whole-day intervals keep the local wall time across DST changes."""
-        return bool(self.every_s) and self.every_s % DAY == 0
+        return self.every_s is not None and self.every_s > 0 and self.every_s % DAY == 0
 
     def describe(self) -> str:
         """Short human form: ``in 5m``, ``at 2026-12-01T08:00:00Z``, ``every 2m x30``, ``cron '0 9 * * 1-5' Europe/Berlin``."""

@@ -122,7 +122,7 @@ def _fire_from_joined(row: Any, token: str) -> Fire:
     )
 
 
-def _not_claimed_yet():  # type: ignore[no-untyped-def]
+def _not_claimed_yet():
     """The reminder's next occurrence has no row yet (a final one, claimed and not
     yet fired, keeps the reminder active at its time: see claim_due)."""
     o, c = t.occurrences.c, t.reminders.c
@@ -180,13 +180,14 @@ class ClaimOps:
     """Occurrence and lease operations, mixed into SqlStore."""
 
     if TYPE_CHECKING:
-        is_postgres: bool
+        @property
+        def is_postgres(self) -> bool: ...
 
         def write(self, *, notify: bool = True) -> contextlib.AbstractContextManager[Connection]: ...
         def read(self) -> contextlib.AbstractContextManager[Connection]: ...
         def _set_flag(self, conn: Connection, name: str, value: str, now_us: int) -> None: ...
 
-    def _insert(self, table):  # type: ignore[no-untyped-def]
+    def _insert(self, table):
         return pg_dialect.insert(table) if self.is_postgres else sqlite_dialect.insert(table)
 
     # -- claiming due reminders ----------------------------------------------------------
@@ -405,7 +406,7 @@ class ClaimOps:
             return []
         o = t.occurrences.c
         outcomes = sorted(outcomes, key=lambda item: item.occurrence_id)
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "b_id": item.occurrence_id, "b_token": item.token, "state": item.state, "error": item.error,
                 "b_fired": item.fired_at_us, "b_delivered": item.delivered_at_us, "b_to": item.delivered_to,
@@ -481,11 +482,11 @@ class ClaimOps:
             res = conn.execute(
                 update(t.occurrences).where(o.owner == owner, o.state == CLAIMED).values(lease_until=until_us)
             )
-            turns = update(t.sessions).where(s.turn_owner == owner)
-            if turn_tokens is not None:
-                tokens = list(turn_tokens)
-                turns = turns.where(s.turn_token.in_(tokens)) if tokens else None
-            if turns is not None:
+            tokens = None if turn_tokens is None else list(turn_tokens)
+            if tokens is None or tokens:
+                turns = update(t.sessions).where(s.turn_owner == owner)
+                if tokens:
+                    turns = turns.where(s.turn_token.in_(tokens))
                 conn.execute(turns.values(turn_until=until_us))
             return res.rowcount
 

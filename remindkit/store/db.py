@@ -60,7 +60,7 @@ def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engin
     sync = synchronous if synchronous in ("FULL", "NORMAL", "EXTRA") else "FULL"
 
     @event.listens_for(engine, "connect")
-    def _connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+    def _connect(dbapi_conn, _record):
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
@@ -70,7 +70,7 @@ def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engin
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _begin(conn):  # type: ignore[no-untyped-def]
+    def _begin(conn):
         if conn.get_execution_options().get(WRITE):
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         else:

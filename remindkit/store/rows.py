@@ -10,11 +10,11 @@ from ..models import Occurrence, Reminder, Session
 from ..schedules import Schedule
 
 
-def _dt(us: int | None):  # type: ignore[no-untyped-def]
+def _dt(us: int | None):
     return None if us is None else from_us(int(us))
 
 
-def _us(dt):  # type: ignore[no-untyped-def]
+def _us(dt):
     return None if dt is None else to_us(dt)
 
 

@@ -105,7 +105,7 @@ class SqlStore(ClaimOps, TranscriptOps):
         except DBAPIError as exc:
             raise StoreError(f"the store is unavailable: {exc.orig}", code="store_unavailable") from exc
 
-    def for_update(self, stmt):  # type: ignore[no-untyped-def]
+    def for_update(self, stmt):
         return stmt.with_for_update() if self.is_postgres else stmt
 
     def close(self) -> None:
@@ -491,7 +491,7 @@ def _readable(rows: Iterable[Any]) -> list[Reminder]:
     return out
 
 
-def _filter(stmt, *, session=Any, states=None, label=None, ids=None):  # type: ignore[no-untyped-def]
+def _filter(stmt, *, session=Any, states=None, label=None, ids=None):
     c = t.reminders.c
     if session is not Any:
         stmt = stmt.where(c.session_id.is_(None) if session is None else c.session_id == session)

@@ -178,7 +178,7 @@ class PgListener:
 class PgWake:
     """LISTEN/NOTIFY (a hint: notifications can be lost with a dropped connection)."""
 
-    def __init__(self, dsn: str, notify_conn_factory) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, dsn: str, notify_conn_factory) -> None:
         self.dsn = dsn
         self._factory = notify_conn_factory
 
@@ -201,7 +201,7 @@ class PgWake:
         pass
 
 
-def make_wake(engine) -> Wake:  # type: ignore[no-untyped-def]
+def make_wake(engine) -> Wake:
     if engine.dialect.name == "sqlite":
         if not hasattr(socket, "AF_UNIX"):
             return NoWake()
