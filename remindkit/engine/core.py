@@ -52,6 +52,7 @@ EARLY_WAKE = 0.002  # seconds before a due time that the fire thread stops sleep
 QUIET_BEFORE = 0.003  # the store thread holds off this long before a fire ...
 QUIET_AFTER = 0.001  # ... until this long after it (the delivery thread runs then)
 MAX_HOLD = 0.02  # but never longer than this in a row
+TAKEOVER_RETRY = 1.0  # seconds before looking again at an expired lease whose owner was spared
 HAND_OVER_CHUNK = 256  # fires routed at a time when many come due at once
 FLUSH_INTERVAL = 0.05  # seconds between outcome writes while deliveries stream in
 FLUSH_BUSY_MAX = 0.25  # ... and at most this long while turns are being handed over
@@ -95,6 +96,8 @@ class Engine:
         self._known = False  # _next_due_us / _next_lease_us are current
         self._dirty = True
         self._housekeeping_us = 0
+        self._takeover_after_us = 0  # an expired lease was left to its live owner: not before this
+        self._lease_keeper = False  # the lease thread runs (run()); tick() alone renews in housekeeping
         self._orphans: set[int] = set()
         self._liveness: Liveness | None = None  # set while run() runs (real processes)
         self._flushed_us = 0
@@ -106,6 +109,7 @@ class Engine:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._shut = False
+        store.warm()  # compile the first statements now, not when an overdue fire waits on them
 
     # -- one whole step (tests) ----------------------------------------------------------
 
@@ -146,7 +150,7 @@ class Engine:
                     self._known = True
                 if self._next_due_us is not None and self._next_due_us <= t + lookahead:
                     self._claim(t)
-                if self._next_lease_us is not None and self._next_lease_us < t:
+                if self._next_lease_us is not None and self._next_lease_us < t and t >= self._takeover_after_us:
                     self._take_over(t)
                 # Outcomes are written in batches, at most every FLUSH_INTERVAL, so that
                 # a burst of deliveries costs a few commits rather than one each.
@@ -177,7 +181,7 @@ class Engine:
         if self._next_due_us is not None:
             candidates.append(self._next_due_us - lookahead)
         if self._next_lease_us is not None:
-            candidates.append(self._next_lease_us + 1)
+            candidates.append(max(self._next_lease_us + 1, self._takeover_after_us))
         return max(t, min(candidates))
 
     def _claim(self, t: int) -> None:
@@ -216,6 +220,10 @@ class Engine:
             self.dispatcher.prefetch({f.session for f in fires})
             self._push(fires)
         self._next_due_us, self._next_lease_us = self.store.next_due_us(leave_alerts=self.leave_alerts)
+        # A lease still expired now belongs to an owner that was spared (alive, only
+        # slow to renew): look again in a while rather than at once, round after round.
+        if self._next_lease_us is not None and self._next_lease_us < t:
+            self._takeover_after_us = t + int(TAKEOVER_RETRY * 1e6)
 
     def _drop_cancelled(self) -> None:
         """Forget claimed fires that another process cancelled before they were due."""
@@ -241,8 +249,9 @@ class Engine:
         s = self.settings
         lease = int(s.lease_s * 1e6)
         self._housekeeping_us = t + lease // 4
-        self.store.renew_leases(owner=self.id, until_us=t + lease,  # first: what we hold
-                                turn_tokens=self.dispatcher.turn_tokens())
+        if not self._lease_keeper:  # the lease thread renews on its own when run() runs
+            self.store.renew_leases(owner=self.id, until_us=t + lease,  # first: what we hold
+                                    turn_tokens=self.dispatcher.turn_tokens())
         self.store.heartbeat(engine_id=self.id, host=socket.gethostname(), pid=os.getpid(), role=self.role,
                              priority=self.alert_priority, now_us=t)
         was = self.leave_alerts
@@ -258,7 +267,10 @@ class Engine:
             self._alerter_status(t)
         if was != self.leave_alerts:
             self._known = False
-        self._take_over(t)
+        # Re-read the next due time and the earliest lease (a safety net for a missed
+        # hint); an expired lease found there is taken over in this same step.
+        self._known = False
+        self._takeover_after_us = 0
         self._adopt_orphans(t)
         self.dispatcher.deliver_waiting()
 
@@ -341,6 +353,7 @@ class Engine:
         timer = threading.Thread(target=self._fire_loop, name=f"remindkit-fire-{self.id}", daemon=True)
         timer.start()
         keeper = threading.Thread(target=self._lease_loop, name=f"remindkit-lease-{self.id}", daemon=True)
+        self._lease_keeper = True
         keeper.start()
         log.info("engine %s started on %s", self.id, self.store.url)
         try:
@@ -348,6 +361,8 @@ class Engine:
         finally:
             self._halt()
             timer.join(5)
+            keeper.join(5)
+            self._lease_keeper = False
             self.shutdown()
 
     def _fire_loop(self) -> None:

@@ -41,7 +41,18 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .. import failpoints
 from ..clock import from_us
-from ..models import ACTIVE, CLAIMED, DONE, FAILED, OCC_FAILED, PAUSED, WAITING, Fire, Reminder
+from ..models import (
+    ACTIVE,
+    CLAIMED,
+    DONE,
+    FAILED,
+    OCC_FAILED,
+    PAUSED,
+    WAITING,
+    Fire,
+    Reminder,
+    Session,
+)
 from . import schema as t
 from .rows import reminder_from_row
 
@@ -176,6 +187,10 @@ def _readable_fire(conn: Connection, row: Any, token: str) -> Fire | None:
         return None
 
 
+def _no_plan(rem: Reminder) -> Plan:
+    raise AssertionError("warm() claims nothing")
+
+
 class ClaimOps:
     """Occurrence and lease operations, mixed into SqlStore."""
 
@@ -186,6 +201,7 @@ class ClaimOps:
         def write(self, *, notify: bool = True) -> contextlib.AbstractContextManager[Connection]: ...
         def read(self) -> contextlib.AbstractContextManager[Connection]: ...
         def _set_flag(self, conn: Connection, name: str, value: str, now_us: int) -> None: ...
+        def get_sessions(self, session_ids: Iterable[str], *, now_us: int | None = None) -> dict[str, Session]: ...
 
     def _insert(self, table):
         return pg_dialect.insert(table) if self.is_postgres else sqlite_dialect.insert(table)
@@ -581,6 +597,18 @@ class ClaimOps:
                 )
             row = conn.execute(select(lc.holder, lc.priority, lc.until).where(lc.name == name)).one()
             return row[0], row[1], row[2]
+
+    def warm(self) -> None:
+        """Run an engine's first statements once, claiming nothing, so that SQLAlchemy
+        has compiled them before a fire that is overdue when the engine starts needs
+        them (compiling them cold costs several milliseconds). Best effort."""
+        try:
+            self.next_due_us()
+            self.lease_holder("alerter", now_us=0)
+            self.claim_due(now_us=0, horizon_us=-1, owner="", lease_us=0, limit=1, plan=_no_plan)
+            self.get_sessions(["-"], now_us=0)
+        except Exception as exc:
+            log.debug("warming the store's statements failed: %s", exc)
 
     def lease_holder(self, name: str, *, now_us: int) -> tuple[str, int] | None:
         lc = t.leases.c

@@ -18,7 +18,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, delete, func, insert, or_, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from ..clock import from_us, to_us
@@ -54,6 +66,20 @@ from .wake import Wake, make_wake
 log = logging.getLogger(__name__)
 _LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)
 PAUSED_ALL = "paused_all"
+
+# Statements on the create path, built once: building a statement per call costs
+# more than running it on SQLite (SQLAlchemy derives a cache key from each new one).
+_R = t.reminders.c
+_SESSION_STATE = select(t.sessions.c.state).where(t.sessions.c.id == bindparam("sid"))
+_INSERT_SESSION = insert(t.sessions)
+_INSERT_REMINDER = insert(t.reminders)
+_LIVE_LABEL = select(_R.id).where(
+    _R.session_id == bindparam("sid"), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES))
+_LIVE_LABEL_NO_SESSION = select(_R.id).where(
+    _R.session_id.is_(None), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES))
+_COUNT_LIVE_IN_SESSION = select(func.count()).select_from(t.reminders).where(
+    _R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
+_COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
 
 
 class SqlStore(ClaimOps, TranscriptOps):
@@ -141,18 +167,16 @@ class SqlStore(ClaimOps, TranscriptOps):
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LIMIT_LOCK})
         replaced: list[str] = []
         if rem.session is not None:
-            sess = conn.execute(select(t.sessions.c.state).where(t.sessions.c.id == rem.session)).first()
+            sess = conn.execute(_SESSION_STATE, {"sid": rem.session}).first()
             if sess is None:
-                conn.execute(insert(t.sessions), _new_session_row(rem.session, now_us))
+                conn.execute(_INSERT_SESSION, _new_session_row(rem.session, now_us))
             elif sess.state == SESSION_DELETED:
                 raise Conflict(f"session {rem.session!r} was deleted", code="session_deleted", session=rem.session)
         if rem.label is not None and replace_label:
-            label_sess = t.reminders.c.session_id.is_(None) if rem.session is None else t.reminders.c.session_id == rem.session
-            old = conn.execute(
-                select(t.reminders.c.id).where(
-                    label_sess, t.reminders.c.label == rem.label, t.reminders.c.state.in_(LIVE_STATES)
-                )
-            ).all()
+            if rem.session is None:
+                old = conn.execute(_LIVE_LABEL_NO_SESSION, {"label": rem.label}).all()
+            else:
+                old = conn.execute(_LIVE_LABEL, {"sid": rem.session, "label": rem.label}).all()
             for (old_id,) in old:
                 conn.execute(
                     update(t.reminders)
@@ -163,11 +187,7 @@ class SqlStore(ClaimOps, TranscriptOps):
                 self._cancel_pending(conn, [old_id], now_us=now_us)
                 replaced.append(old_id)
         if limits.per_session is not None and rem.session is not None:
-            n = conn.execute(
-                select(func.count()).select_from(t.reminders).where(
-                    t.reminders.c.session_id == rem.session, t.reminders.c.state.in_(LIVE_STATES)
-                )
-            ).scalar_one()
+            n = conn.execute(_COUNT_LIVE_IN_SESSION, {"sid": rem.session}).scalar_one()
             if n >= limits.per_session:
                 raise LimitExceeded(
                     f"session {rem.session!r} already has {n} active reminders (limit {limits.per_session}); "
@@ -175,15 +195,13 @@ class SqlStore(ClaimOps, TranscriptOps):
                     code="too_many_reminders", limit=limits.per_session, scope="session",
                 )
         if limits.total is not None:
-            n = conn.execute(
-                select(func.count()).select_from(t.reminders).where(t.reminders.c.state.in_(LIVE_STATES))
-            ).scalar_one()
+            n = conn.execute(_COUNT_LIVE).scalar_one()
             if n >= limits.total:
                 raise LimitExceeded(
                     f"the store already has {n} active reminders (limit {limits.total})",
                     code="too_many_reminders", limit=limits.total, scope="total",
                 )
-        conn.execute(insert(t.reminders), reminder_to_row(rem))
+        conn.execute(_INSERT_REMINDER, reminder_to_row(rem))
         return rem, replaced
 
     def import_rows(self, reminders: Sequence[Reminder], sessions: Sequence[Session], *, replace_existing: bool) -> int:
