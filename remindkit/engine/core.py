@@ -220,9 +220,10 @@ class Engine:
             self.dispatcher.prefetch({f.session for f in fires})
             self._push(fires)
         self._next_due_us, self._next_lease_us = self.store.next_due_us(leave_alerts=self.leave_alerts)
-        # A lease still expired now belongs to an owner that was spared (alive, only
-        # slow to renew): look again in a while rather than at once, round after round.
-        if self._next_lease_us is not None and self._next_lease_us < t:
+        # A lease still expired now (and not because the batch was full) belongs to an
+        # owner that was spared (alive, only slow to renew): look again in a while
+        # rather than at once, round after round.
+        if len(fires) < s.claim_batch and self._next_lease_us is not None and self._next_lease_us < t:
             self._takeover_after_us = t + int(TAKEOVER_RETRY * 1e6)
 
     def _drop_cancelled(self) -> None:
