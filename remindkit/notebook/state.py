@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
-from ..clock import parse_utc, to_us
+from ..clock import to_us
 from ..models import ACTIVE, CHAT, FEEDBACK, FIRED_TURN, Message, Reminder
-from ..protocol.display import fired_labels, strip_assistant_display
-from ..protocol.tags import decode_entities
+from ..protocol.display import fired_labels, fired_time, strip_assistant_display
 
 TEXT_PREVIEW = 120
 LABEL_PREVIEW = 40
@@ -142,28 +141,6 @@ def fired_marker(message: str, zone: tzinfo, fallback: datetime | None = None) -
     if when is not None:
         text += " " + when.astimezone(zone).strftime("%H:%M")
     return text
-
-
-def fired_time(message: str) -> datetime | None:
-    """The ``fired`` instant of the first ``<schedule-fired>`` block, if readable."""
-    start = message.find("<schedule-fired ")
-    if start < 0:
-        return None
-    end = message.find(">", start)
-    if end < 0:
-        return None
-    head = message[start:end]
-    key = ' fired="'
-    i = head.find(key)
-    if i < 0:
-        return None
-    j = head.find('"', i + len(key))
-    if j < 0:
-        return None
-    try:
-        return parse_utc(decode_entities(head[i + len(key):j]))
-    except ValueError:
-        return None
 
 
 def _preview(text: str, limit: int) -> str:

@@ -12,6 +12,9 @@ Pure and linear: blocks are found with ``str.find``, never a backtracking regex.
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from ..clock import parse_utc
 from .tags import strip_tags
 
 HIDDEN_BLOCKS = ("schedule-fired", "schedule-feedback")
@@ -81,6 +84,19 @@ def fired_marker(message: str) -> str:
     return "⏰ reminder fired: " + ", ".join(labels)
 
 
+def fired_time(message: str) -> datetime | None:
+    """The ``fired`` instant of the first ``<schedule-fired>`` block, if readable."""
+    start = message.find("<schedule-fired ")
+    end = message.find(">", start) if start >= 0 else -1
+    value = _attr(message[start:end], "fired") if end >= 0 else None
+    if value is None:
+        return None
+    try:
+        return parse_utc(value)
+    except ValueError:
+        return None
+
+
 def _attr(head: str, name: str) -> str | None:
     key = f' {name}="'
     i = head.find(key)
@@ -96,6 +112,7 @@ def _attr(head: str, name: str) -> str | None:
 
 __all__ = [
     "fired_labels",
+    "fired_time",
     "fired_marker",
     "is_hidden_user_message",
     "strip_assistant_display",
