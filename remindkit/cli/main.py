@@ -9,6 +9,7 @@ defaults to ``REMINDKIT_SESSION`` (set for commands that remindkit runs).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -350,6 +351,8 @@ def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 PID`: every thread's stack on stderr (a stuck engine)
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     out.write(f"remindkit serve: engine {engine.id} on {api.store.url}; stop with Ctrl-C\n")
     out.flush()
     engine.run(stop)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -149,3 +151,13 @@ def test_sigterm_gives_claims_back(url, settings, serves, tmp_path):
     second_got = wait_for(lambda: set(counts(read_ledger(ledger))) >= expected, 10)
     assert second_got, "claims of a stopped engine were not given back (the 30 s lease would delay them)"
     store.close()
+
+
+def test_sigusr1_prints_every_threads_stack_and_goes_on(url, serves):
+    """``kill -USR1`` on a stuck-looking engine shows where each thread is; it keeps running."""
+    (engine,) = serves(url, 1)
+    os.kill(engine.pid, signal.SIGUSR1)
+    assert wait_for(lambda: "_store_loop" in engine.log.read_text() and "_lease_loop" in engine.log.read_text(), 5), \
+        engine.log.read_text()[-2000:]
+    assert engine.proc.poll() is None
+    assert engine.stop() == 0

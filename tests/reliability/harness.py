@@ -61,6 +61,16 @@ class Engine:
             time.sleep(0.05)
         raise AssertionError(f"engine {self.name} did not start:\n{self.text()[-3000:]}")
 
+    def diagnose(self) -> str:
+        """The end of its log, with every thread's stack (``serve`` dumps them on SIGUSR1):
+        for the message of a failed wait."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)
+        else:
+            return f"engine {self.name} exited with {self.proc.returncode}:\n{self.text()[-4000:]}"
+        return f"engine {self.name} (alive):\n{self.text()[-6000:]}"
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 

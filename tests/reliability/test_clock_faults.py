@@ -124,6 +124,12 @@ def faketime_env(offset_file: Path) -> dict[str, str]:
             "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 
+def recent(c) -> str:  # type: ignore[no-untyped-def]
+    """The latest occurrences in the store, for a failure message."""
+    return "\n".join(f"  {o.key} {o.state} fired={o.fired_at} delivered={o.delivered_at} {o.error or ''}"
+                     for o in c.store.history(limit=8))
+
+
 @needs_faketime
 @pytest.mark.processes
 def test_real_engine_clock_back_then_forward(any_url, cluster_factory, tmp_path):  # noqa: F811
@@ -138,7 +144,7 @@ def test_real_engine_clock_back_then_forward(any_url, cluster_factory, tmp_path)
     while len(ledger.keys()) < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
     before = ledger.keys()
-    assert len(before) >= 3
+    assert len(before) >= 3, f"{dict(before)}\n{recent(c)}\n{engine.diagnose()}"
     offset.write_text("-1h\n")  # the engine's clock goes back an hour
     time.sleep(3)
     during = ledger.keys()
@@ -150,7 +156,7 @@ def test_real_engine_clock_back_then_forward(any_url, cluster_factory, tmp_path)
         time.sleep(0.1)
     after = ledger.keys()
     assert all(n == 1 for n in after.values())
-    assert len(after) > len(during), "the series did not go on"
+    assert len(after) > len(during), f"the series did not go on\n{recent(c)}\n{engine.diagnose()}"
     offset.write_text("+3d\n")  # three days ahead: the latest missed one fires, with the count
     deadline = time.monotonic() + 10
     jumped: list = []
