@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock, SystemClock, now_us
 from ..errors import InvalidInput
-from ..models import CHAT, FEEDBACK, FIRED_TURN, SESSION_DELETED, Message, Session
-from ..protocol.display import fired_marker, strip_assistant_display
+from ..models import SESSION_DELETED, Message, Session
+from ..protocol.display import fired_marker, transcript_view
 from ..settings import Settings
 from ..store import SqlStore
 from .loop import DEFAULT_SYSTEM, Conversation, TurnReply
@@ -131,19 +131,7 @@ class ChatSession:
 def display_entries(messages: Sequence[Message]) -> list[Entry]:
     """What a person sees: typed messages, a marker per fired turn, replies
     without tags; feedback, tool traffic and empty replies are hidden."""
-    out: list[Entry] = []
-    for m in messages:
-        if m.role == "user" and m.kind == CHAT:
-            out.append(Entry(m.seq, "you", m.content or ""))
-        elif m.role == "user" and m.kind == FIRED_TURN:
-            out.append(Entry(m.seq, "fired", fired_marker(m.content or "")))
-        elif m.role == "user" and m.kind == FEEDBACK:
-            continue
-        elif m.role == "assistant" and m.content:
-            text = strip_assistant_display(m.content)
-            if text:
-                out.append(Entry(m.seq, "agent", text))
-    return out
+    return [Entry(*v) for v in transcript_view(messages, lambda m: fired_marker(m.content or ""))]
 
 
 __all__ = ["ChatSession", "Entry", "display_entries"]

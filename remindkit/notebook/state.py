@@ -19,8 +19,8 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from ..clock import to_us
-from ..models import ACTIVE, CHAT, FEEDBACK, FIRED_TURN, Message, Reminder
-from ..protocol.display import fired_labels, fired_time, strip_assistant_display
+from ..models import ACTIVE, Message, Reminder
+from ..protocol.display import fired_labels, fired_time, transcript_view
 
 TEXT_PREVIEW = 120
 LABEL_PREVIEW = 40
@@ -117,19 +117,8 @@ def chat_lines(messages: Sequence[Message], zone: tzinfo, *, limit: int = TRANSC
     """What a person sees of a transcript: typed messages, one marker per fired
     turn (with the fire time in ``zone``), and replies without their tags.
     Feedback blocks, tool traffic and empty replies are hidden."""
-    out: list[Line] = []
-    for m in messages:
-        if m.role == "user" and m.kind == CHAT:
-            out.append(Line(m.seq, "you", m.content or ""))
-        elif m.role == "user" and m.kind == FIRED_TURN:
-            out.append(Line(m.seq, "fired", fired_marker(m.content or "", zone, m.created_at)))
-        elif m.role == "user" and m.kind == FEEDBACK:
-            continue
-        elif m.role == "assistant" and m.content:
-            text = strip_assistant_display(m.content)
-            if text:
-                out.append(Line(m.seq, "agent", text))
-    return out[-limit:]
+    lines = transcript_view(messages, lambda m: fired_marker(m.content or "", zone, m.created_at))
+    return [Line(*v) for v in lines[-limit:]]
 
 
 def fired_marker(message: str, zone: tzinfo, fallback: datetime | None = None) -> str:

@@ -5,16 +5,19 @@
 * :func:`strip_user_display_tags` removes the ``<schedule-fired>`` and
   ``<schedule-feedback>`` blocks that remindkit adds to user-role messages; a
   message that is empty afterwards is hidden (seed 000's ``stripUserDisplayTags``);
-* :func:`fired_marker` is the short line UIs show in place of a fired turn.
+* :func:`fired_marker` is the short line UIs show in place of a fired turn;
+* :func:`transcript_view` is what a person sees of a whole transcript.
 
 Pure and linear: blocks are found with ``str.find``, never a backtracking regex.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from ..clock import parse_utc
+from ..models import CHAT, FIRED_TURN, Message
 from .tags import strip_tags
 
 HIDDEN_BLOCKS = ("schedule-fired", "schedule-feedback")
@@ -97,6 +100,23 @@ def fired_time(message: str) -> datetime | None:
         return None
 
 
+def transcript_view(messages: Sequence[Message], marker: Callable[[Message], str]) -> list[tuple[int, str, str]]:
+    """``(seq, who, text)`` for what a person sees: typed messages (``you``), one
+    ``marker(message)`` per fired turn (``fired``), replies without their tags
+    (``agent``). Feedback blocks, tool traffic and empty replies are hidden."""
+    out: list[tuple[int, str, str]] = []
+    for m in messages:
+        if m.role == "user" and m.kind == CHAT:
+            out.append((m.seq, "you", m.content or ""))
+        elif m.role == "user" and m.kind == FIRED_TURN:
+            out.append((m.seq, "fired", marker(m)))
+        elif m.role == "assistant" and m.content:
+            text = strip_assistant_display(m.content)
+            if text:
+                out.append((m.seq, "agent", text))
+    return out
+
+
 def _attr(head: str, name: str) -> str | None:
     key = f' {name}="'
     i = head.find(key)
@@ -117,4 +137,5 @@ __all__ = [
     "is_hidden_user_message",
     "strip_assistant_display",
     "strip_user_display_tags",
+    "transcript_view",
 ]
