@@ -1,12 +1,17 @@
 """Turns of agents that keep their own conversation (``command`` sessions, plain
 python callables): remindkit records what it handed over and what came back.
 
-:meth:`ExternalTurns.begin` takes the delivery's occurrence keys in the store
-together with the hidden message it hands over (keys this session already
-took are dropped; when none is left the turn is not run), and puts in front
-of it the ``<schedule-feedback>`` of the previous reply, if any.
-:meth:`ExternalTurns.end` records the reply and carries out its tags; errors
-become the feedback for the next turn.
+:meth:`ExternalTurns.begin` drops the occurrence keys this session has taken
+already (when none is left the turn is not run) and puts the
+``<schedule-feedback>`` of the previous reply in front of the hidden message.
+:meth:`ExternalTurns.end`, once the agent has answered, takes the keys in the
+store together with that message and records the reply, then carries out its
+tags; errors become the feedback for the next turn.
+
+Keys are taken when the turn is over, not when it starts: an engine killed while
+the agent works leaves them untaken, and the engine that takes the claim over
+hands them to the agent again (at-least-once, under the same keys). A repeat
+that comes after a finished turn (its acknowledgement was lost) is dropped.
 """
 
 from __future__ import annotations
@@ -38,21 +43,24 @@ class ExternalTurns:
         self.api = Reminders(store, clock=self.clock, settings=settings or store.settings)
 
     def begin(self, session: str, fires: Sequence[Fire]) -> Handover | None:
-        """Take the keys and record the fired message; None: all were taken before."""
+        """The message to hand over; None: every key was taken by an earlier turn."""
         by_key = {f.key: f for f in fires}
-        pending = self.pending_feedback(session)
+        taken = self.store.taken_keys(session, list(by_key))
+        fresh = [f for k, f in by_key.items() if k not in taken]
+        if not fresh:
+            return None
+        text = "\n".join([*self.pending_feedback(session), frame_fired(fresh)])
+        return Handover(text, tuple(fresh))
+
+    def end(self, session: str, handover: Handover, reply: str | None) -> list[TagOutcome]:
+        """The agent answered: take the keys with the fired message, record the
+        reply, carry out its tags, store the feedback for next time."""
+        by_key = {f.key: f for f in handover.fires}
 
         def build(fresh: list[str]) -> Message:
             return Message(session, "user", frame_fired([by_key[k] for k in fresh]), kind=FIRED_TURN, hidden=True)
 
-        msg, fresh = self.store.append_fired(session, list(by_key), build, now_us=now_us(self.clock))
-        if msg is None:
-            return None
-        text = "\n".join([*pending, msg.content or ""])
-        return Handover(text, tuple(by_key[k] for k in fresh))
-
-    def end(self, session: str, reply: str | None) -> list[TagOutcome]:
-        """Record the reply, carry out its tags, store the feedback for next time."""
+        self.store.append_fired(session, list(by_key), build, now_us=now_us(self.clock))
         if reply is None:
             return []
         rows = [Message(session, "assistant", reply)]

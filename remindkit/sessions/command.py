@@ -11,9 +11,11 @@ reply that is a JSON result with ``"is_error": true`` (as agent CLIs print with
 the delivery to a fresh session.
 
 With ``turns`` (an :class:`~remindkit.agent.external.ExternalTurns`), the
-occurrence keys are taken in the store before the command runs, so no key is
-handed to the command twice, the feedback on the tags of its previous reply
-goes in front of the message, and the tags of its stdout are carried out.
+occurrence keys are taken in the store when the command has answered, so no
+key is handed to it again after a turn that finished (after a crash mid-turn
+it is: at-least-once, under the same key); the feedback on the tags of its
+previous reply goes in front of the message, and the tags of its stdout are
+carried out.
 """
 
 from __future__ import annotations
@@ -53,14 +55,14 @@ class CommandSession:
         return bool(session.config.get("argv"))
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
-        if self.turns is not None:
-            handover = self.turns.begin(session.id, fires)
-            if handover is None:
-                return TurnResult(True, duplicate=True)
-            message, fires = handover.message, handover.fires
-        result = self._run(session, message, fires)
-        if result.ok and self.turns is not None:
-            self.turns.end(session.id, result.reply)
+        if self.turns is None:
+            return self._run(session, message, fires)
+        handover = self.turns.begin(session.id, fires)
+        if handover is None:
+            return TurnResult(True, duplicate=True)
+        result = self._run(session, handover.message, handover.fires)
+        if result.ok:
+            self.turns.end(session.id, handover, result.reply)
         return result
 
     def _run(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:

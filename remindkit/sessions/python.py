@@ -6,8 +6,9 @@ registered, fired occurrences wait in the store and are delivered when one
 registers it again. A key already taken by this process is never delivered to
 it twice (at-least-once delivery, exactly-once at the adapter); with ``turns``
 (an :class:`~remindkit.agent.external.ExternalTurns`) keys are also taken in
-the store, so no process hands the same key to the session twice, and the tags
-of the returned reply are carried out for the session.
+the store once the handler has returned, so no process hands a key to the
+session again after a finished turn, and the tags of the returned reply are
+carried out for the session.
 
 A handler that keeps its own transcript (``owns_transcript = True``, as
 :class:`~remindkit.agent.loop.Conversation`) gets the fires as they are and
@@ -77,6 +78,7 @@ class PythonSessions:
         if not fresh:
             return TurnResult(True, reply=None, duplicate=True)  # a repeat of keys already taken
         external = self.turns is not None and not owns
+        handover = None
         if external:
             assert self.turns is not None
             handover = self.turns.begin(session.id, fresh)
@@ -98,8 +100,8 @@ class PythonSessions:
             return TurnResult(False, error=f"{type(exc).__name__}: {exc}",
                               instant=bool(getattr(exc, "instant", False)))
         text = None if reply is None else str(reply)
-        if external and self.turns is not None:
-            self.turns.end(session.id, text)
+        if handover is not None and self.turns is not None:
+            self.turns.end(session.id, handover, text)
         return TurnResult(True, reply=text)
 
     def _forget(self, fires: Sequence[Fire]) -> None:

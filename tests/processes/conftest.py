@@ -44,8 +44,13 @@ class Serve:
             time.sleep(0.05)
         raise AssertionError("serve did not start")
 
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
+    def kill(self, *, group: bool = False) -> None:
+        """SIGKILL the engine; ``group``: with the agent commands it runs (a crash of the
+        whole machine or container), so no turn it started can finish on its own."""
+        if group:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        else:
+            self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
 
     def stop(self) -> int:

@@ -203,6 +203,32 @@ def test_command_reply_tags_are_carried_out_and_feedback_returns(store, clock, s
     assert len(handed) == 2
 
 
+def test_command_turn_cut_short_hands_its_keys_over_again(store, clock, settings, api, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Keys are taken when the command has answered: an engine that dies while the
+    command runs leaves them untaken, so the turn that takes over hands them again
+    (at-least-once, same keys); a repeat after a finished turn is dropped."""
+    from remindkit.models import Fire
+
+    log = tmp_path / "handed"
+    agent = f"import os; open({str(log)!r}, 'a').write(os.environ['REMINDKIT_OCCURRENCE_KEYS'] + '\\n'); print('ok')"
+    store.put_session(Session("c", adapter="command", config={"argv": sh(agent)}), now_us=to_us(clock.now()))
+    due = clock.now() + timedelta(minutes=1)
+    fires = [Fire(i, f"rem_{i}", "c", due, f"text {i}") for i in (1, 2)]
+    dying = ExternalTurns(store, clock=clock, settings=settings)
+    assert dying.begin("c", fires) is not None  # the engine is killed here, before the command answers
+    assert store.taken_keys("c", [f.key for f in fires]) == set()
+    again = CommandSession(turns=ExternalTurns(store, clock=clock, settings=settings))
+    first = again.run_turn(store.get_session("c", now_us=to_us(clock.now())), "", fires)
+    assert first.ok and not first.duplicate
+    assert log.read_text().split() == [",".join(f.key for f in fires)]
+    repeat = again.run_turn(store.get_session("c", now_us=to_us(clock.now())), "", fires)
+    assert repeat.ok and repeat.duplicate  # its acknowledgement was lost: not handed a second time
+    assert len(log.read_text().split()) == 1
+    handed = [m for m in store.messages("c") if m.kind == "fired"]
+    assert len(handed) == 1 and all(f.key in handed[0].content for f in fires)
+    assert store.messages("c")[-1].role == "assistant"
+
+
 def test_python_session_registered_later(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     eng = engine(store, clock, settings)
     store.put_session(Session("nb", adapter="python"), now_us=to_us(clock.now()))
