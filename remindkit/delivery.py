@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 SESSION_TTL_US = 10_000_000  # hints clear the cache sooner; this bounds a missed hint
 MOST_RECENT = "\0most-recent"
 SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
+RETRY_FOR_US = 3_600_000_000  # an agent that cannot be reached is tried this long after the due time
 REBASE_NOTE = "rebase: "  # prefix of the wait reason of a fire that came due while its session was busy
 
 
@@ -269,7 +270,8 @@ class Dispatcher:
                 self._finish(group, WAITING, error=why)
                 continue
             if not adapter.can_deliver(target):
-                self._finish(group, WAITING, error=f"session {target.id} is not reachable from this process")
+                reason: str | None = getattr(adapter, "why_not", lambda _s: None)(target)
+                self._finish(group, WAITING, error=reason or f"session {target.id} is not reachable from this process")
                 continue
             with self._lock:
                 ours = target.id in self._turns
@@ -395,14 +397,20 @@ class Dispatcher:
             slow = done - now > SLOW_TURN_US
             if result.busy:
                 self._finish(fires, WAITING, error=f"session {target.id} started a turn; waiting for it to be idle")
+            elif result.retry and done - min(to_us(f.due_at) for f in fires) < RETRY_FOR_US:
+                self._finish(fires, WAITING, error=f"{result.error or 'agent unreachable'}; waiting to retry"[:500])
+                self.events.emit(ev.WAITING, target.id, list(fires))
             elif result.ok:
                 note = "already taken by an earlier turn of the session" if result.duplicate else None
                 self._finish(fires, OCC_DELIVERED, delivered_us=done, delivered_to=result.session or target.id,
                              error=note, urgent=slow)
                 self.events.emit(ev.DELIVERED, result.session or target.id, list(fires), result)
             else:
-                self._finish(fires, OCC_FAILED, error=result.error or "turn failed", urgent=slow)
-                self.events.emit(ev.FAILED, target.id, list(fires), result.error)
+                why = result.error or "turn failed"
+                if result.retry:
+                    why = f"{why} (given up: tried for {RETRY_FOR_US // 3_600_000_000} h after the due time)"
+                self._finish(fires, OCC_FAILED, error=why, urgent=slow)
+                self.events.emit(ev.FAILED, target.id, list(fires), why)
         except StoreError as exc:  # the turn could not record itself: retry later, never fail
             log.warning("turn in %s hit a store error (%s); the fires wait", target.id, exc)
             self._finish(fires, WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300])

@@ -26,6 +26,7 @@ class TurnResult:
     session: str | None = None  # the session that actually took the turn, if another
     busy: bool = False  # not run: the session started a turn of its own meanwhile (the fires wait)
     duplicate: bool = False  # not run: every occurrence key was taken by an earlier turn
+    retry: bool = False  # the agent could not be reached: the fires wait and are tried again
 
 
 class SessionAdapter(Protocol):

@@ -18,6 +18,11 @@ Errors are :class:`~remindkit.agent.model.ModelError`: ``model_unreachable``
 (connection refused, timeout), ``model_http_error`` (a 4xx about this
 conversation — 400, 404, 409, 413, 422 — counts as failing at once, so the
 delivery is re-sent into a fresh session), ``model_bad_response``.
+
+A model server that cannot be reached (not started yet, restarting) fails
+nothing: the fires wait, and the endpoint is tried again after a back-off
+(2 s, doubling up to 2 min) during which this process does not call it; the
+dispatcher gives up (``failed``) only when a fire has waited an hour.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agent.model import Completion, ModelError, ToolCall
-from ..clock import Clock, SystemClock
+from ..clock import Clock, SystemClock, now_us
 from ..models import Fire, Session
 from ..settings import Settings
 from .base import TurnResult
@@ -40,6 +45,8 @@ if TYPE_CHECKING:
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_TIMEOUT = 120.0
 INSTANT_STATUS = frozenset({400, 404, 409, 413, 422})
+BACKOFF_FIRST_US = 2_000_000  # an unreachable endpoint is not called again for this long ...
+BACKOFF_MAX_US = 120_000_000  # ... doubling after each failed try, up to this
 
 
 class OpenAIChatModel:
@@ -125,9 +132,17 @@ class OpenAISessions:
         self.clock: Clock = clock or SystemClock()
         self.settings = settings or store.settings
         self.transport = transport
+        self._down: dict[str, tuple[int, int]] = {}  # base_url -> (not before, back-off) in µs
 
     def can_deliver(self, session: Session) -> bool:
-        return bool(session.config.get("base_url") and session.config.get("model"))
+        return bool(session.config.get("base_url") and session.config.get("model")) and self.why_not(session) is None
+
+    def why_not(self, session: Session) -> str | None:
+        """Why a turn cannot run now (its endpoint is in back-off), or None."""
+        down = self._down.get(str(session.config.get("base_url")))
+        if down is None or now_us(self.clock) >= down[0]:
+            return None
+        return f"model server {session.config.get('base_url')} unreachable; trying again in {(down[0] - now_us(self.clock)) / 1e6:.0f}s"
 
     def conversation(self, session: Session, *, owner: str | None = None) -> Any:
         from ..agent.loop import DEFAULT_SYSTEM, Conversation
@@ -141,6 +156,13 @@ class OpenAISessions:
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         """Run the fired turn; the dispatcher holds the session's turn lease."""
         reply = self.conversation(session).run_fired(fires)
+        url = str(session.config.get("base_url"))
+        if reply.code == "model_unreachable":
+            _, last = self._down.get(url, (0, 0))
+            backoff = min(BACKOFF_MAX_US, last * 2) if last else BACKOFF_FIRST_US
+            self._down[url] = (now_us(self.clock) + backoff, backoff)
+            return TurnResult(False, error=f"{reply.code}: {reply.error}", retry=True)
+        self._down.pop(url, None)
         if reply.duplicate:
             return TurnResult(True, duplicate=True)
         if not reply.ok:

@@ -23,7 +23,7 @@ def tool(name: str, args: dict[str, Any], call_id: str = "call_1") -> Reply:
 
 
 class ScriptedOpenAI:
-    def __init__(self, respond: Callable[[dict[str, Any]], Reply | tuple[int, str]]) -> None:
+    def __init__(self, respond: Callable[[dict[str, Any]], Reply | tuple[int, str]], port: int = 0) -> None:
         self.respond = respond
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -52,7 +52,7 @@ class ScriptedOpenAI:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

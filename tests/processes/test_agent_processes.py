@@ -39,11 +39,11 @@ def rk(env: dict[str, str], *args: str, stdin: str | None = None, timeout: float
 
 
 @pytest.fixture
-def serve(env: dict[str, str]) -> Iterator[Callable[[], subprocess.Popen[str]]]:
+def serve(env: dict[str, str]) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
 
-    def start() -> subprocess.Popen[str]:
-        p = subprocess.Popen([sys.executable, "-m", "remindkit", "serve", "--no-alerts"], env=env, text=True,
+    def start(**extra: str) -> subprocess.Popen[str]:
+        p = subprocess.Popen([sys.executable, "-m", "remindkit", "serve", "--no-alerts"], env={**env, **extra}, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
         procs.append(p)
         assert p.stdout is not None and "engine" in p.stdout.readline()
@@ -165,6 +165,26 @@ def test_command_agent_fresh_session_fallback(env: dict[str, str], serve, tmp_pa
     assert sessions[fresh_id]["parent_id"] == "old"
     follow = wait_for(lambda: [r for r in json.loads(rk(env, "ls", "--all", "--json").stdout) if r["label"] == "follow"])
     assert follow[0]["session"] == fresh_id and follow[0]["source"] == "tag"
+
+
+def test_model_server_started_late_gets_the_waiting_turn(env: dict[str, str], serve) -> None:  # type: ignore[no-untyped-def]
+    """The model server is not up when the reminder fires: the fire waits (not
+    failed), and the engine hands it over once the server answers."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    assert rk(env, "session", "add", "o", "--openai", "--base-url", url, "--model", "scripted").returncode == 0
+    serve(REMINDKIT_LEASE="2")  # looks for waiting fires every 0.5 s
+    assert rk(env, "remind", "stretch your legs", "--session", "o", "--in", "1s").returncode == 0
+    waiting = wait_for(lambda: [o for o in history(env) if o["outcome"] == "waiting"], 20)
+    assert "model_unreachable" in waiting[0]["error"]
+    with ScriptedOpenAI(model, port=port) as server:
+        done = wait_for(lambda: [o for o in history(env) if o["outcome"] == "delivered"], 30)
+        assert len(done) == 1 and not [o for o in history(env) if o["outcome"] == "failed"]
+        assert len(server.fired_keys()) == 1
 
 
 def test_demo(env: dict[str, str]) -> None:

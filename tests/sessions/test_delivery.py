@@ -289,6 +289,66 @@ def test_two_engines_share_the_store_and_run_each_turn_once(store, clock, settin
     assert sum(m.content.count("<schedule-fired ") for m in fired) == 5
 
 
+def test_model_server_down_then_up_waits_and_retries_with_back_off(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    """A model server that cannot be reached fails nothing: the fire waits, the
+    endpoint is left alone during its back-off, and the turn runs once it is up."""
+    calls: list = []
+    up = {"now": False}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(json.loads(request.content))
+        if not up["now"]:
+            raise httpx.ConnectError("Connection refused", request=request)
+        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "back, on it"}}]})
+
+    eng = engine(store, clock, settings, adapters=Adapters(
+        OpenAISessions(store, clock=clock, settings=settings, transport=httpx.MockTransport(handler))))
+    failed: list = []
+    eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))
+    store.put_session(Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
+                      now_us=to_us(clock.now()))
+    rid = api.create("stretch", session="o", in_="1m").id
+    step(eng, clock, 60)
+    (occ,) = store.history(reminder_id=rid)
+    assert occ.state == "waiting" and "model_unreachable" in occ.error and len(calls) == 1
+    second = api.create("water", session="o", in_="1s").id
+    step(eng, clock, 1)  # within the 2 s back-off: not called again, and a new fire waits too
+    assert len(calls) == 1 and store.history(reminder_id=rid)[0].state == "waiting"
+    assert "unreachable; trying again in 1s" in store.history(reminder_id=second)[0].error
+    step(eng, clock, 1.5)  # tried again, still down: the back-off doubles to 4 s
+    assert len(calls) == 2
+    step(eng, clock, 3)
+    assert len(calls) == 2
+    up["now"] = True
+    step(eng, clock, 1.5)
+    assert outcomes(store, rid) == outcomes(store, second) == [("delivered", "o")] and len(calls) == 3 and not failed
+    fired = [m.content for m in store.messages("o") if m.kind == "fired"]
+    assert sum(text.count("<schedule-fired ") for text in fired) == 2  # each key handed over once
+    assert store.messages("o")[-1].role == "assistant"
+
+
+def test_model_server_down_for_an_hour_is_recorded_failed(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("Connection refused", request=request)
+
+    settings = replace(settings, lease_s=7200)
+    eng = engine(store, clock, settings, adapters=Adapters(
+        OpenAISessions(store, clock=clock, settings=settings, transport=httpx.MockTransport(handler))))
+    failed: list = []
+    eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))
+    store.put_session(Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
+                      now_us=to_us(clock.now()))
+    rid = api.create("stretch", session="o", in_="1m").id
+    step(eng, clock, 60)
+    for _ in range(40):  # back-offs of up to 2 min, for a little over an hour
+        step(eng, clock, 100)
+        if failed:
+            break
+    (occ,) = store.history(reminder_id=rid)
+    assert occ.state == "failed" and "given up" in occ.error and "model_unreachable" in occ.error
+    assert len(failed) == 1
+
+
 def test_openai_session_unresumable_goes_to_a_fresh_one(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     """A 400 for the old conversation (say, it outgrew the context) sends the
     delivery into a fresh openai session with the same endpoint."""
