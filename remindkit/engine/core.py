@@ -389,6 +389,10 @@ class Engine:
         long batch of work on the store thread never lets them lapse."""
         lease = self.settings.lease_s
         while not self._stop.wait(lease / 4):
+            with self._lock:
+                pending = bool(self._pending)
+            if not (pending or self.dispatcher.holding() or self.dispatcher.turn_tokens()):
+                continue  # nothing in hand (an orphaned claim is left to expire and be taken over)
             try:
                 with self.store.origin(self.id):
                     self.store.renew_leases(owner=self.id, until_us=now_us(self.clock) + int(lease * 1e6),
