@@ -167,9 +167,19 @@ class Dispatcher:
             log.exception("cannot list waiting deliveries")
             return 0
         now = now_us(self.clock)
+        # Fresh from the store, not the cache: a copy cached while a turn ran would
+        # keep saying the session is busy (the cache serves the fire thread).
+        named = [sid for sid in candidates if sid is not None]
+        try:
+            found = self.store.get_sessions(named, now_us=now) if named else {}
+        except Exception:
+            log.exception("cannot load %d waiting session(s)", len(named))
+            return 0
+        for name in named:
+            self._sessions[name] = (found.get(name), now)
         ready: list[str | None] = []
         for sid in candidates:
-            target = self._resolve(sid)
+            target = self._resolve(sid, fresh=sid is None)
             if target is None or target.state == SESSION_DELETED:
                 if sid is not None and target is not None:
                     ready.append(sid)  # recorded as failed by route()
@@ -315,6 +325,8 @@ class Dispatcher:
         if wait:
             self._finish(wait, WAITING, error=f"session {target.id} is busy; waiting for it to be idle")
         if rebase or wait:
+            with self._lock:  # look again, in the store, once these are written (the cache may be stale)
+                self._recheck = True
             self.events.emit(ev.WAITING, target.id, [*rebase, *wait])
 
     def _rebase(self, fires: Sequence[Fire]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -375,3 +376,55 @@ def test_openai_session_unresumable_goes_to_a_fresh_one(store, clock, settings, 
     assert state == "delivered" and to.startswith("long~") and len(calls) == 2
     assert store.get_session(to).config["model"] == "m"
     assert [m.role for m in store.messages(to)] == ["user", "assistant"]
+
+
+class _SeesItselfMidTurn:
+    """A shared adapter during whose first turn the store thread claims the next
+    occurrence (fires one look-ahead apart) and so caches the session mid-turn."""
+
+    name = "probe"
+    shared = True
+
+    def __init__(self) -> None:
+        self.during_turn: Callable[[], object] | None = None
+        self.turns: list[list[str]] = []
+
+    def can_deliver(self, session: Session) -> bool:
+        return True
+
+    def run_turn(self, session, message, fires):  # type: ignore[no-untyped-def]
+        hook, self.during_turn = self.during_turn, None
+        if hook is not None:
+            hook()
+        self.turns.append([f.key for f in fires])
+        from remindkit.sessions.base import TurnResult
+
+        return TurnResult(True)
+
+
+def test_own_finished_turn_seen_in_the_cache_does_not_hold_the_next_fire(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
+    """The fire thread routes from a cache of sessions; a copy loaded while our own
+    turn ran says the session is in a turn. The fire that meets it waits, and is
+    re-checked against the store at the next outcome write, not after the cache
+    expires or the next housekeeping round (seconds later)."""
+    settings = settings.with_limits(min_period_s=1)
+    probe = _SeesItselfMidTurn()
+    eng = engine(store, clock, settings, adapters=Adapters(probe))
+    store.put_session(Session("p", adapter="probe"), now_us=to_us(clock.now()))
+    Reminders(store, clock=clock, settings=settings).create("tick", session="p", in_="2s", every="1s")
+    clock.advance(1)
+    eng.store_step(to_us(clock.now()))  # claims the first one
+    clock.advance(1)
+    t = to_us(clock.now())
+    probe.during_turn = lambda: eng.store_step(t)  # the store thread claims the second one meanwhile
+    eng.fire_step(t)
+    eng.store_step(t, flush_only=True)
+    assert len(probe.turns) == 1
+    clock.advance(1)
+    t = to_us(clock.now())
+    eng.fire_step(t)  # the fire thread goes first: the store thread holds off around a fire
+    eng.store_step(t)
+    clock.advance(0.1)
+    eng.store_step(to_us(clock.now()))
+    eng.store_step(to_us(clock.now()), flush_only=True)
+    assert len(probe.turns) == 2, [(o.state, o.error) for o in store.history()]
