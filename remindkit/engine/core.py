@@ -255,7 +255,6 @@ class Engine:
                                     turn_tokens=self.dispatcher.turn_tokens())
         self.store.heartbeat(engine_id=self.id, host=socket.gethostname(), pid=os.getpid(), role=self.role,
                              priority=self.alert_priority, now_us=t)
-        was = self.leave_alerts
         if self.can_alert:
             holder, _prio, until = self.store.hold_lease(
                 ALERTER, holder=self.id, priority=self.alert_priority, until_us=t + lease, now_us=t
@@ -266,10 +265,9 @@ class Engine:
                 self._housekeeping_us = min(self._housekeeping_us, until + 1)
         else:
             self._alerter_status(t)
-        if was != self.leave_alerts:
-            self._known = False
-        # Re-read the next due time and the earliest lease (a safety net for a missed
-        # hint); an expired lease found there is taken over in this same step.
+        # Re-read the next due time (which also depends on leave_alerts) and the earliest
+        # lease (a safety net for a missed hint); an expired lease found there is taken
+        # over in this same step.
         self._known = False
         self._takeover_after_us = 0
         self._adopt_orphans(t)
