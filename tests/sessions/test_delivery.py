@@ -290,6 +290,18 @@ def test_two_engines_share_the_store_and_run_each_turn_once(store, clock, settin
     assert sum(m.content.count("<schedule-fired ") for m in fired) == 5
 
 
+def openai_engine(store, clock, settings, handler) -> tuple[Engine, list]:  # type: ignore[no-untyped-def]
+    """An engine with the openai adapter on ``handler``, the session "o" on it, and
+    the reasons of the failures it reports."""
+    eng = engine(store, clock, settings, adapters=Adapters(
+        OpenAISessions(store, clock=clock, settings=settings, transport=httpx.MockTransport(handler))))
+    failed: list = []
+    eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))
+    store.put_session(Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
+                      now_us=to_us(clock.now()))
+    return eng, failed
+
+
 def test_model_server_down_then_up_waits_and_retries_with_back_off(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     """A model server that cannot be reached fails nothing: the fire waits, the
     endpoint is left alone during its back-off, and the turn runs once it is up."""
@@ -302,12 +314,7 @@ def test_model_server_down_then_up_waits_and_retries_with_back_off(store, clock,
             raise httpx.ConnectError("Connection refused", request=request)
         return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "back, on it"}}]})
 
-    eng = engine(store, clock, settings, adapters=Adapters(
-        OpenAISessions(store, clock=clock, settings=settings, transport=httpx.MockTransport(handler))))
-    failed: list = []
-    eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))
-    store.put_session(Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
-                      now_us=to_us(clock.now()))
+    eng, failed = openai_engine(store, clock, settings, handler)
     rid = api.create("stretch", session="o", in_="1m").id
     step(eng, clock, 60)
     (occ,) = store.history(reminder_id=rid)
@@ -333,12 +340,7 @@ def test_model_server_down_for_an_hour_is_recorded_failed(store, clock, settings
         raise httpx.ConnectError("Connection refused", request=request)
 
     settings = replace(settings, lease_s=7200)
-    eng = engine(store, clock, settings, adapters=Adapters(
-        OpenAISessions(store, clock=clock, settings=settings, transport=httpx.MockTransport(handler))))
-    failed: list = []
-    eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))
-    store.put_session(Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
-                      now_us=to_us(clock.now()))
+    eng, failed = openai_engine(store, clock, settings, handler)
     rid = api.create("stretch", session="o", in_="1m").id
     step(eng, clock, 60)
     for _ in range(40):  # back-offs of up to 2 min, for a little over an hour
