@@ -11,28 +11,82 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ._compat import StrEnum
 from .clock import format_utc
 from .schedules import Schedule
 from .schedules.zones import get_zone
 
-# Reminder states
-ACTIVE, PAUSED, DONE, CANCELLED, FAILED = "active", "paused", "done", "cancelled", "failed"
-REMINDER_STATES = (ACTIVE, PAUSED, DONE, CANCELLED, FAILED)
+
+class ReminderState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DONE = "done"  # a one-shot delivered, or a repeat exhausted
+    CANCELLED = "cancelled"
+    FAILED = "failed"  # its last fire could not be delivered (``last_error`` says why), or quarantined
+
+
+class OccurrenceState(StrEnum):
+    CLAIMED = "claimed"  # an engine holds it (lease) to alert and hand it to delivery
+    WAITING = "waiting"  # fired; waits for its session (``wait_for`` says for what)
+    DELIVERED = "delivered"
+    SKIPPED = "skipped"  # by policy: busy-skip, catch-up skip, re-based
+    FAILED = "failed"
+    CANCELLED = "cancelled"  # its reminder was cancelled before it was delivered
+
+
+class WaitFor(StrEnum):
+    """What a ``waiting`` occurrence waits for (a column, not a prefix in its error)."""
+
+    IDLE = "idle"  # its session is busy (policy wait)
+    REBASE = "rebase"  # its session was busy at the due time (policy rebase): re-based when idle
+    SESSION = "session"  # no session to deliver to yet, or none this process can reach
+    RETRY = "retry"  # the agent or the store could not be reached: tried again with back-off
+
+
+class MisfirePolicy(StrEnum):
+    LATEST = "latest"
+    SKIP = "skip"
+    ALL = "all"
+
+
+class BusyPolicy(StrEnum):
+    WAIT = "wait"
+    REBASE = "rebase"
+    SKIP = "skip"
+
+
+class FallbackPolicy(StrEnum):
+    """What a session does when its turn fails at once (seed 000): re-send once into a
+    fresh session, or not."""
+
+    FRESH = "fresh"
+    NONE = "none"
+
+
+class Urgency(StrEnum):
+    LOW = "low"
+    NORMAL = "normal"
+    CRITICAL = "critical"
+
+
+class SessionState(StrEnum):
+    ACTIVE = "active"
+    CLOSED = "closed"
+    DELETED = "deleted"
+
+
+# Short names used across the package.
+ACTIVE, PAUSED, DONE, CANCELLED, FAILED = (ReminderState.ACTIVE, ReminderState.PAUSED, ReminderState.DONE,
+                                           ReminderState.CANCELLED, ReminderState.FAILED)
+REMINDER_STATES = tuple(ReminderState)
 LIVE_STATES = (ACTIVE, PAUSED)  # labels are unique among these
-
-# Occurrence states
-CLAIMED = "claimed"  # an engine holds it (lease) to alert and hand it to delivery
-WAITING = "waiting"  # fired; waits for its session to be idle or reachable
-DELIVERING = "delivering"  # a turn is running with it (lease)
-DELIVERED = "delivered"
-SKIPPED = "skipped"  # by policy: busy-skip, catch-up skip
-OCC_FAILED = "failed"
-OCC_CANCELLED = "cancelled"  # its reminder was cancelled before it was delivered
-OCC_FINAL = (DELIVERED, SKIPPED, OCC_FAILED, OCC_CANCELLED)
-
-MISFIRE_POLICIES = ("latest", "skip", "all")
-BUSY_POLICIES = ("wait", "rebase", "skip")
-URGENCIES = ("low", "normal", "critical")
+CLAIMED, WAITING, DELIVERED, SKIPPED = (OccurrenceState.CLAIMED, OccurrenceState.WAITING,
+                                        OccurrenceState.DELIVERED, OccurrenceState.SKIPPED)
+OCC_FAILED, OCC_CANCELLED = OccurrenceState.FAILED, OccurrenceState.CANCELLED
+MISFIRE_POLICIES = tuple(MisfirePolicy)
+BUSY_POLICIES = tuple(BusyPolicy)
+FALLBACK_POLICIES = tuple(FallbackPolicy)
+URGENCIES = tuple(Urgency)
 
 
 @dataclass(frozen=True)
@@ -58,6 +112,7 @@ class Reminder:
     slot: int | None = None
     snoozed: bool = False
     version: int = 1
+    delivery: Delivery | None = None  # a fire of it that waits for its session (read with lists)
 
     @property
     def kind(self) -> str:
@@ -104,7 +159,24 @@ class Reminder:
             "slot": self.slot,
             "created_at": format_utc(self.created_at),
             "updated_at": format_utc(self.updated_at),
+            "delivery": None if self.delivery is None else self.delivery.to_dict(),
         }
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """Fires of a reminder that have fired but wait for their session: still the
+    user's (listed, cancellable) until their turn starts."""
+
+    state: str  # "waiting"
+    wait_for: str | None  # WaitFor
+    reason: str | None
+    due_at: datetime
+    count: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"state": self.state, "wait_for": self.wait_for, "reason": self.reason,
+                "due_at": format_utc(self.due_at), "count": self.count}
 
 
 @dataclass(frozen=True)
@@ -125,6 +197,8 @@ class Occurrence:
     delivered_to: str | None = None
     alert: str | None = None
     owner: str | None = None
+    wait_for: str | None = None  # WaitFor, while waiting
+    handed_at: datetime | None = None  # the turn that carries it started
 
     @property
     def key(self) -> str:
@@ -132,9 +206,18 @@ class Occurrence:
 
     @property
     def late_ms(self) -> int | None:
-        if self.fired_at is None:
-            return None
-        return int((self.fired_at - self.due_at).total_seconds() * 1000)
+        """Due -> fired (the alert and the fired event)."""
+        return _ms(self.due_at, self.fired_at)
+
+    @property
+    def wait_ms(self) -> int | None:
+        """Fired -> handed to the session (waiting for it to be idle or reachable)."""
+        return _ms(self.fired_at, self.handed_at)
+
+    @property
+    def turn_ms(self) -> int | None:
+        """Handed -> answered (the agent's turn)."""
+        return _ms(self.handed_at, self.delivered_at)
 
     @property
     def outcome(self) -> str:
@@ -148,6 +231,9 @@ class Occurrence:
             "due_at": format_utc(self.due_at),
             "fired_at": format_utc(self.fired_at),
             "late_ms": self.late_ms,
+            "handed_at": format_utc(self.handed_at),
+            "wait_ms": self.wait_ms,
+            "turn_ms": self.turn_ms,
             "delivered_at": format_utc(self.delivered_at),
             "delivered_to": self.delivered_to,
             "outcome": self.state,
@@ -155,7 +241,14 @@ class Occurrence:
             "position": self.position,
             "attempts": self.attempts,
             "error": self.error,
+            "wait_for": self.wait_for,
         }
+
+
+def _ms(start: datetime | None, end: datetime | None) -> int | None:
+    if start is None or end is None:
+        return None
+    return int((end - start).total_seconds() * 1000)
 
 
 def occurrence_key(reminder_id: str, due_at: datetime) -> str:
@@ -185,6 +278,7 @@ class Fire:
     alert: str | None = None
     every_s: int | None = None
     wait_reason: str | None = None  # why a waiting occurrence waited (its recorded error)
+    wait_for: str | None = None  # WaitFor of a waiting occurrence taken up again
 
     @property
     def key(self) -> str:
@@ -195,8 +289,7 @@ class Fire:
         return self.alarm or bool(self.announce)
 
 
-# Session states
-SESSION_ACTIVE, SESSION_CLOSED, SESSION_DELETED = "active", "closed", "deleted"
+SESSION_ACTIVE, SESSION_CLOSED, SESSION_DELETED = SessionState.ACTIVE, SessionState.CLOSED, SessionState.DELETED
 
 
 @dataclass(frozen=True)
@@ -212,6 +305,9 @@ class Session:
     in_turn: bool = False  # a turn runs through remindkit (lease held)
     parent_id: str | None = None  # fresh-session fallback: the session it replaced
     title: str | None = None
+    fallback: str = FallbackPolicy.FRESH  # FallbackPolicy: what a turn that fails at once does
+    failures: int = 0  # failed turns in a row (reset by a delivered one)
+    last_error: str | None = None  # why the last turn failed
 
     @property
     def idle(self) -> bool:
@@ -229,7 +325,46 @@ class Session:
             "busy": self.busy or self.in_turn,
             "parent_id": self.parent_id,
             "title": self.title,
+            "fallback": self.fallback,
+            "failures": self.failures,
+            "last_error": self.last_error,
         }
+
+
+@dataclass(frozen=True)
+class PlannedFire:
+    due_us: int
+    missed: int
+    position: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What claiming one due reminder does (computed by ``engine.plan.plan_fire``, a pure function)."""
+
+    fires: tuple[PlannedFire, ...]
+    skipped: tuple[PlannedFire, ...]
+    next_fire_us: int | None
+    state: str
+    fired_count: int
+    snoozed: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The end (or the pause) of one claimed occurrence, written with its token."""
+
+    occurrence_id: int
+    token: str
+    state: str  # OccurrenceState: delivered | waiting | failed | skipped | cancelled
+    fired_at_us: int | None = None
+    delivered_at_us: int | None = None
+    delivered_to: str | None = None
+    error: str | None = None
+    alert: str | None = None
+    wait_for: str | None = None  # WaitFor, with state waiting
+    handed_at_us: int | None = None  # the turn that carried it started
+    pause: bool = False  # with state failed: pause its reminder (a one-shot ends failed), last_error = error
 
 
 # Message kinds in a transcript

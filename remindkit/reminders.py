@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .clock import Clock, SystemClock, format_utc, parse_utc, to_us
-from .engine.plan import resume_next
 from .errors import Conflict, InvalidInput, NotFound
 from .models import (
     ACTIVE,
@@ -36,7 +35,14 @@ from .models import (
     Reminder,
     Session,
 )
-from .schedules import Schedule, build_schedule, first_fire, local_zone_name, parse_duration
+from .schedules import (
+    Schedule,
+    build_schedule,
+    first_fire,
+    local_zone_name,
+    parse_duration,
+    resume_next,
+)
 from .settings import Settings
 from .store import SqlStore
 
@@ -190,7 +196,7 @@ class Reminders:
                 sess = self.store.get_session(r.session)
                 if sess is not None and sess.state == SESSION_DELETED:
                     raise Conflict(f"session {r.session!r} was deleted", code="session_deleted", session=r.session)
-            nxt = resume_next(r, now)
+            nxt = resume_next(r.schedule, now, next_fire_at=r.next_fire_at, fired_count=r.fired_count)
             if nxt is None:
                 return replace(r, state=DONE, next_fire_at=None)
             return replace(r, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False)
@@ -333,6 +339,9 @@ def _import_session(d: dict[str, Any]) -> Session:
 # -- validation (pure) --------------------------------------------------------------------
 
 
+MAX_SESSION_ID = 200  # characters
+
+
 def new_id() -> str:
     return "rem_" + secrets.token_hex(6)
 
@@ -415,8 +424,9 @@ def check_printable(value: object, what: str, max_len: int = 1_000) -> str:
 def check_session_id(session: object) -> str | None:
     if session is None:
         return None
-    if not isinstance(session, str) or not session.strip() or len(session) > 200 or _has_control(session):
-        raise InvalidInput(f"{session!r} is not a session id (1-200 printable characters)", code="invalid_session")
+    if not isinstance(session, str) or not session.strip() or len(session) > MAX_SESSION_ID or _has_control(session):
+        raise InvalidInput(f"{session!r} is not a session id (1-{MAX_SESSION_ID} printable characters)",
+                           code="invalid_session")
     return session.strip()
 
 

@@ -55,6 +55,7 @@ class Settings:
     sqlite_synchronous: str = "FULL"
     busy_timeout_ms: int = 30_000
     alert_timeout_s: float = 60.0
+    breaker_after: int = 3  # failed turns in a row after which a session's fallback is tried first
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> Settings:
@@ -77,6 +78,7 @@ class Settings:
             wait_cap_s=float(env.get("REMINDKIT_WAIT_CAP", 30)),
             sqlite_synchronous=env.get("REMINDKIT_SQLITE_SYNC", "FULL").upper(),
             busy_timeout_ms=int(env.get("REMINDKIT_BUSY_TIMEOUT_MS", 30_000)),
+            breaker_after=int(env.get("REMINDKIT_BREAKER_AFTER", 3)),
         )
         return replace(settings, **overrides)  # type: ignore[arg-type]
 

@@ -2,6 +2,6 @@
 hands them to delivery; ``run()`` is the thread that only waits in between."""
 
 from .core import Engine, default_adapters
-from .plan import plan_fire, resume_next
+from .plan import plan_fire
 
-__all__ = ["Engine", "default_adapters", "plan_fire", "resume_next"]
+__all__ = ["Engine", "default_adapters", "plan_fire"]

@@ -31,17 +31,18 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
 from .. import events as ev
 from .. import failpoints
 from ..alerts import Alerter
 from ..clock import Clock, SystemClock, from_us, now_us, to_us
-from ..delivery import Dispatcher
 from ..models import Fire
 from ..sessions.base import Adapters
 from ..settings import Settings
 from ..store import SqlStore
+from .delivery import Dispatcher
 from .liveness import Liveness
 from .plan import plan_fire
 
@@ -73,7 +74,6 @@ class Engine:
         alert_priority: int = 0,
         can_alert: bool = True,
         inline: bool = False,
-        dispatcher_factory: type[Dispatcher] = Dispatcher,
     ) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
@@ -85,9 +85,9 @@ class Engine:
         self.can_alert = can_alert
         self.adapters = adapters or default_adapters(store, clock=self.clock, settings=self.settings)
         self._pokes = {name: _Pipe() for name in ("store", "fire")}
-        self.dispatcher = dispatcher_factory(
+        self.dispatcher = Dispatcher(
             store, clock=self.clock, owner=self.id, adapters=self.adapters, alerter=alerter,
-            events=self.events, settings=self.settings, inline=inline, poke=self.poke,
+            events=self.events, settings=self.settings, inline=inline, poke=self.poke, forget=self._forget,
         )
         self._lock = threading.Lock()
         self._pending: list[tuple[int, int, Fire]] = []  # heap of (due_us, occurrence_id, fire)
@@ -236,6 +236,15 @@ class Engine:
         if gone:
             with self._lock:
                 self._pending = [p for p in self._pending if p[1] not in gone]
+                heapq.heapify(self._pending)
+
+    def _forget(self, occurrence_ids: Sequence[int]) -> None:
+        """Drop claimed fires that were cancelled under us (a re-base superseded them)."""
+        gone = set(occurrence_ids)
+        with self._lock:
+            before = len(self._pending)
+            self._pending = [p for p in self._pending if p[1] not in gone]
+            if len(self._pending) != before:
                 heapq.heapify(self._pending)
 
     def _push(self, fires: list[Fire]) -> None:

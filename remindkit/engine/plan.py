@@ -18,9 +18,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..clock import to_us
-from ..models import ACTIVE, DONE, Reminder
+from ..models import ACTIVE, DONE, Plan, PlannedFire, Reminder
 from ..schedules import due_between, next_after
-from ..store import Plan, PlannedFire
 
 GRACE = timedelta(seconds=60)
 
@@ -98,21 +97,4 @@ def _us(dt: datetime | None) -> int | None:
     return None if dt is None else to_us(dt)
 
 
-def resume_next(rem: Reminder, now: datetime) -> datetime | None:
-    """Next fire of a resumed reminder, computed from now.
-
-    A one-shot keeps its time if that is still ahead, else fires at once; a
-    repeating one takes its next anchor-aligned occurrence after now."""
-    s = rem.schedule
-    if not s.repeating:
-        first = s.first_at
-        assert first is not None
-        if rem.next_fire_at is not None and rem.next_fire_at > now:
-            return rem.next_fire_at
-        return first if first > now else now
-    if s.repeat is not None and rem.fired_count >= s.repeat:
-        return None
-    return next_after(s, now)
-
-
-__all__ = ["plan_fire", "resume_next"]
+__all__ = ["plan_fire"]

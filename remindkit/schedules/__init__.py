@@ -5,6 +5,7 @@ Nothing here reads the clock or does I/O; ``now`` is always a parameter.
 
 from .cron import compile_cron, next_cron_time
 from .durations import format_countdown, format_duration, parse_duration
+from .resume import resume_next
 from .spec import (
     KINDS,
     Schedule,
@@ -28,6 +29,7 @@ __all__ = [
     "get_zone",
     "local_zone_name",
     "next_after",
+    "resume_next",
     "next_cron_time",
     "parse_duration",
     "parse_repeat",

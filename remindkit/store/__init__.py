@@ -5,7 +5,7 @@
 nothing outside this package touches SQLAlchemy.
 """
 
-from .claims import Outcome, Plan, PlannedFire
+from ..models import Outcome, Plan, PlannedFire
 from .sql import SqlStore, open_store
 
 __all__ = ["Outcome", "Plan", "PlannedFire", "SqlStore", "open_store"]

@@ -18,7 +18,6 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -46,51 +45,24 @@ from ..models import (
     CLAIMED,
     DONE,
     FAILED,
+    OCC_CANCELLED,
     OCC_FAILED,
     PAUSED,
+    SKIPPED,
     WAITING,
     Fire,
+    Outcome,
+    Plan,
+    PlannedFire,
     Reminder,
     Session,
+    WaitFor,
 )
 from . import schema as t
-from .rows import reminder_from_row
+from .rows import reminder_from_row, reminder_to_row
 
 PAUSED_ALL = "paused_all"
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PlannedFire:
-    due_us: int
-    missed: int
-    position: int
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What claiming one due reminder does (computed by ``engine.plan``, a pure function)."""
-
-    fires: tuple[PlannedFire, ...]
-    skipped: tuple[PlannedFire, ...]
-    next_fire_us: int | None
-    state: str
-    fired_count: int
-    snoozed: bool = False
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """The end (or the pause) of one claimed occurrence, written with its token."""
-
-    occurrence_id: int
-    token: str
-    state: str  # delivered | waiting | failed | skipped | cancelled
-    fired_at_us: int | None = None
-    delivered_at_us: int | None = None
-    delivered_to: str | None = None
-    error: str | None = None
-    alert: str | None = None
 
 
 _FIRE_COLUMNS = (
@@ -103,6 +75,7 @@ _FIRE_COLUMNS = (
     t.occurrences.c.fired_at,
     t.occurrences.c.session_id.label("occ_session"),
     t.occurrences.c.error.label("occ_error"),
+    t.occurrences.c.wait_for.label("occ_wait_for"),
     t.reminders,
 )
 
@@ -130,6 +103,7 @@ def _fire_from_joined(row: Any, token: str) -> Fire:
         alert=m["alert"],
         every_s=rem.schedule.every_s,
         wait_reason=m["occ_error"],
+        wait_for=m["occ_wait_for"],
     )
 
 
@@ -141,7 +115,9 @@ def _not_claimed_yet():
 
 
 def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) -> None:
-    """A reminder whose final occurrence has now fired is done."""
+    """A reminder whose final occurrence has now ended (delivered, failed, skipped,
+    cancelled) is done. One whose final fire still waits for its session stays
+    active: listed, and cancellable until its turn starts."""
     o, c = t.occurrences.c, t.reminders.c
     values: dict[str, Any] = {"state": DONE, "next_fire_at": None, "version": c.version + 1}
     if now_us is not None:
@@ -153,11 +129,27 @@ def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) 
             .where(
                 c.state.in_((ACTIVE, PAUSED)),
                 exists().where(o.reminder_id == c.id, o.due_at == c.next_fire_at, o.id.in_(chunk),
-                               o.fired_at.is_not(None)),
+                               o.fired_at.is_not(None), o.state.not_in((CLAIMED, WAITING))),
             )
             .values(**values)
         )
 
+
+def pause_failed(conn: Connection, failed: Sequence[tuple[int, str | None]], now_us: int | None) -> None:
+    """After the final failure of a fire (seed 004), its reminder is paused with
+    ``last_error`` (``resume`` clears it); a one-shot, which has nothing left to
+    fire, ends ``failed``."""
+    o, c = t.occurrences.c, t.reminders.c
+    stamp = now_us if now_us is not None else 0
+    for occ_id, error in failed:
+        rid = select(o.reminder_id).where(o.id == occ_id).scalar_subquery()
+        conn.execute(
+            update(t.reminders)
+            .where(c.id == rid, c.state.in_((ACTIVE, DONE)))
+            .values(state=case((c.state == DONE, FAILED), (c.next_fire_at.is_(None), FAILED), else_=PAUSED),
+                    last_error=(error or "delivery failed")[:500], version=c.version + 1,
+                    updated_at=func.coalesce(stamp or None, c.updated_at))
+        )
 
 def quarantine(conn: Connection, reminder_id: str, exc: BaseException) -> None:
     """A reminder row that cannot be read (a hand edit, a newer remindkit, damage)
@@ -202,6 +194,10 @@ class ClaimOps:
         def read(self) -> contextlib.AbstractContextManager[Connection]: ...
         def _set_flag(self, conn: Connection, name: str, value: str, now_us: int) -> None: ...
         def get_sessions(self, session_ids: Iterable[str], *, now_us: int | None = None) -> dict[str, Session]: ...
+
+    def _locked(self, stmt):
+        """``SELECT … FOR UPDATE`` on PostgreSQL (SQLite holds the write lock already)."""
+        return stmt.with_for_update() if self.is_postgres else stmt
 
     def _insert(self, table):
         return pg_dialect.insert(table) if self.is_postgres else sqlite_dialect.insert(table)
@@ -413,11 +409,104 @@ class ClaimOps:
         with self.read() as conn:
             return [r[0] for r in conn.execute(select(o.session_id).where(o.state == WAITING).distinct())]
 
+    def waiting_of(self, reminder_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None, int, int]]:
+        """Per reminder with fires that wait for their session: (wait_for, reason of the
+        earliest, its due time, how many)."""
+        o = t.occurrences.c
+        out: dict[str, tuple[str | None, str | None, int, int]] = {}
+        if not reminder_ids:
+            return out
+        with self.read() as conn:
+            for i in range(0, len(reminder_ids), 500):
+                chunk = list(reminder_ids[i : i + 500])
+                rows = conn.execute(
+                    select(o.reminder_id, o.wait_for, o.error, o.due_at)
+                    .where(o.reminder_id.in_(chunk), o.state == WAITING)
+                    .order_by(o.reminder_id, o.due_at)
+                )
+                for rid, wait_for, error, due in rows:
+                    if rid in out:
+                        w, e, d, n = out[rid]
+                        out[rid] = (w, e, d, n + 1)
+                    else:
+                        out[rid] = (wait_for, error, due, 1)
+        return out
+
+    def rebasing(self, reminder_ids: Iterable[str]) -> set[str]:
+        """Which of these reminders have a fire waiting to be re-based."""
+        o = t.occurrences.c
+        ids = sorted(set(reminder_ids))
+        if not ids:
+            return set()
+        with self.read() as conn:
+            return {r[0] for r in conn.execute(
+                select(o.reminder_id).where(o.reminder_id.in_(ids), o.state == WAITING,
+                                            o.wait_for == WaitFor.REBASE).distinct())}
+
+    def rebase(self, fires: Sequence[Fire], *, now_us: int, push: Callable[[Reminder, int], Reminder | None],
+               note: str) -> tuple[list[int], list[int]]:
+        """Seed 003's re-base, in one transaction: each reminder of ``fires`` is
+        pushed (``push(reminder, first position)``, a pure function), its fires
+        that came due during the turn are recorded ``skipped`` (re-based), and
+        its claimed occurrences that have not fired yet are cancelled (they would
+        repeat a position). Returns (stale occurrence ids, cancelled ones)."""
+        c, o = t.reminders.c, t.occurrences.c
+        first: dict[str, int] = {}
+        for f in fires:
+            first[f.reminder_id] = min(first.get(f.reminder_id, f.position), f.position)
+        outcomes = [Outcome(occurrence_id=f.occurrence_id, token=f.token, state=SKIPPED, error=note,
+                            fired_at_us=None) for f in fires]
+        with self.write() as conn:
+            rows = conn.execute(self._locked(select(t.reminders).where(c.id.in_(sorted(first))).order_by(c.id))).all()
+            ours = {f.occurrence_id for f in fires}
+            cancelled: list[int] = []
+            for row in rows:
+                rem = reminder_from_row(row)
+                new = push(rem, first[rem.id])
+                if new is None:
+                    continue
+                values = {k: v for k, v in reminder_to_row(new).items() if k not in ("id", "created_at")}
+                values.update(version=rem.version + 1, updated_at=now_us)
+                conn.execute(update(t.reminders).where(c.id == rem.id, c.version == rem.version).values(**values))
+                ahead = [r[0] for r in conn.execute(
+                    select(o.id).where(o.reminder_id == rem.id, o.state == CLAIMED, o.fired_at.is_(None),
+                                       o.due_at > now_us).order_by(o.id))]
+                ahead = [i for i in ahead if i not in ours]
+                if ahead:
+                    conn.execute(update(t.occurrences).where(o.id.in_(ahead), o.state == CLAIMED).values(
+                        state=OCC_CANCELLED, error="superseded: its reminder was re-based", owner=None,
+                        token=None, lease_until=None))
+                    cancelled += ahead
+            stale = self._finish(conn, outcomes)
+        return stale, cancelled
+
+    def record_turn(self, session_id: str, *, ok: bool, error: str | None = None) -> None:
+        """Keep a session's streak of failed turns (its breaker) and the last reason."""
+        s = t.sessions.c
+        with self.write(notify=False) as conn:
+            if ok:
+                conn.execute(update(t.sessions).where(s.id == session_id, s.failures != 0)
+                             .values(failures=0))
+            else:
+                conn.execute(update(t.sessions).where(s.id == session_id)
+                             .values(failures=s.failures + 1, last_error=(error or "turn failed")[:500]))
+
     # -- acknowledging -------------------------------------------------------------------
 
-    def finish(self, outcomes: Sequence[Outcome]) -> list[int]:
-        """Write outcomes with their tokens in one transaction. Returns the ids whose
-        token no longer matched (the lease was taken over): those writes are refused."""
+    def finish(self, outcomes: Sequence[Outcome], *, fired: Sequence[tuple[int, str, int]] = ()) -> list[int]:
+        """Write outcomes with their tokens, and the ``fired_at`` of fires that are
+        still on their way (``mark_fired``), in one transaction. Returns the ids
+        whose token no longer matched (the lease was taken over): those writes are
+        refused."""
+        if not outcomes and not fired:
+            return []
+        # Other engines need a hint only when a fire now waits for delivery; UIs re-read.
+        with self.write(notify=bool(fired) or any(o.state == WAITING for o in outcomes)) as conn:
+            if fired:
+                self._mark_fired(conn, fired)
+            return self._finish(conn, outcomes)
+
+    def _finish(self, conn: Connection, outcomes: Sequence[Outcome]) -> list[int]:
         if not outcomes:
             return []
         o = t.occurrences.c
@@ -428,6 +517,8 @@ class ClaimOps:
                 "b_fired": item.fired_at_us, "b_delivered": item.delivered_at_us, "b_to": item.delivered_to,
                 "b_alert": item.alert,
                 "b_keep": item.state == CLAIMED,
+                "b_wait": item.wait_for if item.state == WAITING else None,
+                "b_handed": item.handed_at_us,
             }
             for item in outcomes
         ]
@@ -441,28 +532,32 @@ class ClaimOps:
                 delivered_at=func.coalesce(bindparam("b_delivered", type_=BigInteger), o.delivered_at),
                 delivered_to=func.coalesce(bindparam("b_to", type_=Text), o.delivered_to),
                 alert=func.coalesce(bindparam("b_alert", type_=Text), o.alert),
+                wait_for=bindparam("b_wait", type_=Text),
+                handed_at=func.coalesce(bindparam("b_handed", type_=BigInteger), o.handed_at),
                 owner=case((bindparam("b_keep", type_=Boolean), o.owner), else_=None),
                 token=case((bindparam("b_keep", type_=Boolean), o.token), else_=None),
                 lease_until=case((bindparam("b_keep", type_=Boolean), o.lease_until), else_=None),
             )
         )
-        # Other engines need a hint only when a fire now waits for delivery; UIs re-read.
-        with self.write(notify=any(o.state == WAITING for o in outcomes)) as conn:
-            # Which ones still hold their claim (locked on PostgreSQL, under the write
-            # lock on SQLite); the others were taken over or cancelled: refused.
-            held: dict[int, str] = {}
-            ids = [r["b_id"] for r in rows]
-            for i in range(0, len(ids), 500):
-                q = select(o.id, o.token).where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED).order_by(o.id)
-                if self.is_postgres:
-                    q = q.with_for_update()  # in id order, as every writer of these rows locks them
-                held.update((row[0], row[1]) for row in conn.execute(q))
-            ok = [r for r in rows if held.get(r["b_id"]) == r["b_token"]]
-            if ok:
-                conn.execute(stmt, ok)
-                stamps = [v for r in ok for v in (r["b_fired"], r["b_delivered"]) if v is not None]
-                settle(conn, [r["b_id"] for r in ok], max(stamps) if stamps else None)
-            return [r["b_id"] for r in rows if held.get(r["b_id"]) != r["b_token"]]
+        # Which ones still hold their claim (locked on PostgreSQL, under the write
+        # lock on SQLite); the others were taken over or cancelled: refused.
+        held: dict[int, str] = {}
+        ids = [r["b_id"] for r in rows]
+        for i in range(0, len(ids), 500):
+            q = select(o.id, o.token).where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED).order_by(o.id)
+            if self.is_postgres:
+                q = q.with_for_update()  # in id order, as every writer of these rows locks them
+            held.update((row[0], row[1]) for row in conn.execute(q))
+        ok = [r for r in rows if held.get(r["b_id"]) == r["b_token"]]
+        if ok:
+            conn.execute(stmt, ok)
+            stamps = [v for r in ok for v in (r["b_fired"], r["b_delivered"]) if v is not None]
+            settle(conn, [r["b_id"] for r in ok], max(stamps) if stamps else None)
+            pausing = {item.occurrence_id: item.error for item in outcomes if item.pause}
+            if pausing:
+                pause_failed(conn, [(r["b_id"], pausing[r["b_id"]]) for r in ok if r["b_id"] in pausing],
+                             max(stamps) if stamps else None)
+        return [r["b_id"] for r in rows if held.get(r["b_id"]) != r["b_token"]]
 
     def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool:
         """Compare-and-set the alert state; an alert plays only after winning ``pending -> playing``."""
@@ -477,17 +572,18 @@ class ClaimOps:
 
     def mark_fired(self, items: Sequence[tuple[int, str, int]]) -> None:
         """Record ``fired_at`` for (occurrence_id, token, fired_at_us) without ending the claim."""
-        if not items:
-            return
+        if items:
+            with self.write() as conn:
+                self._mark_fired(conn, items)
+
+    def _mark_fired(self, conn: Connection, items: Sequence[tuple[int, str, int]]) -> None:
         o = t.occurrences.c
-        with self.write() as conn:
-            conn.execute(
-                update(t.occurrences)
-                .where(o.id == bindparam("b_id"), o.token == bindparam("b_token"), o.fired_at.is_(None))
-                .values(fired_at=bindparam("b_fired")),
-                [{"b_id": i, "b_token": tok, "b_fired": f} for i, tok, f in items],
-            )
-            settle(conn, [i for i, _tok, _f in items], max(f for _i, _tok, f in items))
+        conn.execute(
+            update(t.occurrences)
+            .where(o.id == bindparam("b_id"), o.token == bindparam("b_token"), o.fired_at.is_(None))
+            .values(fired_at=bindparam("b_fired")),
+            [{"b_id": i, "b_token": tok, "b_fired": f} for i, tok, f in sorted(items)],
+        )
 
     def renew_leases(self, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None = None) -> int:
         """Extend the owner's claims and session turns. ``turn_tokens``: only those

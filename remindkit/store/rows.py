@@ -90,6 +90,8 @@ def occurrence_from_row(row: Any) -> Occurrence:
         delivered_to=m["delivered_to"],
         alert=m["alert"],
         owner=m["owner"],
+        wait_for=m["wait_for"],
+        handed_at=_dt(m["handed_at"]),
     )
 
 
@@ -108,6 +110,9 @@ def session_from_row(row: Any, now_us: int | None = None) -> Session:
         in_turn=in_turn,
         parent_id=m["parent_id"],
         title=m["title"],
+        fallback=m["fallback"],
+        failures=m["failures"],
+        last_error=m["last_error"],
     )
 
 
@@ -122,4 +127,5 @@ def session_to_row(s: Session) -> dict[str, Any]:
         "busy_since": _us(s.busy_since),
         "parent_id": s.parent_id,
         "title": s.title,
+        "fallback": s.fallback,
     }

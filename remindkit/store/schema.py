@@ -78,6 +78,8 @@ occurrences = Table(
     Column("error", Text, nullable=True),
     Column("delivered_to", Text, nullable=True),
     Column("alert", Text, nullable=True),  # None | pending | playing | done | failed | muted
+    Column("wait_for", Text, nullable=True),  # WaitFor, while waiting
+    Column("handed_at", BigInteger, nullable=True),  # its turn started
     UniqueConstraint("reminder_id", "due_at", name="uq_occurrence_key"),
 )
 Index("ix_occurrences_state", occurrences.c.state, occurrences.c.lease_until)
@@ -99,6 +101,9 @@ sessions = Table(
     Column("turn_until", BigInteger, nullable=True),
     Column("parent_id", Text, nullable=True),
     Column("title", Text, nullable=True),
+    Column("fallback", Text, nullable=False, server_default="fresh"),  # FallbackPolicy
+    Column("failures", Integer, nullable=False, server_default="0"),  # failed turns in a row
+    Column("last_error", Text, nullable=True),
 )
 
 flags = Table(

@@ -45,6 +45,7 @@ from ..models import (
     SESSION_ACTIVE,
     SESSION_DELETED,
     WAITING,
+    Delivery,
     Occurrence,
     Reminder,
     Session,
@@ -251,7 +252,7 @@ class SqlStore(ClaimOps, TranscriptOps):
         got = _readable([row])
         if not got:
             raise StoreError(f"reminder {reminder_id} cannot be read (see `remindkit status`)", code="unreadable_row")
-        return got[0]
+        return self._with_delivery(got)[0]
 
     def find_reminders(
         self,
@@ -272,7 +273,25 @@ class SqlStore(ClaimOps, TranscriptOps):
         if limit is not None:
             stmt = stmt.limit(limit)
         with self.read() as conn:
-            return _readable(conn.execute(stmt))
+            found = _readable(conn.execute(stmt))
+        return self._with_delivery(found)
+
+    def _with_delivery(self, rems: list[Reminder]) -> list[Reminder]:
+        """Attach the fires that wait for their session to the live reminders they belong to."""
+        live = [r.id for r in rems if r.state in LIVE_STATES]
+        if not live:
+            return rems
+        waiting = self.waiting_of(live)
+        if not waiting:
+            return rems
+        out = []
+        for r in rems:
+            w = waiting.get(r.id)
+            if w is not None:
+                wait_for, reason, due_us, count = w
+                r = replace(r, delivery=Delivery(WAITING, wait_for, reason, from_us(due_us), count))
+            out.append(r)
+        return out
 
     def count_reminders(self, *, session: str | None | type[Any] = Any, states: Iterable[str] | None = None) -> int:
         stmt = _filter(select(func.count()).select_from(t.reminders), session=session, states=states)
@@ -378,7 +397,7 @@ class SqlStore(ClaimOps, TranscriptOps):
                 conn.execute(
                     update(t.sessions).where(t.sessions.c.id == sess.id).values(
                         adapter=values["adapter"], config=values["config"], title=values["title"],
-                        state=values["state"], parent_id=values["parent_id"],
+                        state=values["state"], parent_id=values["parent_id"], fallback=values["fallback"],
                     )
                 )
         got = self.get_session(sess.id)

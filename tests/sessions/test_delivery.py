@@ -165,16 +165,22 @@ def test_fresh_session_fallback(store, clock, settings, api) -> None:  # type: i
     assert outcomes(store, rid2) == [("delivered", to)]  # the same fallback session again
 
 
+FAIL_FRESH = "import sys; sys.stderr.write('no fresh sessions today'); sys.exit(4)"
+
+
 def test_both_fail_is_recorded_and_told(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     eng, failed = command_engine(store, clock, settings)
-    store.put_session(Session("old", adapter="command", config={"argv": sh(FAIL_AGENT)}), now_us=to_us(clock.now()))
+    store.put_session(Session("old", adapter="command", config={"argv": sh(FAIL_AGENT), "fresh_argv": sh(FAIL_FRESH)}),
+                      now_us=to_us(clock.now()))
     rid = api.create("follow up", session="old", in_="1m").id
     step(eng, clock, 60)
     (occ,) = store.history(reminder_id=rid)
     assert occ.state == "failed"
     assert "session old: exit status 3: cannot resume this session" in occ.error
-    assert "fresh session old~" in occ.error
+    assert "fresh session old~" in occ.error and "no fresh sessions today" in occ.error
     assert failed and failed[0][0] == "old"
+    rem = api.get(rid)  # a one-shot whose final fire failed ends failed, and says why
+    assert rem.state == "failed" and "cannot resume this session" in (rem.last_error or "")
 
 
 def test_error_result_is_a_failed_turn(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]

@@ -102,6 +102,13 @@ def test_claim_once_and_advance(api, store, clock):
     assert f2.position == 2
     assert api.get(rep.id).state == ACTIVE
     store.mark_fired([(f2.occurrence_id, f2.token, clock.now_us())])  # fired, delivery pending
+    assert api.get(rep.id).state == ACTIVE  # still the user's until its delivery has an outcome
+    store.finish([Outcome(f2.occurrence_id, f2.token, WAITING, wait_for="idle", error="busy")])
+    waiting = api.get(rep.id)
+    assert waiting.state == ACTIVE and waiting.delivery is not None
+    assert waiting.delivery.wait_for == "idle" and waiting.delivery.reason == "busy"
+    (f3,) = store.claim_waiting(now_us=clock.now_us(), owner="e1", lease_us=30_000_000, sessions=None)
+    store.finish([Outcome(f3.occurrence_id, f3.token, DELIVERED, delivered_at_us=clock.now_us())])
     assert api.get(rep.id).state == DONE
 
 
@@ -165,14 +172,17 @@ def test_snooze_brings_back_a_fired_one_shot(api, store, clock):
     r = api.create("one", session="s1", in_="1m")
     clock.advance(61)
     (f,) = claim(store, clock)
-    store.mark_fired([(f.occurrence_id, f.token, clock.now_us())])
+    store.finish([Outcome(f.occurrence_id, f.token, DELIVERED, fired_at_us=clock.now_us(),
+                          delivered_at_us=clock.now_us())])
     assert api.get(r.id).state == DONE
     s = api.snooze(r.id, "10m")
     assert s.state == ACTIVE and s.next_fire_at == clock.now() + timedelta(minutes=10)
     clock.advance(timedelta(minutes=10))
     (f,) = claim(store, clock)
     assert f.reminder_id == r.id
-    store.mark_fired([(f.occurrence_id, f.token, clock.now_us())])
+    store.finish([], fired=[(f.occurrence_id, f.token, clock.now_us())])
+    assert api.get(r.id).state == ACTIVE  # fired, its delivery not yet settled
+    store.finish([Outcome(f.occurrence_id, f.token, DELIVERED, delivered_at_us=clock.now_us())])
     assert api.get(r.id).state == DONE
 
 

@@ -31,19 +31,18 @@ import logging
 import queue
 import secrets
 import threading
-import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from . import events as ev
-from . import failpoints
-from .alerts import Alerter, NullAlerter
-from .clock import Clock, from_us, now_us, to_us
-from .errors import StoreError
-from .models import (
+from .. import events as ev
+from .. import failpoints
+from ..alerts import Alerter, NullAlerter
+from ..clock import Clock, from_us, now_us, to_us
+from ..errors import StoreError
+from ..models import (
     ACTIVE,
     DONE,
     OCC_FAILED,
@@ -51,22 +50,28 @@ from .models import (
     SESSION_DELETED,
     SKIPPED,
     WAITING,
+    FallbackPolicy,
     Fire,
+    Outcome,
     Reminder,
     Session,
+    WaitFor,
 )
-from .models import DELIVERED as OCC_DELIVERED
-from .protocol import frame_fired
-from .sessions.base import Adapters, SessionAdapter, TurnResult
-from .settings import Settings
-from .store import Outcome, SqlStore
+from ..models import DELIVERED as OCC_DELIVERED
+from ..protocol import frame_fired
+from ..reminders import MAX_SESSION_ID
+from ..sessions.base import Adapters, SessionAdapter, TurnResult
+from ..settings import Settings
+from ..store import SqlStore
+from ..store.turns import TurnLease
+from . import decide
+from .decide import Action
 
 log = logging.getLogger(__name__)
 SESSION_TTL_US = 10_000_000  # hints clear the cache sooner; this bounds a missed hint
 MOST_RECENT = "\0most-recent"
 SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
 RETRY_FOR_US = 3_600_000_000  # an agent that cannot be reached is tried this long after the due time
-REBASE_NOTE = "rebase: "  # prefix of the wait reason of a fire that came due while its session was busy
 
 
 class Dispatcher:
@@ -82,6 +87,7 @@ class Dispatcher:
         settings: Settings | None = None,
         inline: bool = False,
         poke: Callable[[], None] | None = None,
+        forget: Callable[[Sequence[int]], None] | None = None,
         workers: int = 8,
     ) -> None:
         self.store = store
@@ -93,6 +99,7 @@ class Dispatcher:
         self.settings = settings or store.settings
         self.inline = inline
         self.poke = poke or (lambda: None)
+        self.forget = forget or (lambda _ids: None)  # drop claims cancelled under us from the engine's hand
         # Outcome queues are deques (append and popleft are atomic): producers on
         # several threads never wait on a lock. The lock guards turn state only.
         self._lock = threading.Lock()
@@ -102,6 +109,7 @@ class Dispatcher:
         self._turns: set[str] = set()  # sessions where a turn of ours runs
         self._turn_tokens: set[str] = set()  # store turn claims we hold (renewed with our leases)
         self._queued: dict[str, list[Fire]] = defaultdict(list)  # fires for its next turn
+        self._rebasing: set[str] = set()  # reminders with a fire waiting to be re-based
         self._recheck = False
         self._sessions: dict[str, tuple[Session | None, int]] = {}
         self._pool = None if inline else Workers(workers, "remindkit-turn")
@@ -141,10 +149,8 @@ class Dispatcher:
         fired = [f for f in fired if f[0] not in ended]
         stale: list[int] = []
         try:
-            if fired:
-                self.store.mark_fired(fired)
-            if outcomes:
-                stale = self.store.finish(outcomes)
+            if fired or outcomes:
+                stale = self.store.finish(outcomes, fired=fired)
         except Exception:
             self._outcomes.extendleft(reversed(outcomes))  # keep them for the next flush
             self._fired.extendleft(reversed(fired))
@@ -239,7 +245,7 @@ class Dispatcher:
             queued = [f for fires in self._queued.values() for f in fires]
             self._queued.clear()
         if queued:  # not run here after all: any engine can pick them up
-            self._finish(queued, WAITING, error="engine stopped before its turn")
+            self._finish(queued, WAITING, error="engine stopped before its turn", wait_for=WaitFor.IDLE)
 
     # -- routing -------------------------------------------------------------------------
 
@@ -252,6 +258,7 @@ class Dispatcher:
             return set(self._holding)
 
     def route(self, fires: Sequence[Fire]) -> None:
+        """Decide (``decide.route``) and carry out what happens to these fires now."""
         with self._lock:
             self._holding.update(f.occurrence_id for f in fires)
         groups: dict[str | None, list[Fire]] = defaultdict(list)
@@ -260,112 +267,109 @@ class Dispatcher:
             try:
                 target = self._resolve(f.session)
             except StoreError as exc:  # cannot even look the session up now: it waits
-                self._finish([f], WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300])
+                self._finish([f], WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300],
+                             wait_for=WaitFor.RETRY)
                 continue
             key = target.id if target is not None else None
             targets[key] = target
             groups[key].append(f)
         for key, group in groups.items():
-            target = targets[key]
-            if target is None:
-                self._finish(group, WAITING, error="no session to deliver to yet")
-                continue
-            if target.state == SESSION_DELETED:
-                self._finish(group, OCC_FAILED, error=f"session {target.id} was deleted")
-                self.events.emit(ev.FAILED, target.id, group, f"session {target.id} was deleted")
-                continue
-            adapter = self.adapters.get(target.adapter)
-            if adapter is None:
-                why = "session has no delivery adapter" if target.adapter is None else f"no {target.adapter} adapter in this process"
-                self._finish(group, WAITING, error=why)
-                continue
-            if not adapter.can_deliver(target):
-                reason: str | None = getattr(adapter, "why_not", lambda _s: None)(target)
-                self._finish(group, WAITING, error=reason or f"session {target.id} is not reachable from this process")
-                continue
+            sess = targets[key]
+            adapter = self.adapters.get(sess.adapter) if sess is not None else None
+            for d in decide.route(group, self._target(sess, adapter, group)):
+                self._carry_out(sess, adapter, d)
+
+    def _target(self, sess: Session | None, adapter: SessionAdapter | None, group: Sequence[Fire]) -> decide.Target:
+        if sess is None:
+            return decide.Target(None)
+        if adapter is None:
+            return decide.Target(sess, adapter=False)
+        if not adapter.can_deliver(sess):
+            why: str | None = getattr(adapter, "why_not", lambda _s: None)(sess)
+            return decide.Target(sess, reachable=False, why_not=why)
+        with self._lock:
+            ours = sess.id in self._turns
+            rebasing = {f.reminder_id for f in group if f.reminder_id in self._rebasing}
+        return decide.Target(sess, our_turn=ours, rebasing=rebasing, breaker_after=self.settings.breaker_after)
+
+    def _carry_out(self, sess: Session | None, adapter: SessionAdapter | None, d: decide.Decision) -> None:
+        fires = list(d.fires)
+        act = d.action
+        if act == Action.WAIT:
+            self._finish(fires, WAITING, error=d.reason, wait_for=d.wait_for)
+            if d.wait_for == WaitFor.REBASE:
+                with self._lock:
+                    self._rebasing.update(f.reminder_id for f in fires)
+            if d.wait_for in (WaitFor.IDLE, WaitFor.REBASE) and sess is not None:
+                with self._lock:  # look again, in the store, once these are written (the cache may be stale)
+                    self._recheck = True
+                self.events.emit(ev.WAITING, sess.id, fires)
+        elif act == Action.SKIP:
+            self._finish(fires, SKIPPED, error=d.reason)
+        elif act == Action.FAIL:
+            self._finish(fires, OCC_FAILED, error=d.reason, pause=d.pause)
+            self.events.emit(ev.FAILED, sess.id if sess is not None else None, fires, d.reason)
+        elif act == Action.REBASE:
+            self._rebase(fires, d.reason or "re-based")
+        elif act in (Action.QUEUE, Action.DELIVER):
+            assert sess is not None and adapter is not None
             with self._lock:
-                ours = target.id in self._turns
-            if not ours and (target.busy or target.in_turn):
-                self._when_busy(target, group)
-                continue
-            if not ours:
-                # Seed 003: fires that came due while the session was busy are pushed one
-                # period past the end of the turn instead of firing now.
-                rebased = [f for f in group if f.wait_reason and f.wait_reason.startswith(REBASE_NOTE) and f.every_s]
-                if rebased:
-                    self._rebase(rebased)
-                    group = [f for f in group if f not in rebased]
-                    if not group:
-                        continue
-            with self._lock:
-                ours = target.id in self._turns
-                if ours:  # our own turn runs there: waiting fires go in the next one, right after it
-                    self._queued[target.id].extend(f for f in group if _just_waits(f))
+                ours = sess.id in self._turns
+                if ours:  # our own turn runs there: these go in the next one, right after it
+                    self._queued[sess.id].extend(fires)
                 else:
-                    self._turns.add(target.id)
+                    self._turns.add(sess.id)
             if ours:
-                others = [f for f in group if not _just_waits(f)]
-                if others:
-                    self._when_busy(target, others)  # skipped, or waiting to be re-based
-                continue
+                return
             if self._pool is None:
-                self._run_turn(target, adapter, group)
+                self._run_turn(sess, adapter, fires, d.fallback_first)
             else:
-                self._pool.submit(self._run_turn, target, adapter, group)
+                self._pool.submit(self._run_turn, sess, adapter, fires, d.fallback_first)
+        else:  # pragma: no cover - route() returns only the actions above
+            raise AssertionError(f"unexpected routing decision {act}")
 
-    def _when_busy(self, target: Session, group: Sequence[Fire]) -> None:
-        skip = [f for f in group if f.on_busy == "skip"]
-        rebase = [f for f in group if f.on_busy == "rebase" and f.every_s]
-        wait = [f for f in group if f not in skip and f not in rebase]
-        if skip:
-            self._finish(skip, SKIPPED, error=f"session {target.id} was busy at the due time (policy: skip)")
-        if rebase:
-            self._finish(rebase, WAITING, error=f"{REBASE_NOTE}session {target.id} was busy at the due time; "
-                         "re-based one period after its turn ends")
-        if wait:
-            self._finish(wait, WAITING, error=f"session {target.id} is busy; waiting for it to be idle")
-        if rebase or wait:
-            with self._lock:  # look again, in the store, once these are written (the cache may be stale)
-                self._recheck = True
-            self.events.emit(ev.WAITING, target.id, [*rebase, *wait])
-
-    def _rebase(self, fires: Sequence[Fire]) -> None:
-        """Seed 003: the session is idle again; push each re-based reminder one full
-        period forward from now (its anchor moves with it) and record the
-        occurrences that came due during the turn as skipped, not fired."""
+    def _rebase(self, fires: Sequence[Fire], note: str) -> None:
+        """Seed 003: the session is idle again; each re-based reminder fires next one
+        full period from now, at the position of the fire that came due during the
+        turn (which is recorded skipped, not fired); its claims made ahead of time
+        are cancelled in the same transaction."""
         now = self.clock.now()
-        counts: dict[str, int] = defaultdict(int)
-        for f in fires:
-            counts[f.reminder_id] += 1
+        try:
+            stale, cancelled = self.store.rebase(fires, now_us=to_us(now), note=note,
+                                                 push=lambda r, pos: rebased(r, now, pos))
+        except StoreError as exc:
+            log.warning("could not re-base %d fire(s) now (%s); they wait", len(fires), exc)
+            self._finish(fires, WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300],
+                         wait_for=WaitFor.REBASE)
+            return
+        with self._lock:
+            self._rebasing.difference_update(f.reminder_id for f in fires)
+            self._holding.difference_update(f.occurrence_id for f in fires)
+        for occ_id in stale:
+            log.warning("re-base of occurrence %s refused: its lease was taken over by another engine", occ_id)
+        if cancelled:
+            self.forget(cancelled)
+        self.poke()
 
-        for rid, n in counts.items():
-            def push(r: Reminder, n: int = n) -> Reminder | None:
-                if r.state not in (ACTIVE, DONE) or not r.schedule.every_s:
-                    return None
-                nxt = now + timedelta(seconds=r.schedule.every_s)
-                sched = replace(r.schedule, first_at=nxt)
-                if sched.until is not None and nxt > sched.until:
-                    return replace(r, state=DONE, next_fire_at=None, fired_count=max(0, r.fired_count - n))
-                return replace(r, schedule=sched, state=ACTIVE, next_fire_at=nxt, snoozed=False,
-                               fired_count=max(0, r.fired_count - n))
-
-            try:
-                self.store.modify(push, now_us=to_us(now), ids=[rid], require_all=False)
-            except Exception:
-                log.exception("could not re-base reminder %s", rid)
-        self._finish(fires, SKIPPED, error="re-based: the session was busy when it came due (policy: rebase); "
-                     "it fires again one period after the turn ended")
-
-    def _run_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> None:
+    def _run_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire],
+                  fallback_first: bool = False) -> None:
         """Run turns in ``target`` until no more fires are queued for it. A shared
         session's turn is claimed in the store once for the whole run."""
-        token, why = self._claim_turn(target) if adapter.shared else (None, "")
+        lease = self._lease(target.id) if adapter.shared else None
+        why = ""
+        if lease is not None:
+            try:
+                if not lease.try_acquire():
+                    why = f"session {target.id} is busy; waiting for it to be idle"
+            except StoreError as exc:  # the store is busy or away: the fires wait, nothing fails
+                log.warning("cannot start a turn in %s now (%s); the fires wait", target.id, exc)
+                why = f"store unavailable; waiting to retry: {exc}"[:300]
         try:
             while True:
-                if adapter.shared and token is None:  # busy elsewhere, or the store is away
-                    self._finish(fires, WAITING, error=why)
+                if why:
+                    self._finish(fires, WAITING, error=why, wait_for=WaitFor.IDLE)
                 else:
-                    self._one_turn(target, adapter, fires)
+                    self._one_turn(target, adapter, fires, fallback_first)
                 with self._lock:
                     queued = self._queued.pop(target.id, [])
                     if not queued:
@@ -374,95 +378,106 @@ class Dispatcher:
                         break
                 fires = sorted(queued, key=lambda f: (f.due_at, f.occurrence_id))
         finally:
-            if token is not None:
-                with self._lock:
-                    self._turn_tokens.discard(token)  # released, or left to expire: not renewed
-                try:
-                    self.store.release_turn(target.id, token, now_us=now_us(self.clock))
-                except Exception:
-                    log.exception("could not release the turn of %s (its lease will expire)", target.id)
+            if lease is not None:
+                lease.release()
             self.poke()
 
-    def _claim_turn(self, target: Session) -> tuple[str | None, str]:
-        """(token, "") when this engine now holds the session's turn, else (None, why)."""
-        now = now_us(self.clock)
-        token = uuid.uuid4().hex
-        until = now + int(self.settings.lease_s * 1e6)
-        try:
-            got = self.store.claim_turn(target.id, owner=self.owner, token=token, until_us=until, now_us=now)
-        except StoreError as exc:  # the store is busy or away: the fires wait, nothing fails
-            log.warning("cannot start a turn in %s now (%s); the fires wait", target.id, exc)
-            return None, f"store unavailable; waiting to retry: {exc}"[:300]
-        if not got:
-            return None, f"session {target.id} is busy; waiting for it to be idle"
-        with self._lock:
-            self._turn_tokens.add(token)
-        return token, ""
+    def _lease(self, session_id: str) -> TurnLease:
+        return TurnLease(self.store, session_id, owner=self.owner, clock=self.clock, lease_s=self.settings.lease_s,
+                         held=self._turn_tokens, lock=self._lock)
 
-    def _one_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> None:
-        now = now_us(self.clock)
+    def _one_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire],
+                  fallback_first: bool = False) -> None:
+        handed = now_us(self.clock)
+        message = frame_fired(fires)  # framed once, for the session and its fallback alike
         try:
             failpoints.hit("during_delivery")
-            result = self._deliver(target, adapter, fires)
+            result, took, _tried = self._deliver(target, adapter, fires, message, fallback_first)
             failpoints.hit("after_delivery_before_ack")
             done = now_us(self.clock)
-            slow = done - now > SLOW_TURN_US
-            if result.busy:
-                self._finish(fires, WAITING, error=f"session {target.id} started a turn; waiting for it to be idle")
-            elif result.retry and done - min(to_us(f.due_at) for f in fires) < RETRY_FOR_US:
-                self._finish(fires, WAITING, error=f"{result.error or 'agent unreachable'}; waiting to retry"[:500])
-                self.events.emit(ev.WAITING, target.id, list(fires))
-            elif result.ok:
+            slow = done - handed > SLOW_TURN_US
+            within = done - min(to_us(f.due_at) for f in fires) < RETRY_FOR_US
+            verdict = decide.after_turn(decide.TurnOutcome(
+                ok=result.ok, error=result.error, instant=result.instant, busy=result.busy, retry=result.retry,
+                within_retry=within, fallback_tried=True, retry_hours=RETRY_FOR_US // 3_600_000_000))
+            if verdict.action == Action.WAIT:
+                self._finish(fires, WAITING, error=(verdict.reason or "")[:500], wait_for=verdict.wait_for,
+                             handed_us=handed)
+                if verdict.wait_for == WaitFor.RETRY:
+                    self.events.emit(ev.WAITING, target.id, list(fires))
+            elif verdict.action == Action.DELIVERED:
                 note = "already taken by an earlier turn of the session" if result.duplicate else None
-                self._finish(fires, OCC_DELIVERED, delivered_us=done, delivered_to=result.session or target.id,
-                             error=note, urgent=slow)
-                self.events.emit(ev.DELIVERED, result.session or target.id, list(fires), result)
+                self._finish(fires, OCC_DELIVERED, delivered_us=done, delivered_to=took, error=note,
+                             urgent=slow, handed_us=handed)
+                if target.failures and took == target.id:
+                    self._record_turn(target.id, ok=True)
+                self.events.emit(ev.DELIVERED, took, list(fires), result)
             else:
-                why = result.error or "turn failed"
-                if result.retry:
-                    why = f"{why} (given up: tried for {RETRY_FOR_US // 3_600_000_000} h after the due time)"
-                self._finish(fires, OCC_FAILED, error=why, urgent=slow)
+                why = verdict.reason or "turn failed"
+                self._finish(fires, OCC_FAILED, error=why, urgent=slow, handed_us=handed, pause=verdict.pause)
+                self._record_turn(target.id, ok=False, error=why)
                 self.events.emit(ev.FAILED, target.id, list(fires), why)
         except StoreError as exc:  # the turn could not record itself: retry later, never fail
             log.warning("turn in %s hit a store error (%s); the fires wait", target.id, exc)
-            self._finish(fires, WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300])
+            self._finish(fires, WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300],
+                         wait_for=WaitFor.RETRY)
         except Exception as exc:  # an adapter bug must not lose the occurrence
             log.exception("delivery to %s failed", target.id)
-            self._finish(fires, OCC_FAILED, error=f"{type(exc).__name__}: {exc}")
+            why = f"{type(exc).__name__}: {exc}"
+            self._finish(fires, OCC_FAILED, error=why, pause=True)
             self.events.emit(ev.FAILED, target.id, list(fires), str(exc))
 
-    def _deliver(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire]) -> TurnResult:
-        """Run the turn; when it fails at once, re-send once into a fresh session."""
-        result = adapter.run_turn(target, frame_fired(fires), fires)
-        if result.ok or result.busy or not result.instant:
-            return result
+    def _record_turn(self, session_id: str, *, ok: bool, error: str | None = None) -> None:
+        try:
+            self.store.record_turn(session_id, ok=ok, error=error)
+        except Exception:
+            log.exception("could not record the turn result of %s", session_id)
+        self._sessions.pop(session_id, None)
+
+    def _deliver(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire], message: str,
+                 fallback_first: bool) -> tuple[TurnResult, str, bool]:
+        """Run the turn; when it fails at once, re-send once into a fresh session
+        (seed 000) if the session's fallback policy allows and a fresh session
+        would really differ. A session whose breaker is open (it failed
+        ``breaker_after`` turns in a row) is tried after its fallback, not before.
+        Returns (result, the session that took it, whether a fallback was tried)."""
+        distinct = _fallback_distinct(target)
+        if fallback_first and distinct:
+            fresh = self._fresh_session(target, adapter)
+            if fresh is not None:
+                log.info("session %s failed %d turns in a row; trying its fresh session %s first",
+                         target.id, target.failures, fresh.id)
+                first = self._turn_in(fresh, adapter, fires, message)
+                if first.ok:
+                    return first, fresh.id, True
+        result = adapter.run_turn(target, message, fires)
+        verdict = decide.after_turn(decide.TurnOutcome(
+            ok=result.ok, error=result.error, instant=result.instant, busy=result.busy, retry=result.retry,
+            fallback=target.fallback, fallback_distinct=distinct, fallback_tried=fallback_first and distinct))
+        if verdict.action != Action.FALLBACK:
+            if verdict.action == Action.FAIL and not result.retry:
+                return replace(result, error=verdict.reason), target.id, False
+            return result, (result.session or target.id), False
         fresh = self._fresh_session(target, adapter)
         if fresh is None:
-            return replace(result, error=f"{result.error} (no fresh session could take it)")
+            return replace(result, error=f"{result.error} (no fresh session could take it)"), target.id, True
         log.warning("turn in %s failed at once (%s); re-sending into fresh session %s", target.id, result.error, fresh.id)
-        token = None
-        now = now_us(self.clock)
-        try:
-            if adapter.shared:
-                token = uuid.uuid4().hex
-                until = now + int(self.settings.lease_s * 1e6)
-                if not self.store.claim_turn(fresh.id, owner=self.owner, token=token, until_us=until, now_us=now):
-                    token = None
-                    return replace(result, error=f"{result.error}; fresh session {fresh.id} is busy")
-                with self._lock:
-                    self._turn_tokens.add(token)
-            second = adapter.run_turn(fresh, frame_fired(fires), fires)
-        finally:
-            if token is not None:
-                with self._lock:
-                    self._turn_tokens.discard(token)
-                try:
-                    self.store.release_turn(fresh.id, token, now_us=now_us(self.clock))
-                except Exception:
-                    log.exception("could not release the turn of %s (its lease will expire)", fresh.id)
+        second = self._turn_in(fresh, adapter, fires, message)
         if second.ok:
-            return replace(second, session=fresh.id)
-        return TurnResult(False, error=f"session {target.id}: {result.error}; fresh session {fresh.id}: {second.error}")
+            return second, fresh.id, True
+        why = f"session {target.id}: {result.error}; fresh session {fresh.id}: {second.error}"
+        return TurnResult(False, error=why, retry=second.retry and result.retry), target.id, True
+
+    def _turn_in(self, sess: Session, adapter: SessionAdapter, fires: Sequence[Fire], message: str) -> TurnResult:
+        """A turn in a session other than the one the run holds (the fallback)."""
+        lease = self._lease(sess.id) if adapter.shared else None
+        if lease is not None and not lease.try_acquire():
+            return TurnResult(False, error=f"fresh session {sess.id} is busy", busy=False)
+        try:
+            return adapter.run_turn(sess, message, fires)
+        finally:
+            if lease is not None:
+                lease.release()
 
     def _fresh_session(self, target: Session, adapter: SessionAdapter) -> Session | None:
         """The fallback session of ``target``: the one made on an earlier failure
@@ -476,8 +491,10 @@ class Dispatcher:
         if config.get("fresh_argv"):
             config["argv"] = config["fresh_argv"]
         config["fallback_for"] = target.id
-        fresh = Session(f"{target.id}~{secrets.token_hex(3)}", adapter=target.adapter, config=config,
-                        parent_id=target.id, title=f"fresh session for {target.title or target.id}")
+        base = target.id[: MAX_SESSION_ID - 8]  # room for "~" and the hex, within the session id limit
+        fresh = Session(f"{base}~{secrets.token_hex(3)}", adapter=target.adapter, config=config,
+                        parent_id=target.id, title=f"fresh session for {target.title or target.id}",
+                        fallback=FallbackPolicy.NONE)
         if not adapter.can_deliver(fresh):
             return None
         return self.store.put_session(fresh, now_us=now_us(self.clock))
@@ -502,14 +519,16 @@ class Dispatcher:
     # -- helpers -------------------------------------------------------------------------
 
     def _finish(self, fires: Sequence[Fire], state: str, *, error: str | None = None,
-                delivered_us: int | None = None, delivered_to: str | None = None, urgent: bool = False) -> None:
+                delivered_us: int | None = None, delivered_to: str | None = None, urgent: bool = False,
+                wait_for: WaitFor | None = None, handed_us: int | None = None, pause: bool = False) -> None:
         """Queue outcomes for the store thread. ``urgent``: write them now rather than
         with the next batch (after a slow turn, to keep the window in which a crash
         would repeat it short)."""
         self._outcomes.extend(
             Outcome(occurrence_id=f.occurrence_id, token=f.token, state=state,
                     fired_at_us=None if f.fired_at is None else to_us(f.fired_at),
-                    delivered_at_us=delivered_us, delivered_to=delivered_to, error=error)
+                    delivered_at_us=delivered_us, delivered_to=delivered_to, error=error,
+                    wait_for=wait_for if state == WAITING else None, handed_at_us=handed_us, pause=pause)
             for f in fires
         )
         if urgent:
@@ -546,10 +565,31 @@ def _drain(items: deque[Any]) -> list[Any]:
             return out
 
 
-def _just_waits(fire: Fire) -> bool:
-    """A fire that, when its session is busy, simply waits for the next idle turn
-    (policy ``wait``, or ``rebase`` on a kind that has no period to re-base by)."""
-    return fire.on_busy == "wait" or (fire.on_busy == "rebase" and not fire.every_s)
+def _fallback_distinct(sess: Session) -> bool:
+    """Whether a fresh session of ``sess`` would be a real fallback: a command
+    session needs a ``fresh_argv`` of its own (re-running the same command is not a
+    fallback), a python session is one callable; an openai session starts a new
+    transcript."""
+    if sess.adapter == "command":
+        fresh = sess.config.get("fresh_argv")
+        return bool(fresh) and fresh != sess.config.get("argv")
+    return sess.adapter != "python"
+
+
+def rebased(rem: Reminder, now: datetime, position: int) -> Reminder | None:
+    """Seed 003's re-base of ``rem`` at ``now``: its next fire is one full period
+    from now (the anchor moves with it) at ``position``, the place of the fire
+    that came due while its session was busy."""
+    if rem.state not in (ACTIVE, DONE) or not rem.schedule.every_s:
+        return None
+    nxt = now + timedelta(seconds=rem.schedule.every_s)
+    fired = max(0, position - 1)
+    sched = replace(rem.schedule, first_at=nxt)
+    if sched.until is not None and nxt > sched.until:
+        return replace(rem, state=DONE, next_fire_at=None, fired_count=fired)
+    if sched.repeat is not None and fired >= sched.repeat:
+        return replace(rem, state=DONE, next_fire_at=None, fired_count=fired)
+    return replace(rem, schedule=sched, state=ACTIVE, next_fire_at=nxt, snoozed=False, fired_count=fired)
 
 
 class Workers:
