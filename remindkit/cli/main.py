@@ -18,7 +18,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, TextIO
 
 from ..clock import SystemClock, format_utc
@@ -422,7 +421,12 @@ def _table(out: TextIO, api: Reminders, rems: Sequence[Reminder]) -> None:
     rows = [("ID", "STATE", "NEXT", "SCHEDULE", "SESSION", "LABEL", "TEXT")]
     for r in rems:
         text = r.text if len(r.text) <= 40 else r.text[:39] + "…"
-        rows.append((r.id, r.state, _when(api, r) if r.state == "active" else "-", r.schedule.describe(),
+        state, when = r.state, _when(api, r) if r.state == "active" else "-"
+        if r.delivery is not None:  # fired, waiting for its session: still cancellable
+            state, when = "waiting", f"({r.delivery.wait_for or 'session'})"
+        if r.last_error:
+            text = f"! {r.last_error[:60]} | {text}"
+        rows.append((r.id, state, when, r.schedule.describe(),
                      r.session or "-", r.label or "-", printable(text.replace("\n", " "))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
@@ -435,13 +439,13 @@ def _history(out: TextIO, hist: Sequence[Occurrence]) -> None:
         return
     for o in hist:
         late = "" if o.late_ms is None else f" late {o.late_ms}ms"
+        if o.wait_ms is not None:
+            late += f" waited {o.wait_ms}ms"
+        if o.turn_ms is not None:
+            late += f" turn {o.turn_ms}ms"
         missed = f" missed {o.missed}" if o.missed else ""
         err = f" ({printable(o.error)})" if o.error and o.state != "delivered" else ""
         out.write(f"{format_utc(o.due_at)}  {o.reminder_id}  {o.state}{late}{missed}{err}\n")
-
-
-def _fromiso(text: str) -> datetime:
-    return datetime.fromisoformat(text)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -34,6 +34,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     add.add_argument("--system", help="with --openai: system prompt (default: remindkit's, which explains the tags)")
     add.add_argument("--python", action="store_true",
                      help="a session that a live Python process registers (fires wait while none has it)")
+    add.add_argument("--fallback", choices=["fresh", "none"], default=None,
+                     help="when a turn fails at once: re-send once into a fresh session (fresh, the default) or "
+                          "not (none); after the final failure the reminder is paused with last_error")
     add.add_argument("--title")
     add.add_argument("--timeout", type=float, help="seconds a command or model turn may take")
     ss.add_parser("ls", parents=[common], help="list sessions")
@@ -58,7 +61,9 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         existing = store.get_session(sid)
         if existing is not None and existing.state == "deleted":
             raise InvalidInput(f"session {sid!r} was deleted; use another id", code="session_deleted")
-        sess = store.put_session(Session(sid, adapter=adapter, config=config, title=args.title), now_us=now_us)
+        fallback = args.fallback or (existing.fallback if existing is not None else "fresh")
+        sess = store.put_session(Session(sid, adapter=adapter, config=config, title=args.title, fallback=fallback),
+                                 now_us=now_us)
         _emit(out, args.json, sess.to_dict(), f"session {sess.id} ({sess.adapter or 'no adapter'})")
         return 0
     if action == "ls" or action is None:
@@ -70,7 +75,12 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         else:
             for s in sessions:
                 busy = " busy" if (s.busy or s.in_turn) else ""
-                out.write(f"{s.id}  {s.adapter or '-'}  {s.state}{busy}  last active {format_utc(s.last_active_at)}\n")
+                failing = ""
+                if s.failures:
+                    breaker = " breaker open: fallback first" if s.failures >= store.settings.breaker_after else ""
+                    failing = f"  failed {s.failures}x in a row{breaker}: {_inert(s.last_error or '')[:80]}"
+                out.write(f"{s.id}  {s.adapter or '-'}  {s.state}{busy}  fallback {s.fallback}  "
+                          f"last active {format_utc(s.last_active_at)}{failing}\n")
         return 0
     if action == "rm":
         check_session_id(args.id)
@@ -119,6 +129,11 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
             raise InvalidInput(f"--timeout {args.timeout!r} is not a positive number of seconds", code="invalid_argument")
         config["timeout"] = args.timeout
     return config, (chosen[0] if chosen else None)
+
+
+def _inert(text: str) -> str:
+    """Control characters escaped, as ``cli.main.printable`` does."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def _emit(out: TextIO, as_json: bool, data: Any, text: str) -> None:

@@ -8,9 +8,8 @@ import pytest
 
 from remindkit.clock import from_us
 from remindkit.engine.plan import plan_fire
-from remindkit.schedules import resume_next
 from remindkit.models import ACTIVE, DONE, Reminder
-from remindkit.schedules import Schedule
+from remindkit.schedules import Schedule, resume_next
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 

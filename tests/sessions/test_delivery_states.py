@@ -1,0 +1,151 @@
+"""The delivery states that used to live in strings: a waiting fire stays the
+user's, re-based callbacks keep their positions, and a session that keeps failing
+pauses its reminder instead of being fired at forever (fake clock, real store)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import replace
+
+from remindkit.agent import ToolContext, handle_tool_call, run_reply_tags
+from remindkit.agent.chat import ChatSession
+from remindkit.agent.external import ExternalTurns
+from remindkit.clock import to_us
+from remindkit.engine import Engine
+from remindkit.models import Session
+from remindkit.reminders import Reminders
+from remindkit.sessions.base import Adapters
+from remindkit.sessions.command import CommandSession
+from remindkit.sessions.python import PythonSessions
+
+from ..agent.scripted import Script
+from .test_delivery import engine, outcomes, step
+
+
+def test_one_shot_due_while_busy_is_listed_and_cancellable(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
+    api = Reminders(store, clock=clock, settings=settings)
+    eng = engine(store, clock, settings)
+    model = Script("ok")
+    ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
+    store.set_session_busy("s1", True, now_us=to_us(clock.now()))
+    rid = api.create("x", session="s1", in_="1s").id
+    other = api.create("y", session="s1", in_="1s").id
+    third = api.create("z", session="s1", in_="1s", label="zed").id
+    step(eng, clock, 3)
+    assert outcomes(store, rid) == [("waiting", None)]
+    listed = {r.id: r for r in api.list(session="s1")}
+    assert set(listed) == {rid, other, third}  # still the user's: listed (schedule_list shows it too)
+    got = listed[rid]
+    assert got.state == "active" and got.delivery is not None
+    assert got.delivery.state == "waiting" and got.delivery.wait_for == "idle" and "busy" in got.delivery.reason
+    assert got.to_dict()["delivery"]["wait_for"] == "idle"
+    tool = handle_tool_call(ToolContext(api, "s1"), "schedule_list", {})
+    assert rid in str(tool.data)
+    api.cancel([rid])  # rm, the pill's x
+    assert handle_tool_call(ToolContext(api, "s1"), "schedule_delete", {"id": other}).ok
+    (tag,) = run_reply_tags(api, "s1", 'Done. <cancel-schedule label="zed" />')
+    assert tag.ok
+    for r in (rid, other, third):
+        assert outcomes(store, r) == [("cancelled", None)]
+    assert api.get(rid).state == "cancelled"
+    store.set_session_busy("s1", False, now_us=to_us(clock.now()))
+    step(eng, clock, 1)
+    step(eng, clock, 1)
+    assert model.calls == []  # never delivered
+
+
+def test_rebased_callback_positions_each_once_in_order(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
+    """set_callback delay 5 s, repeat 4; the session busy from +6.0 to +14.6 s. The fire due
+    at +10 passes during the busy time and fires one full delay after it (+19.6); positions
+    1/4, 2/4, 3/4, 4/4 each once, in order (the claim made ahead for +15 is superseded)."""
+    settings = replace(settings, lease_s=3600)
+    api = Reminders(store, clock=clock, settings=settings)
+    eng = engine(store, clock, settings)
+    model = Script("ok")
+    ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
+    start = clock.now()
+    handle_tool_call(ToolContext(api, "s1"), "set_callback",
+                     {"action": "set", "message": "poll", "delay_seconds": 5, "repeat_count": 4})
+    seen: list[tuple[float, str]] = []
+    for i in range(1, 200):  # 40 s in steps of 0.2 s, as a running engine would see them
+        t = i * 0.2
+        if abs(t - 6.0) < 1e-6:
+            store.set_session_busy("s1", True, now_us=to_us(clock.now()))
+        if abs(t - 14.6) < 1e-6:
+            store.set_session_busy("s1", False, now_us=to_us(clock.now()))
+        before = len(model.calls)
+        step(eng, clock, 0.2)
+        for call in model.calls[before:]:
+            user = next(m["content"] for m in reversed(call) if m["role"] == "user")
+            for pos in re.findall(r'repeat="(\d+/\d+)"', user):
+                seen.append((round((clock.now() - start).total_seconds(), 1), pos))
+    assert [p for _t, p in seen] == ["1/4", "2/4", "3/4", "4/4"], seen
+    times = [t for t, _p in seen]
+    assert times[0] == 5.0 and abs(times[1] - 19.6) < 0.3 and abs(times[2] - 24.6) < 0.3, seen
+
+
+FAIL_AGENT = "import sys; sys.stderr.write('cannot resume'); sys.exit(3)"
+
+
+def test_failing_session_pauses_its_reminder_and_resume_clears_it(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
+    api = Reminders(store, clock=clock, settings=settings)
+    turns = ExternalTurns(store, clock=clock, settings=settings)
+    eng = Engine(store, clock=clock, settings=settings, inline=True,
+                 adapters=Adapters(CommandSession(turns=turns), PythonSessions()))
+    argv = [sys.executable, "-c", FAIL_AGENT]
+    store.put_session(Session("bad", adapter="command", config={"argv": argv}), now_us=to_us(clock.now()))
+    rid = api.create("x", session="bad", every="1m", repeat=None).id
+    step(eng, clock, 60)
+    rem = api.get(rid)
+    assert outcomes(store, rid)[0][0] == "failed"
+    assert rem.state == "paused" and "cannot resume" in (rem.last_error or "")
+    assert "same command" in (rem.last_error or "")  # no fresh_argv: the fallback would repeat it
+    assert [s.id for s in store.list_sessions()] == ["bad"]  # no spurious fresh session
+    sess = store.get_session("bad")
+    assert sess.failures == 1 and "cannot resume" in (sess.last_error or "")
+    step(eng, clock, 60)
+    step(eng, clock, 60)
+    assert len(store.history(reminder_id=rid)) == 1  # paused: not fired at forever
+    resumed = api.resume([rid])[0]
+    assert resumed.state == "active" and resumed.last_error is None
+
+
+def test_fallback_none_is_a_session_setting(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
+    api = Reminders(store, clock=clock, settings=settings)
+    turns = ExternalTurns(store, clock=clock, settings=settings)
+    eng = Engine(store, clock=clock, settings=settings, inline=True,
+                 adapters=Adapters(CommandSession(turns=turns), PythonSessions()))
+    ok = [sys.executable, "-c", "print('fresh ok')"]
+    store.put_session(Session("b", adapter="command", fallback="none",
+                              config={"argv": [sys.executable, "-c", FAIL_AGENT], "fresh_argv": ok}),
+                      now_us=to_us(clock.now()))
+    rid = api.create("x", session="b", in_="1m").id
+    step(eng, clock, 60)
+    assert outcomes(store, rid) == [("failed", None)]
+    assert "fallback is none" in (api.get(rid).last_error or "")
+    assert api.get(rid).state == "failed"
+
+
+def test_breaker_tries_the_fresh_session_first(store, clock, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    settings = replace(settings, breaker_after=2)
+    api = Reminders(store, clock=clock, settings=settings)
+    turns = ExternalTurns(store, clock=clock, settings=settings)
+    eng = Engine(store, clock=clock, settings=settings, inline=True,
+                 adapters=Adapters(CommandSession(turns=turns), PythonSessions()))
+    mark = tmp_path / "healthy"
+    agent = f"import os, sys; sys.stdin.read(); sys.exit(0 if os.path.exists({str(mark)!r}) else 3)"
+    primary = [sys.executable, "-c", agent, "primary"]
+    fresh = [sys.executable, "-c", agent, "fresh"]
+    store.put_session(Session("c", adapter="command", config={"argv": primary, "fresh_argv": fresh}),
+                      now_us=to_us(clock.now()))
+    for _ in range(2):  # both fail: the session's streak grows
+        rid = api.create("x", session="c", in_="1m").id
+        step(eng, clock, 60)
+        assert outcomes(store, rid)[0][0] == "failed"
+    assert store.get_session("c").failures == 2
+    mark.write_text("")  # both would work now
+    rid = api.create("third", session="c", in_="1m").id
+    step(eng, clock, 60)
+    [(state, to)] = outcomes(store, rid)
+    assert state == "delivered" and to is not None and to.startswith("c~")  # breaker open: fallback first
