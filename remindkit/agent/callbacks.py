@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import Conflict, RemindkitError
 from ..models import ACTIVE, Reminder
 from ..protocol.tools import CALLBACK_DELAY_MAX, CALLBACK_DELAY_MIN, CALLBACK_SLOTS
-from .tools import ToolContext, ToolResult
+from .context import ToolContext, ToolResult
 
 DEFAULT_REPEAT = 20
 LIST_PREVIEW = 70

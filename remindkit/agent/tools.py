@@ -15,34 +15,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import format_utc
 from ..errors import RemindkitError
 from ..models import Reminder
 from ..protocol.tools import TOOL_NAMES
-from ..reminders import Reminders
+from .callbacks import set_callback
+from .context import ToolContext, ToolResult
 
 NOT_FOUND = "schedule_not_found"
 PERSISTENCE_UNCERTAIN = "persistence_uncertain"
 _SELECTORS = ("after", "at", "every", "cron")
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """The session a tool call acts for, and the API it acts through."""
-
-    api: Reminders
-    session: str
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    content: str  # what goes back to the model
-    ok: bool = True
-    code: str | None = None
-    data: dict[str, Any] | None = field(default=None, compare=False)
 
 
 def handle_tool_call(session: ToolContext, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
@@ -56,8 +40,6 @@ def handle_tool_call(session: ToolContext, name: str, arguments: str | Mapping[s
                               ok=False, code=args.code)
         return args
     if name == "set_callback":
-        from .callbacks import set_callback
-
         return set_callback(session, args)
     try:
         if name == "schedule_create":

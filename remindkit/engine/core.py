@@ -40,6 +40,7 @@ from ..alerts import Alerter
 from ..clock import Clock, SystemClock, from_us, now_us, to_us
 from ..models import Fire
 from ..sessions.base import Adapters
+from ..sessions.registry import default_adapters
 from ..settings import Settings
 from ..store import SqlStore
 from .delivery import Dispatcher
@@ -578,37 +579,3 @@ class _Pipe:
         for fd in (self.r, self.w):
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = None,
-                     settings: Settings | None = None) -> Adapters:
-    """command and python; with a store also openai, and the agent side (tags of
-    replies carried out, occurrence keys taken once per session)."""
-    from ..sessions.command import CommandSession
-    from ..sessions.python import PythonSessions
-
-    if store is None:
-        return Adapters(CommandSession(), PythonSessions())
-    from ..agent.external import ExternalTurns
-    from ..sessions.openai import OpenAISessions
-
-    turns = ExternalTurns(store, clock=clock, settings=settings)
-    adapters = Adapters(CommandSession(turns=turns), PythonSessions(turns=turns),
-                        OpenAISessions(store, clock=clock, settings=settings))
-    for adapter in plugin_adapters(store, clock=clock, settings=settings):
-        adapters.add(adapter)
-    return adapters
-
-
-def plugin_adapters(store: SqlStore, *, clock: Clock | None, settings: Settings | None) -> list:
-    """Extra adapters named in ``REMINDKIT_ADAPTERS`` (``module:factory`` items,
-    comma-separated): each factory is called with the store, clock and settings
-    and returns an adapter (``name``, ``shared``, ``can_deliver``, ``run_turn``)."""
-    import importlib
-
-    out = []
-    for item in filter(None, (p.strip() for p in os.environ.get("REMINDKIT_ADAPTERS", "").split(","))):
-        module, _, attr = item.partition(":")
-        factory = getattr(importlib.import_module(module), attr or "adapter")
-        out.append(factory(store, clock=clock, settings=settings))
-    return out

@@ -126,7 +126,9 @@ def test_serve_leaves_alarms_to_the_tray_and_takes_over_when_it_dies(tmp_path: P
         killed = time.time()
         second = api.create("after the tray died", in_="1s", alarm=True)
         _wait(lambda: f"alert for {second.id}" in logs["serve"].read_text(), 15, "serve to take alerting over")
-        occ = api.history(second.id)[0]
+        # The log line comes as the alarm starts; its state is written when it has played.
+        occ = _wait(lambda: (h := api.history(second.id)) and h[0].alert not in (None, "pending", "playing")
+                    and h[0], 15, "the second alarm to finish")
         assert occ.alert == "done" and occ.fired_at is not None
         assert occ.fired_at.timestamp() - killed < 3 + 1.5, "taken over within the tray's 3 s lease"
         assert alsa_capture.read().count(wav_frames(ALARM_WAV)) == 2  # once by the tray, once by serve

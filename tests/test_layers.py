@@ -1,0 +1,134 @@
+"""The layout shows the architecture: a module imports only from its own layer or
+the layers below it (function-level imports count too), and there are no import
+cycles between modules. Read statically with ``ast``: nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Lowest first. A module belongs to the layer of its first package below remindkit.
+LAYERS: list[set[str]] = [
+    {"_compat", "clock", "errors", "failpoints", "settings", "events"},  # vocabulary, time, configuration
+    {"schedules", "models"},  # pure domain
+    {"protocol"},  # tags, framing, tool schemas: pure
+    {"store"},  # SQLAlchemy, the only package that knows rows
+    {"reminders"},  # the reminders API over the store
+    {"agent"},  # tool calls, tags of replies, the agent loop, model clients' protocol
+    {"sessions", "alerts"},  # adapters that run turns; alarm, speech, notifications
+    {"engine"},  # claiming, firing, delivery
+    {"cli", "notebook", "api", "mcp", "channels", "client", "tray", "__main__", "service"},  # surfaces
+]
+# Modules that compose a whole running graph (engine + sessions + model): surfaces
+# that live beside the code they drive.
+SURFACE_MODULES = {"remindkit.agent.chat", "remindkit.agent.demo", "remindkit"}
+
+
+def _layer_of(module: str) -> int:
+    if module in SURFACE_MODULES:
+        return len(LAYERS) - 1
+    parts = module.split(".")
+    head = parts[1] if len(parts) > 1 else parts[0]
+    for i, names in enumerate(LAYERS):
+        if head in names:
+            return i
+    raise AssertionError(f"{module}: its package {head!r} has no layer in tests/test_layers.py; add it")
+
+
+def _imports() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for path in sorted((ROOT / "remindkit").rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        module = ".".join(rel.parts)
+        is_pkg = path.name == "__init__.py"
+        if is_pkg:
+            module = module[: -len(".__init__")]
+        package = module if is_pkg else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                if not target.startswith("remindkit"):
+                    continue
+                if node.module is None:  # from . import x: each name is a module
+                    graph[module].update(f"{target}.{a.name}" for a in node.names)
+                else:
+                    graph[module].add(target)
+            elif isinstance(node, ast.Import):
+                graph[module].update(a.name for a in node.names if a.name.startswith("remindkit"))
+    return graph
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    bad = []
+    for module, targets in _imports().items():
+        mine = _layer_of(module)
+        for target in targets:
+            if target == "remindkit" and module != "remindkit":
+                bad.append(f"{module} imports the package facade 'remindkit'")
+                continue
+            theirs = _layer_of(target)
+            if theirs > mine:
+                bad.append(f"{module} (layer {mine}) imports {target} (layer {theirs})")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_import_cycles_between_modules() -> None:
+    graph = _imports()
+    modules = set(graph) | {t for ts in graph.values() for t in ts}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in graph and name.count("."):
+            if name in modules and (ROOT / (name.replace(".", "/") + ".py")).exists():
+                return name
+            name = name.rsplit(".", 1)[0]  # ``from pkg.mod import Name``
+        return name if name in graph else None
+
+    edges = {m: {r for t in ts if (r := resolve(t)) is not None and r != m and not _is_parent(r, m)}
+             for m, ts in graph.items()}
+    # Tarjan's strongly connected components
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def _is_parent(package: str, module: str) -> bool:
+    """A module importing its own package's ``__init__`` (re-exports) is not a cycle
+    worth reporting; the package importing the module is how packages work."""
+    return module.startswith(package + ".")
