@@ -124,15 +124,15 @@ def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) 
         values["updated_at"] = now_us
     for i in range(0, len(occurrence_ids), 500):
         chunk = list(occurrence_ids[i : i + 500])
-        conn.execute(
-            update(t.reminders)
-            .where(
-                c.state.in_((ACTIVE, PAUSED)),
-                exists().where(o.reminder_id == c.id, o.due_at == c.next_fire_at, o.id.in_(chunk),
-                               o.fired_at.is_not(None), o.state.not_in((CLAIMED, WAITING))),
-            )
-            .values(**values)
-        )
+        final = [c.state.in_((ACTIVE, PAUSED)),
+                 exists().where(o.reminder_id == c.id, o.due_at == c.next_fire_at, o.id.in_(chunk),
+                                o.fired_at.is_not(None), o.state.not_in((CLAIMED, WAITING)))]
+        if conn.dialect.name == "postgresql":  # lock in id order, as every writer of reminders does
+            ids = [r[0] for r in conn.execute(select(c.id).where(*final).order_by(c.id).with_for_update())]
+            if not ids:
+                continue
+            final = [c.id.in_(ids), *final]
+        conn.execute(update(t.reminders).where(*final).values(**values))
 
 
 def pause_failed(conn: Connection, failed: Sequence[tuple[int, str | None]], now_us: int | None) -> None:
@@ -141,8 +141,10 @@ def pause_failed(conn: Connection, failed: Sequence[tuple[int, str | None]], now
     fire, ends ``failed``."""
     o, c = t.occurrences.c, t.reminders.c
     stamp = now_us if now_us is not None else 0
-    for occ_id, error in failed:
-        rid = select(o.reminder_id).where(o.id == occ_id).scalar_subquery()
+    why = dict(failed)
+    owners = sorted(conn.execute(select(o.reminder_id, o.id).where(o.id.in_(list(why)))).all())
+    for rid, occ_id in owners:  # in reminder id order, as every writer of reminders locks them
+        error = why[occ_id]
         conn.execute(
             update(t.reminders)
             .where(c.id == rid, c.state.in_((ACTIVE, DONE)))
@@ -227,12 +229,16 @@ class ClaimOps:
         with self.write(notify=False) as conn:
             if _paused_all(conn):
                 return [], 0
-            stmt = select(t.reminders).where(c.state == ACTIVE, c.next_fire_at <= horizon_us, _not_claimed_yet())
+            due = [c.state == ACTIVE, c.next_fire_at <= horizon_us, _not_claimed_yet()]
             if leave_alerts:
-                stmt = stmt.where(c.alarm.is_(False), c.announce.is_(None))
-            stmt = stmt.order_by(c.next_fire_at).limit(limit)
+                due += [c.alarm.is_(False), c.announce.is_(None)]
+            stmt = select(t.reminders).where(*due).order_by(c.next_fire_at).limit(limit)
             if self.is_postgres:
-                stmt = stmt.with_for_update(skip_locked=True)
+                # The earliest due, then locked in id order (as every writer of reminders
+                # locks them), skipping rows another engine holds: engines never deadlock.
+                earliest = select(c.id).where(*due).order_by(c.next_fire_at).limit(limit)
+                stmt = (select(t.reminders).where(c.id.in_(earliest.scalar_subquery()), *due)
+                        .order_by(c.id).with_for_update(skip_locked=True))
             rems = []
             for r in conn.execute(stmt).all():
                 try:
@@ -294,7 +300,7 @@ class ClaimOps:
                         version=bindparam("version"), updated_at=bindparam("updated_at"))
             )
             if rem_updates:
-                conn.execute(upd, rem_updates)
+                conn.execute(upd, sorted(rem_updates, key=lambda row: row["b_id"]))
             failpoints.hit("in_claim_txn")
             by_id = {r.id: r for r in rems}
             by_key = {(row["reminder_id"], row["due_at"]): row for row in occ_rows}

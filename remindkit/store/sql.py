@@ -318,8 +318,9 @@ class SqlStore(ClaimOps, TranscriptOps):
         """
         with self.write() as conn:
             stmt = _filter(select(t.reminders), session=session, states=states, label=label, ids=ids)
-            stmt = self.for_update(stmt.order_by(t.reminders.c.created_at, t.reminders.c.id))
-            current = _readable(conn.execute(stmt))
+            # Locked in id order, as every writer of reminders locks them (no deadlocks).
+            stmt = self.for_update(stmt.order_by(t.reminders.c.id))
+            current = sorted(_readable(conn.execute(stmt)), key=lambda r: (r.created_at or from_us(0), r.id))
             if ids is not None and require_all:
                 found = {r.id for r in current}
                 for rid in ids:
