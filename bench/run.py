@@ -133,6 +133,11 @@ def bench_cross(q: bool) -> None:
         f"{peer['ran_within_5s']}/{peer['n']}", "all", "none")
 
 
+def _deadlocks(conn) -> int:  # type: ignore[no-untyped-def]
+    """Deadlocks the server has detected in this database (all sessions)."""
+    return int(conn.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").fetchone()[0])
+
+
 def bench_pg(q: bool) -> None:
     import psycopg
     from sqlalchemy.engine import make_url
@@ -142,6 +147,7 @@ def bench_pg(q: bool) -> None:
     raw = make_url(PG).set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(raw, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
+        deadlocks_before = _deadlocks(conn)
     url = make_url(PG).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
     try:
         d = fresh()
@@ -168,6 +174,9 @@ def bench_pg(q: bool) -> None:
         row(f"PostgreSQL, 4 engines, {n:,} due at once: lost", n - len(unique), None, "0")
         row(f"PostgreSQL, 4 engines, {n:,} due at once: drained after (s)", last / 1e6 - due, None, "<= 2 s")
         row(f"PostgreSQL, 4 engines, {n:,} due at once: per engine", "/".join(map(str, per_engine)), None, "-", "none")
+        with psycopg.connect(raw, autocommit=True) as conn:
+            row(f"PostgreSQL, 4 engines, {n:,} due at once: deadlocks (pg_stat_database)",
+                _deadlocks(conn) - deadlocks_before, None, "0")
     finally:
         with psycopg.connect(raw, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
