@@ -111,5 +111,3 @@ def format_utc(dt: datetime | None) -> str | None:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def format_us(us: int | None) -> str | None:
-    return None if us is None else format_utc(from_us(us))

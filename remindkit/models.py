@@ -277,7 +277,6 @@ class Fire:
     fired_at: datetime | None = None
     alert: str | None = None
     every_s: int | None = None
-    wait_reason: str | None = None  # why a waiting occurrence waited (its recorded error)
     wait_for: str | None = None  # WaitFor of a waiting occurrence taken up again
 
     @property

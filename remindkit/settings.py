@@ -36,9 +36,6 @@ class Limits:
     text_max: int = 8_000
     label_max: int = 100
     announce_max: int = 500
-    callback_slots: int = 8
-    callback_delay_min: int = 1
-    callback_delay_max: int = 3_600
 
 
 @dataclass(frozen=True)
@@ -54,7 +51,6 @@ class Settings:
     catchup_cap: int = 10
     sqlite_synchronous: str = "FULL"
     busy_timeout_ms: int = 30_000
-    alert_timeout_s: float = 60.0
     breaker_after: int = 3  # failed turns in a row after which a session's fallback is tried first
 
     @classmethod

@@ -102,7 +102,6 @@ def _fire_from_joined(row: Any, token: str) -> Fire:
         fired_at=from_us(m["fired_at"]) if m["fired_at"] is not None else None,
         alert=m["alert"],
         every_s=rem.schedule.every_s,
-        wait_reason=m["occ_error"],
         wait_for=m["occ_wait_for"],
     )
 

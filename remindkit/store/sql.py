@@ -441,10 +441,6 @@ class SqlStore(ClaimOps, TranscriptOps):
             row = conn.execute(stmt.limit(1)).first()
         return None if row is None else session_from_row(row)
 
-    def touch_session(self, session_id: str, *, now_us: int) -> None:
-        with self.write(notify=False) as conn:
-            conn.execute(update(t.sessions).where(t.sessions.c.id == session_id).values(last_active_at=now_us))
-
     def set_session_busy(self, session_id: str, busy: bool, *, now_us: int) -> Session:
         with self.write() as conn:
             row = conn.execute(select(t.sessions.c.id).where(t.sessions.c.id == session_id)).first()
