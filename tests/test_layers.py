@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Lowest first. A module belongs to the layer of its first package below remindkit.
 LAYERS: list[set[str]] = [
     {"_compat", "clock", "errors", "failpoints", "settings", "events"},  # vocabulary, time, configuration
-    {"schedules", "models"},  # pure domain
+    {"schedules", "models", "audit"},  # pure domain
     {"protocol"},  # tags, framing, tool schemas: pure
     {"store"},  # SQLAlchemy, the only package that knows rows
     {"reminders"},  # the reminders API over the store

@@ -5,15 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..audit import Surface
 from ..reminders import Reminders
 
 
 @dataclass(frozen=True)
 class ToolContext:
-    """The session a tool call acts for, and the API it acts through."""
+    """The session a tool call acts for, the API it acts through, and the surface
+    its changes are recorded under (``tool``; ``mcp`` for an MCP server)."""
 
     api: Reminders
     session: str
+    surface: Surface = Surface.TOOL
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,7 @@ class Dispatcher:
         stale: list[int] = []
         try:
             if fired or outcomes:
-                stale = self.store.finish(outcomes, fired=fired)
+                stale = self.store.finish(outcomes, fired=fired, now_us=now_us(self.clock))
         except Exception:
             self._outcomes.extendleft(reversed(outcomes))  # keep them for the next flush
             self._fired.extendleft(reversed(fired))
