@@ -62,6 +62,8 @@ _ITEM = re.compile(
 # month lengths a month can have (February 28 or 29)
 _LENGTHS = {1: (31,), 2: (28, 29), 3: (31,), 4: (30,), 5: (31,), 6: (30,), 7: (31,), 8: (31,), 9: (30,),
             10: (31,), 11: (30,), 12: (31,)}
+_ALL_DAYS = frozenset(range(1, 32))
+_ALL_WEEKDAYS = frozenset(range(7))
 _SEARCH_MONTHS = 4_800 + 12  # the Gregorian calendar repeats every 400 years
 
 
@@ -175,6 +177,7 @@ def _weekday(y: int, m: int, d: int) -> int:
     return (datetime(y, m, d).weekday() + 1) % 7
 
 
+@functools.lru_cache(maxsize=256)
 def _successors(values: tuple[int, ...], top: int) -> tuple[int, ...]:
     """table[v] = the smallest allowed value >= v, or -1; for v in 0..top+1."""
     allowed = set(values)
@@ -214,17 +217,17 @@ def compile_cron(expr: str) -> CronRule:
     weekdays, dow_last, dow_nth = _weekdays(expr, dow)
     day_or = not day.startswith(("*", "?")) and not dow.startswith(("*", "?"))
     shapes = _shapes(frozenset(dom), dom_last, weekdays, dow_last, dow_nth, day_or)
-    next_month = [0] * 13
-    for m in range(1, 13):
-        next_month[m] = next((x for x in months if x >= m), 0)
-    never = not any(shapes[(n, w)] for m in months for n in _LENGTHS[m] for w in range(7))
+    next_month = tuple(max(0, v) for v in _successors(months, 12))  # 0: none left this year
+    lengths = {n for m in months for n in _LENGTHS[m]}
+    never = not any(shapes[(n, w)] for n in lengths for w in range(7))
     return CronRule(
         text=expr, seconds=seconds, minutes=minutes, hours=hours, months=months, day_or=day_or,
         shapes=shapes, never=never, _next_sec=_successors(seconds, 59), _next_min=_successors(minutes, 59),
-        _next_hour=_successors(hours, 23), _next_month=tuple(next_month),
+        _next_hour=_successors(hours, 23), _next_month=next_month,
     )
 
 
+@functools.lru_cache(maxsize=256)
 def _shapes(dom: frozenset[int], dom_last: bool, weekdays: frozenset[int], dow_last: frozenset[int],
             dow_nth: frozenset[tuple[int, int]], day_or: bool) -> dict[tuple[int, int], int]:
     """For each month length and weekday of the 1st: the bit mask of matching days."""
@@ -305,6 +308,10 @@ def _range(expr: str, what: str, m: re.Match[str], lo: int, hi: int, names: list
 
 
 def _plain(expr: str, what: str, text: str, lo: int, hi: int, names: list[str] | None = None) -> tuple[int, ...]:
+    if text == "*":
+        return tuple(range(lo, hi + 1))
+    if text.isdigit() and len(text) <= 2 and lo <= int(text) <= hi:
+        return (int(text),)
     values: set[int] = set()
     for m in _items(expr, what, text):
         if m.group("star") == "?" or m.group("nth") is not None or m.group("last") is not None:
@@ -316,6 +323,8 @@ def _plain(expr: str, what: str, text: str, lo: int, hi: int, names: list[str] |
 
 
 def _days(expr: str, text: str) -> tuple[frozenset[int], bool]:
+    if text == "*":
+        return _ALL_DAYS, False
     values: set[int] = set()
     last = False
     for part in text.split(","):
@@ -332,6 +341,8 @@ def _days(expr: str, text: str) -> tuple[frozenset[int], bool]:
 
 
 def _weekdays(expr: str, text: str) -> tuple[frozenset[int], frozenset[int], frozenset[tuple[int, int]]]:
+    if text in ("*", "?"):
+        return _ALL_WEEKDAYS, frozenset(), frozenset()
     plain: set[int] = set()
     last: set[int] = set()
     nth: set[tuple[int, int]] = set()
