@@ -58,6 +58,12 @@ def test_cli_cron_refusals(rk, expr: str, code: str) -> None:
     assert status == 0 and json.loads(out) == []  # nothing was written
 
 
+@pytest.mark.parametrize("option, value", [("--in", "¹"), ("--in", "\u0663m"), ("--every", "\u0661\u0660m")])
+def test_cli_durations_read_ascii_digits_only(rk, option: str, value: str) -> None:
+    status, out, err = rk("remind", "x", "--session", "s1", option, value)
+    assert status == 1 and err.startswith("error: invalid_duration: ") and "Traceback" not in err
+
+
 def test_cli_accepts_the_new_syntax(rk) -> None:
     for expr in ("@daily", "0 0 L * *", "0 9 * * 5#2", "0 9 * * 5L", "*/100 * * * *", "0 9 * * 5/1", "0 0 1 * 1"):
         status, out, err = rk("remind", expr, "--session", "s1", "--cron", expr, "--json")
