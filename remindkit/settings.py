@@ -10,6 +10,7 @@ REMINDKIT_MAX_PER_SESSION  active reminders per session           20
 REMINDKIT_MAX_TOTAL        active reminders in the store          200
 REMINDKIT_MIN_PERIOD       shortest repeat period (seconds)       60
 REMINDKIT_HORIZON_DAYS     how far ahead a reminder may reach     366
+                           (days)
 REMINDKIT_MAX_TEXT         longest reminder text (characters)     8000
 REMINDKIT_LEASE            claim lease (seconds)                  30
 REMINDKIT_WAIT_CAP         longest engine sleep (seconds)         30
@@ -17,14 +18,19 @@ REMINDKIT_SQLITE_SYNC      SQLite synchronous: FULL or NORMAL     FULL
 REMINDKIT_BUSY_TIMEOUT_MS  how long SQLite waits for its lock     30000
 =========================  =====================================  ==========
 
-``0`` or ``none`` disables a count limit.
+``0`` or ``none`` disables a count limit. The four times take a plain number in the
+unit shown, or a duration as the command line writes it (``5m``, ``30s``, ``366d``,
+``1h30m``). A value that cannot be read raises ``invalid_setting`` naming the variable.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from .errors import InvalidInput
 
 
 @dataclass(frozen=True)
@@ -58,11 +64,11 @@ class Settings:
         env = dict(os.environ if env is None else env)
         limits = Limits()
         lim = {
-            "per_session": _count(env.get("REMINDKIT_MAX_PER_SESSION"), limits.per_session),
-            "total": _count(env.get("REMINDKIT_MAX_TOTAL"), limits.total),
-            "min_period_s": int(env.get("REMINDKIT_MIN_PERIOD", limits.min_period_s)),
-            "horizon_s": int(float(env.get("REMINDKIT_HORIZON_DAYS", 366)) * 86_400),
-            "text_max": int(env.get("REMINDKIT_MAX_TEXT", limits.text_max)),
+            "per_session": _count(env, "REMINDKIT_MAX_PER_SESSION", limits.per_session),
+            "total": _count(env, "REMINDKIT_MAX_TOTAL", limits.total),
+            "min_period_s": int(_duration(env, "REMINDKIT_MIN_PERIOD", limits.min_period_s, unit=1, zero=True)),
+            "horizon_s": int(_duration(env, "REMINDKIT_HORIZON_DAYS", limits.horizon_s, unit=86_400)),
+            "text_max": _integer(env, "REMINDKIT_MAX_TEXT", limits.text_max),
         }
         home = Path(env["REMINDKIT_HOME"]).expanduser() if env.get("REMINDKIT_HOME") else default_home()
         settings = cls(
@@ -70,11 +76,11 @@ class Settings:
             db_url=env.get("REMINDKIT_DB") or None,
             tz=env.get("REMINDKIT_TZ") or None,
             limits=replace(limits, **lim),  # type: ignore[arg-type]
-            lease_s=float(env.get("REMINDKIT_LEASE", 30)),
-            wait_cap_s=float(env.get("REMINDKIT_WAIT_CAP", 30)),
+            lease_s=_duration(env, "REMINDKIT_LEASE", 30.0, unit=1),
+            wait_cap_s=_duration(env, "REMINDKIT_WAIT_CAP", 30.0, unit=1),
             sqlite_synchronous=env.get("REMINDKIT_SQLITE_SYNC", "FULL").upper(),
-            busy_timeout_ms=int(env.get("REMINDKIT_BUSY_TIMEOUT_MS", 30_000)),
-            breaker_after=int(env.get("REMINDKIT_BREAKER_AFTER", 3)),
+            busy_timeout_ms=_integer(env, "REMINDKIT_BUSY_TIMEOUT_MS", 30_000),
+            breaker_after=_integer(env, "REMINDKIT_BREAKER_AFTER", 3),
         )
         return replace(settings, **overrides)  # type: ignore[arg-type]
 
@@ -99,9 +105,49 @@ def default_home() -> Path:
         return Path.home() / ".local" / "share" / "remindkit"
 
 
-def _count(value: str | None, default: int | None) -> int | None:
+def _count(env: dict[str, str], name: str, default: int | None) -> int | None:
+    value = env.get(name)
     if value is None or value == "":
         return default
     if value.strip().lower() in ("0", "none", "off", "unlimited"):
         return None
+    return _integer(env, name, 0)
+
+
+def _integer(env: dict[str, str], name: str, default: int) -> int:
+    value = env.get(name, "").strip()
+    if value == "":
+        return default
+    if not _PLAIN_INT.fullmatch(value):
+        raise _bad_setting(name, value, "a whole number")
     return int(value)
+
+
+def _duration(env: dict[str, str], name: str, default: float, *, unit: int, zero: bool = False) -> float:
+    """A plain number in ``unit`` seconds, or a duration as the CLI reads it (``5m``, ``366d``)."""
+    value = env.get(name, "").strip()
+    if value == "":
+        return default
+    if _PLAIN_NUMBER.fullmatch(value):
+        seconds = float(value) * unit
+    else:
+        from .errors import RemindkitError
+        from .schedules.durations import parse_duration
+
+        try:
+            seconds = parse_duration(value)
+        except RemindkitError:
+            seconds = -1.0
+    if seconds < 0 or (seconds == 0 and not zero):
+        what = "seconds" if unit == 1 else "days"
+        raise _bad_setting(name, value, f"a number of {what} or a duration like 30s, 5m, 2h, 366d, 1h30m")
+    return float(seconds)
+
+
+_PLAIN_INT = re.compile(r"[0-9]{1,12}", re.ASCII)
+_PLAIN_NUMBER = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?", re.ASCII)
+
+
+def _bad_setting(name: str, value: str, wanted: str) -> InvalidInput:
+    shown = value if len(value) <= 40 else value[:40] + "…"
+    return InvalidInput(f"{name}: {shown!r} is not {wanted}", code="invalid_setting")

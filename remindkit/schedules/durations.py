@@ -21,7 +21,7 @@ def parse_duration(text: str | int) -> int:
             raise _bad(text)
         return text
     s = str(text).strip().lower()
-    if not s or len(s) > 40:
+    if not s or len(s) > 40 or not s.isascii():  # only 0-9 are digits ("¹".isdigit() is true)
         raise _bad(text)
     if s.isdigit():
         value = int(s)

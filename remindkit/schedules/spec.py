@@ -181,7 +181,7 @@ def build_schedule(
             raise _too_short(every_s, min_period_s)
         if every_s > horizon_s:
             raise _horizon(horizon_s)
-        anchor = start if start is not None else now + timedelta(seconds=every_s)
+        anchor = start if start is not None else _one_period_from(now, every_s, zone_name)
         sched = Schedule("every", zone_name, first_at=anchor, every_s=every_s, repeat=repeat_n, until=until_at)
     elif cron is not None:
         expr = " ".join(str(cron).split())
@@ -205,6 +205,15 @@ def build_schedule(
     if (first - now).total_seconds() > horizon_s:
         raise _horizon(horizon_s)
     return sched
+
+
+def _one_period_from(now: datetime, every_s: int, zone_name: str) -> datetime:
+    """The first fire of ``--every`` given alone: one interval from now; for whole days,
+    the same local wall time that many days later (so 09:00 stays 09:00 across DST)."""
+    if every_s % DAY:
+        return now + timedelta(seconds=every_s)
+    zone = get_zone(zone_name)
+    return wall_to_instant(instant_to_wall(now, zone) + timedelta(days=every_s // DAY), zone, gap="end")
 
 
 def _instant(value: str | datetime, zone_name: str, now: datetime) -> datetime:

@@ -9,8 +9,9 @@
   documented rules: an ambiguous wall time at its earlier instant, a
   nonexistent one at the end of its gap.
 
-Day of month and weekday are both required to match (APScheduler's rule, which
-remindkit keeps); Vixie cron fires when either matches if both are restricted.
+Day of month and weekday combine as in cronie (man 5 crontab): when both are
+restricted a day matches if either does; when either field's text starts with ``*``
+both must match (``*`` itself allows every day, so that is the other field alone).
 """
 
 from __future__ import annotations
@@ -53,12 +54,16 @@ class CronRule:
     days: frozenset[int]
     months: frozenset[int]
     weekdays: frozenset[int]  # 0 = Sunday .. 6
+    day_or: bool = False  # both day fields restricted and neither starts with "*"
 
     def __repr__(self) -> str:
         return f"CronRule({self.text!r})"
 
     def matches_day(self, d: date) -> bool:
-        return d.day in self.days and d.month in self.months and d.isoweekday() % 7 in self.weekdays
+        if d.month not in self.months:
+            return False
+        by_day, by_weekday = d.day in self.days, d.isoweekday() % 7 in self.weekdays
+        return (by_day or by_weekday) if self.day_or else (by_day and by_weekday)
 
     def matches(self, wall: datetime) -> bool:
         return (self.matches_day(wall.date()) and wall.hour in self.hours and wall.minute in self.minutes
@@ -98,21 +103,25 @@ class CronRule:
 def _part(draw: st.DrawFn, field: str) -> tuple[str, set[int]]:
     """One comma-separated part of a field: its text and the values it allows.
 
-    Steps stay within the range (APScheduler refuses ``*/60`` or ``5-6/2`` as
-    ``invalid_cron``, where crontab would accept them)."""
+    Steps may pass the end of the range (``*/60``, ``5-6/2``) and ``a/s`` means
+    ``a-max/s``, as cronie reads them (the weekday's max is 7, Sunday again)."""
     lo, hi = _FIELDS[field]
     names = MONTH_NAMES if field == "month" else DOW_NAMES if field == "weekday" else None
     named = names is not None and draw(st.booleans())
-    form = draw(st.sampled_from(["*", "*/s", "a", "a-b", "a-b/s"]))
+    form = draw(st.sampled_from(["*", "*/s", "a", "a-b", "a-b/s", "a/s"]))
     top = 6 if field == "weekday" else hi  # "*" in the weekday field means Sunday..Saturday
     if form == "*":
         return "*", set(range(lo, top + 1))
     if form == "*/s":
-        step = draw(st.integers(1, 7 if field == "weekday" else hi - lo))
-        return f"*/{step}", set(range(lo, top + 1, step))
+        step = draw(st.integers(1, hi - lo + 3))
+        return f"*/{step}", set(range(lo, hi + 1, step))
     a = draw(st.integers(lo, hi))
     if form == "a":
         return _name(a, names if named else None), {a}
+    if form == "a/s":  # the name "sun" is 0 (cronie), so "sun/s" starts on 0, not 7
+        step = draw(st.integers(1, hi - lo + 3))
+        start = 0 if named and field == "weekday" and a == 7 else a
+        return f"{_name(a, names if named else None)}/{step}", set(range(start, hi + 1, step))
     if form == "a-b/s" and a == hi:
         a -= 1
     # "sun-sun" would be Sunday alone: a named range from Sunday ends by Saturday
@@ -121,7 +130,7 @@ def _part(draw: st.DrawFn, field: str) -> tuple[str, set[int]]:
     text = f"{_name(a, names if named else None)}-{_name(b, names if named else None)}"
     if form == "a-b":
         return text, set(range(a, b + 1))
-    step = draw(st.integers(1, b - a))
+    step = draw(st.integers(1, b - a + 2))
     return f"{text}/{step}", set(range(a, b + 1, step))
 
 
@@ -172,6 +181,7 @@ def cron_rules(draw: st.DrawFn, *, daily: bool = False) -> CronRule:
         text=" ".join(fields), seconds=tuple(sorted(secs)), minutes=tuple(sorted(mins)),
         hours=tuple(sorted(hours)), days=frozenset(days), months=frozenset(months),
         weekdays=frozenset(d % 7 for d in dows),
+        day_or=not day_text.startswith("*") and not dow_text.startswith("*"),
     )
 
 

@@ -201,7 +201,7 @@ def rule(text: str) -> CronRule:
 
     return CronRule(text, (0,), tuple(sorted(values(minute, 0, 59))), tuple(sorted(values(hour, 0, 23))),
                     frozenset(values(day, 1, 31)), frozenset(values(month, 1, 12)),
-                    frozenset(v % 7 for v in values(dow, 0, 6)))
+                    frozenset(v % 7 for v in values(dow, 0, 6)), day_or=day != "*" and dow != "*")
 
 
 def local(instants: list[datetime], zone_name: str) -> list[str]:
@@ -278,10 +278,12 @@ def test_midnight_zones_do_change_at_midnight() -> None:
 
 def test_never_firing_rules_terminate_quickly() -> None:
     zone = ZoneInfo("Australia/Lord_Howe")
-    for expr in ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 31 2 mon", "0 0 0 30 2 *"]:
+    for expr in ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 31 2 */7", "0 0 0 30 2 *"]:
         assert bounded_next(expr, zone, datetime(2030, 1, 1, tzinfo=UTC)) is None
-    # a rule that fires once in 28 years is still found
-    assert bounded_next("0 12 29 2 1", zone, datetime(2000, 3, 1, tzinfo=UTC)) is not None
+    # a rule that fires once in 28 years is still found: 29 February that is a Sunday
+    # ("*/7" is 0 and 7, both Sunday; it starts with "*", so both day fields must match)
+    got = bounded_next("0 12 29 2 */7", zone, datetime(2004, 3, 1, tzinfo=UTC))
+    assert got is not None and got.astimezone(zone).date() == date(2032, 2, 29)
 
 
 def test_the_oracle_rejects_a_wrong_answer() -> None:
