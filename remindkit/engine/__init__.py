@@ -1,7 +1,24 @@
 """The engine: ``tick(now)`` claims due occurrences once, fires them on time and
 hands them to delivery; ``run()`` is the thread that only waits in between."""
 
-from .core import Engine, default_adapters
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .plan import plan_fire, resume_next
+
+if TYPE_CHECKING:
+    from .core import Engine, default_adapters
+
+
+def __getattr__(name: str) -> Any:
+    # the engine proper (delivery, alerts, adapters) loads on first use: the reminders API
+    # needs only the pure planning functions beside it
+    if name in ("Engine", "default_adapters"):
+        from . import core
+
+        return getattr(core, name)
+    raise AttributeError(f"module 'remindkit.engine' has no attribute {name!r}")
+
 
 __all__ = ["Engine", "default_adapters", "plan_fire", "resume_next"]

@@ -53,6 +53,7 @@ from ..settings import Limits, Settings
 from . import schema as t
 from .claims import ClaimOps
 from .db import WRITE, dispose_quietly, make_engine, migrate
+from .reports import ReportOps
 from .rows import (
     occurrence_from_row,
     reminder_from_row,
@@ -82,7 +83,7 @@ _COUNT_LIVE_IN_SESSION = select(func.count()).select_from(t.reminders).where(
 _COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
 
 
-class SqlStore(ClaimOps, TranscriptOps):
+class SqlStore(ClaimOps, TranscriptOps, ReportOps):
     def __init__(self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None) -> None:
         self.engine = engine
         self.settings = settings or Settings.from_env()
