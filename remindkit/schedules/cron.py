@@ -20,12 +20,14 @@ from __future__ import annotations
 import functools
 import re
 from datetime import datetime, timedelta, tzinfo
-
-from apscheduler.triggers.cron import CronTrigger
+from typing import TYPE_CHECKING
 
 from ..clock import UTC
 from ..errors import InvalidSchedule
 from .zones import instant_to_wall, wall_to_instant
+
+if TYPE_CHECKING:  # loaded on the first cron rule: a reminder without one never pays for it
+    from apscheduler.triggers.cron import CronTrigger
 
 _DOW_NAMES = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 _DOW_INDEX = {name: i for i, name in enumerate(_DOW_NAMES)}
@@ -55,6 +57,8 @@ def compile_cron(expr: str) -> CronTrigger:
         raise _bad(expr, f"the day field {day!r} is not valid")
     month = _translate_month(month, expr)
     dow = _translate_dow(dow, expr)
+    from apscheduler.triggers.cron import CronTrigger
+
     try:
         return CronTrigger(
             second=second,

@@ -36,8 +36,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .. import failpoints
 from ..clock import from_us
@@ -204,7 +202,13 @@ class ClaimOps:
         def get_sessions(self, session_ids: Iterable[str], *, now_us: int | None = None) -> dict[str, Session]: ...
 
     def _insert(self, table):
-        return pg_dialect.insert(table) if self.is_postgres else sqlite_dialect.insert(table)
+        if self.is_postgres:  # each dialect loads on first use (the CLI on SQLite never needs PostgreSQL's)
+            from sqlalchemy.dialects import postgresql as pg_dialect
+
+            return pg_dialect.insert(table)
+        from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+        return sqlite_dialect.insert(table)
 
     # -- claiming due reminders ----------------------------------------------------------
 
