@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +75,11 @@ class Home:
 
     def fire_due(self, sessions: dict[str, list[str]], *, after_s: float = 61) -> None:
         """Make command sessions (name → argv) with a reminder each that comes due now,
-        and fire them with an engine stepped by hand (times from the real clock)."""
+        and fire them with an engine stepped by hand, two hours ago by the real clock."""
         store = self.store()
         try:
             settings = store.settings
-            clock = FakeClock(datetime.now(timezone.utc))
+            clock = FakeClock(datetime.now(timezone.utc) - timedelta(hours=2))
             api = Reminders(store, clock=clock, settings=settings)
             for name, argv in sessions.items():
                 store.put_session(Session(name, adapter="command", config={"argv": argv}), now_us=to_us(clock.now()))
