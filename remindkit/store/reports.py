@@ -110,3 +110,13 @@ def _lateness(values: list[int]) -> dict[str, int | None]:
         return values[min(len(values), max(1, math.ceil(p * len(values)))) - 1]
 
     return {"late_p50_ms": rank(0.50), "late_p99_ms": rank(0.99), "late_max_ms": values[-1]}
+
+
+def stats_text(entry: dict[str, Any], *, since: str = "24h") -> str:
+    """One line of :meth:`ReportOps.fire_stats` counts, as the tray menu and the notebook
+    panel show them."""
+    text = (f"last {since}: {entry['fires']} fires · {entry['delivered']} delivered · {entry['failed']} failed"
+            f" · {entry['waiting']} waiting · {entry['skipped']} skipped")
+    if entry.get("late_max_ms") is not None:
+        text += f" · late p50 {entry['late_p50_ms']} ms, p99 {entry['late_p99_ms']} ms, max {entry['late_max_ms']} ms"
+    return text
