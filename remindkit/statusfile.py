@@ -34,7 +34,10 @@ _PASSWORD = re.compile(r"(://[^:/@]+):[^@]*@")
 
 
 def store_key(url: str) -> str:
-    """The store URL as engines and the CLI both spell it (a password hidden)."""
+    """The store URL as engines and the CLI both spell it (a password hidden, the
+    driver that ``open_store`` picks for a bare ``postgresql://``)."""
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
     return _PASSWORD.sub(r"\1:***@", url)
 
 
