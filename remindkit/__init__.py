@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .clock import Clock, FakeClock, SystemClock
-from .engine import Engine
 from .errors import (
     Conflict,
     InvalidInput,
@@ -28,16 +27,45 @@ from .errors import (
     RemindkitError,
     StoreError,
 )
-from .events import Events
-from .models import Fire, Occurrence, Reminder, Session
-from .reminders import Reminders
-from .schedules import Schedule, parse_duration
 from .settings import Limits, Settings
-from .store import SqlStore, open_store
 
 if TYPE_CHECKING:
     from .agent.chat import ChatSession
+    from .engine import Engine
+    from .events import Events
+    from .models import Fire, Occurrence, Reminder, Session
     from .notebook.panels import Panel
+    from .reminders import Reminders
+    from .schedules import Schedule, parse_duration
+    from .store import SqlStore, open_store
+
+# Loaded on first use, so that `import remindkit` (and the command line) does not pay for
+# SQLAlchemy, the engine or the alerts until they are needed.
+_LAZY = {
+    "Engine": "engine",
+    "Events": "events",
+    "Fire": "models",
+    "Occurrence": "models",
+    "Reminder": "models",
+    "Session": "models",
+    "Reminders": "reminders",
+    "Schedule": "schedules",
+    "parse_duration": "schedules",
+    "SqlStore": "store",
+    "open_store": "store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'remindkit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

@@ -16,6 +16,7 @@
     ├── LimitExceeded                    too_many_reminders
     ├── NotFound (LookupError)           not_found, session_not_found
     ├── Conflict                         not_active, already_exists, session_deleted, conflict
+    ├── Forbidden (PermissionError)      forbidden
     └── StoreError (RuntimeError)        store_unavailable, schema_too_new, unreadable_row
 
 Adapters (CLI, tools, HTTP) turn these into results: ``error: <code>: <message>``
@@ -69,6 +70,13 @@ class NotFound(RemindkitError, LookupError):
 
 class Conflict(RemindkitError):
     code = "conflict"
+
+
+class Forbidden(RemindkitError, PermissionError):
+    """Outside a session scope: another session, the store's settings or the session
+    definitions, asked for from inside ``REMINDKIT_SESSION``."""
+
+    code = "forbidden"
 
 
 class StoreError(RemindkitError, RuntimeError):

@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. A module belongs to the layer of its first package below remindkit.
 LAYERS: list[set[str]] = [
-    {"_compat", "clock", "errors", "failpoints", "settings", "events"},  # vocabulary, time, configuration
-    {"schedules", "models", "audit"},  # pure domain
+    {"_compat", "clock", "errors", "failpoints", "events", "statusfile"},  # vocabulary, time
+    {"schedules", "models", "audit", "settings"},  # pure domain, configuration
     {"protocol"},  # tags, framing, tool schemas: pure
     {"store"},  # SQLAlchemy, the only package that knows rows
     {"reminders"},  # the reminders API over the store

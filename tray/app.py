@@ -46,6 +46,7 @@ from remindkit.models import LIVE_STATES
 from remindkit.reminders import Reminders
 from remindkit.settings import Settings
 from remindkit.store import SqlStore
+from remindkit.store.reports import stats_text
 
 from . import backend as bk
 from .icon import Badge, draw_icon
@@ -55,6 +56,7 @@ from .view import View, build_view, reminder_name
 log = logging.getLogger(__name__)
 TRAY_PRIORITY = 10
 RECENT_FIRES = 5
+STATS_EVERY_S = 10.0  # the menu's fire counts are read at most this often
 
 
 class TrayApp:
@@ -88,6 +90,7 @@ class TrayApp:
         self._badge: Badge | None = None
         self._title: str | None = None
         self._menu_shape: Any = None
+        self._stats_cache: tuple[int, str] | None = None
         self._stop = threading.Event()
         self._kick_r, self._kick_w = os.pipe()
         os.set_blocking(self._kick_r, False)
@@ -110,7 +113,19 @@ class TrayApp:
         if self.backend is not None and not self.backend.has_menu:
             note = "menu unavailable (install PyGObject)"
         return build_view(reminders, fires, now=now, paused_all=self.api.paused_all, muted=self.switches.muted,
-                          sounding=self.alerter.sounding, names=self._names, tz=self.settings.tz, note=note)
+                          sounding=self.alerter.sounding, names=self._names, tz=self.settings.tz, note=note,
+                          stats=self._stats(to_us(now)))
+
+    def _stats(self, now_us: int) -> str | None:
+        """The last day's counts, read at most every STATS_EVERY_S (a scan of the history)."""
+        if self._stats_cache is None or now_us - self._stats_cache[0] >= STATS_EVERY_S * 1e6:
+            try:
+                data = self.store.fire_stats(since_us=now_us - 86_400_000_000)
+                self._stats_cache = (now_us, stats_text(data["all"]))
+            except Exception as exc:  # the menu goes on without them
+                log.debug("stats not read: %s", exc)
+                return None if self._stats_cache is None else self._stats_cache[1]
+        return self._stats_cache[1]
 
     def show(self, view: View) -> None:
         """Bring the icon up to date with ``view`` (GTK work happens on its loop)."""

@@ -11,7 +11,8 @@
     ✓ Mute
     Stop sound                       (only while a sound plays)
     ─────────
-    Recent fires                     ▸  09:00:05 deploy — delivered …
+    Recent fires                     ▸  last 24h: 12 fires · 11 delivered · 1 failed · …
+                                        09:00:05 deploy — delivered …
     ─────────
     Quit
 
@@ -79,9 +80,10 @@ def build_menu(menu_cls: Any, item_cls: Any, view: View, actions: Actions) -> An
         item_cls("Stop sound", act(actions.stop_sound), enabled=view.sounding),
         sep,
     ]
-    if view.fires:
-        items.append(item_cls("Recent fires", menu_cls(*(item_cls(line, None, enabled=False) for line in view.fires))))
-    else:
-        items.append(item_cls("Recent fires", menu_cls(item_cls("No fires yet", None, enabled=False))))
+    recent = [item_cls(line, None, enabled=False) for line in view.fires] or [
+        item_cls("No fires yet", None, enabled=False)]
+    if view.stats:  # the counts of `remindkit stats` above the list
+        recent = [item_cls(view.stats, None, enabled=False), sep, *recent]
+    items.append(item_cls("Recent fires", menu_cls(*recent)))
     items += [sep, item_cls("Quit", act(actions.quit))]
     return menu_cls(*items)

@@ -44,6 +44,7 @@ class View:
     sounding: bool
     failed: int
     note: str | None = None  # e.g. "menu unavailable"
+    stats: str | None = None  # "last 24h: 12 fires · 11 delivered · …" (the same counts as `remindkit stats`)
 
     @property
     def header(self) -> str:
@@ -110,6 +111,7 @@ def build_view(
     names: Mapping[str, str] | None = None,
     tz: str | None = None,
     note: str | None = None,
+    stats: str | None = None,
 ) -> View:
     live = sorted(
         (r for r in reminders if r.state in (ACTIVE, PAUSED)),
@@ -138,4 +140,5 @@ def build_view(
         sounding=sounding,
         failed=failed,
         note=note,
+        stats=stats,
     )

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..alerts.config import RATE, VOICE, AlertConfig
-from ..alerts.quiet import QuietHours, Switches
-from ..clock import to_us
 from ..errors import InvalidInput
-from ..reminders import Reminders, check_printable
+from .context import Context
+from .scope import refuse_in_scope
+
+if TYPE_CHECKING:
+    from ..reminders import Reminders
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -31,9 +32,22 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     r.add_argument("rate")
     t = aa.add_parser("test", parents=[common], help="play the alarm and speak a sentence here, now")
     t.add_argument("--text", default="This is a remindkit test.")
+    a.set_defaults(func=run_command)
+
+
+def run_command(cx: Context) -> int:
+    action = cx.args.alerts_command or "status"
+    if action != "status":  # the settings every engine on the store follows
+        refuse_in_scope(f"alerts {action}")
+    return run(cx.args, cx.api, cx.out)
 
 
 def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
+    from ..alerts.config import RATE, VOICE, AlertConfig
+    from ..alerts.quiet import QuietHours, Switches
+    from ..clock import to_us
+    from ..reminders import check_printable
+
     store = api.store
     now_us = to_us(api.clock.now())
     switches = Switches(store)
@@ -74,6 +88,7 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
 
 def _test(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     from ..alerts.local import default_alerter
+    from ..alerts.quiet import Switches
     from ..models import Fire
 
     alerter = default_alerter()

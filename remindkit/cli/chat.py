@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import threading
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..clock import format_utc
-from ..reminders import Reminders
+from .context import Context
+from .scope import session_or_none
+
+if TYPE_CHECKING:
+    from ..reminders import Reminders
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -28,6 +31,17 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     d = sub.add_parser("demo", parents=[common], help="the whole loop with a scripted local model (no model server)")
     d.add_argument("--delay", type=int, default=3, help="seconds until the demo reminder fires (default 3)")
     d.add_argument("--no-alerts", action="store_true", help="no alarm or speech")
+    c.set_defaults(func=chat_command)
+    d.set_defaults(func=demo_command)
+
+
+def chat_command(cx: Context) -> int:
+    cx.args.session = session_or_none(cx.args)
+    return run_chat(cx.args, cx.api, cx.out, cx.inp)
+
+
+def demo_command(cx: Context) -> int:  # a store of its own unless --db is given
+    return run_demo_command(cx.args, cx.out)
 
 
 def run_chat(args: argparse.Namespace, api: Reminders, out: TextIO, inp: TextIO) -> int:
@@ -36,9 +50,9 @@ def run_chat(args: argparse.Namespace, api: Reminders, out: TextIO, inp: TextIO)
 
     engine = None
     if not args.no_engine:
-        from .main import _default_alerter
+        from .engines import default_alerter
 
-        alerter = _default_alerter()
+        alerter = default_alerter()
         engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role="chat",
                         can_alert=alerter is not None)
     chat = ChatSession(api.store, session=args.session, base_url=args.base_url, model=args.model,
@@ -94,6 +108,8 @@ class _ChatView:
         self._thread.join(2)
 
     def send(self, text: str) -> None:
+        from ..clock import format_utc
+
         with self.lock:
             self._drain()
             self._own_turn = True
@@ -121,6 +137,8 @@ class _ChatView:
             self.out.flush()
 
     def reminders(self, api: Reminders) -> None:
+        from ..clock import format_utc
+
         rems = api.list(session=self.chat.id)
         with self.lock:
             if not rems:
@@ -156,9 +174,9 @@ def run_demo_command(args: argparse.Namespace, out: TextIO) -> int:
 
     alerter = None
     if not args.no_alerts:
-        from .main import _default_alerter
+        from .engines import default_alerter
 
-        alerter = _default_alerter()
+        alerter = default_alerter()
     return run_demo(out, db_url=args.db, delay_s=args.delay, alerter=alerter)
 
 

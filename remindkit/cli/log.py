@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..audit import READ_MAX, Event
-from ..clock import format_utc
-from ..reminders import Reminders
+from ..audit import READ_MAX
+from .output import write_events
+
+if TYPE_CHECKING:
+    from ..reminders import Reminders
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -23,6 +25,16 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     lg.add_argument("--session", help="only this session's events")
     lg.add_argument("--limit", type=int, default=50, help=f"the newest N events (1-{READ_MAX}, default 50)")
     lg.add_argument("--after", type=int, metavar="EVENT_ID", help="the first N events after this event id instead")
+    lg.set_defaults(func=run_command)
+
+
+def run_command(cx: Any) -> int:
+    from .output import printable
+    from .reminders import get_in
+    from .scope import scope
+
+    return run(cx.args, cx.api, cx.out, within=scope(cx.args),
+               get_in=lambda _api, rid, within: get_in(cx, rid, within), printable=printable)
 
 
 def run(args: argparse.Namespace, api: Reminders, out: TextIO, *, within: Any, get_in: Any,
@@ -37,19 +49,3 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO, *, within: Any, g
     else:
         write_events(out, events, printable)
     return 0
-
-
-def write_events(out: TextIO, events: Sequence[Event], printable: Callable[[object], str]) -> None:
-    if not events:
-        out.write("no events\n")
-        return
-    for e in events:
-        detail = " ".join(f"{k}={_value(v)}" for k, v in e.detail.items())
-        out.write(printable(f"{e.id:>6}  {format_utc(e.at)}  {e.kind:<9}  {e.surface:<8}  "
-                            f"{e.reminder_id or '-'}  {e.session or '-'}  {detail}".rstrip()) + "\n")
-
-
-def _value(v: object) -> str:
-    if isinstance(v, str):
-        return v if v and " " not in v else json.dumps(v, ensure_ascii=False)
-    return json.dumps(v, ensure_ascii=False)

@@ -42,6 +42,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     tray.add_argument("--tray", dest="tray", action="store_true", default=None,
                       help="also write the tray's autostart entry (default: when a desktop is detected)")
     tray.add_argument("--no-tray", dest="tray", action="store_false", help="no tray autostart entry")
+    sv.set_defaults(func=lambda cx: _refused_in_scope_then(run, cx))
 
 
 @dataclass(frozen=True)
@@ -286,3 +287,12 @@ def status(paths: Paths) -> dict[str, Any]:
 
 
 __all__ = ["Paths", "desktop_text", "install", "serve_argv", "status", "systemd_quote", "uninstall", "unit_text"]
+
+
+def _refused_in_scope_then(fn: Any, cx: Any) -> int:
+    """Installing a service is the local user's, never a session's (files and systemd;
+    the store is only named)."""
+    from .scope import refuse_in_scope
+
+    refuse_in_scope("service")
+    return int(fn(cx.args, cx.out))

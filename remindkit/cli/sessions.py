@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..audit import Surface
-from ..clock import format_utc, to_us
-from ..errors import InvalidInput, NotFound
-from ..models import Session
-from ..reminders import Reminders, check_printable, check_session_id
-from ..sessions.command import parse_argv
+from ..errors import Forbidden, InvalidInput, NotFound
+from .context import Context
+from .scope import env_scope, refuse_in_scope
+
+if TYPE_CHECKING:
+    from ..reminders import Reminders
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -47,9 +47,27 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                            ("idle", "mark a session idle: waiting fires are delivered")):
         sp = ss.add_parser(name, parents=[common], help=helptext)
         sp.add_argument("id")
+    s.set_defaults(func=run_command)
+
+
+def run_command(cx: Context) -> int:
+    args = cx.args
+    action = args.session_command
+    confined = env_scope()
+    if action in ("busy", "idle") and confined is not None:
+        if args.id != confined:  # its own session only: another's deliveries are not its to hold
+            raise Forbidden(f"session {action} of another session is not allowed in session scope {confined!r}",
+                            code="forbidden")
+    else:
+        refuse_in_scope(f"session {action or 'ls'}")
+    return run(args, cx.api, cx.out)
 
 
 def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
+    from ..clock import format_utc, to_us
+    from ..models import Session
+    from ..reminders import check_printable, check_session_id
+
     store = api.store
     now_us = to_us(api.clock.now())
     action = args.session_command
@@ -80,11 +98,13 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 if s.failures:
                     breaker = " breaker open: fallback first" if s.failures >= store.settings.breaker_after else ""
                     failing = f"  failed {s.failures}x in a row{breaker}: {_inert(s.last_error or '')[:80]}"
-                out.write(f"{s.id}  {s.adapter or '-'}  {s.state}{busy}  fallback {s.fallback}  "
+                out.write(f"{_inert(s.id)}  {s.adapter or '-'}  {s.state}{busy}  fallback {s.fallback}  "
                           f"last active {format_utc(s.last_active_at)}{failing}\n")
         return 0
     if action == "rm":
         check_session_id(args.id)
+        from ..audit import Surface
+
         paused = store.delete_session(args.id, now_us=now_us, surface=Surface.CLI)
         _emit(out, args.json, {"deleted": args.id, "paused": paused},
               f"deleted session {args.id}; paused {len(paused)} reminder(s)")
@@ -100,6 +120,8 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
 
 def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
     """The adapter and its config from ``session add`` options (one adapter at most)."""
+    from ..sessions.command import parse_argv
+
     chosen = [name for name, on in (("command", bool(args.command_argv)), ("openai", args.openai), ("python", args.python)) if on]
     if len(chosen) > 1:
         raise InvalidInput(f"give one adapter, not {' and '.join(chosen)}", code="invalid_argument")
@@ -133,7 +155,7 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
 
 
 def _inert(text: str) -> str:
-    """Control characters escaped, as ``cli.main.printable`` does."""
+    """Control characters escaped, as ``cli.output.printable`` does."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 

@@ -46,6 +46,7 @@ from ..store import SqlStore
 from .delivery import Dispatcher
 from .liveness import Liveness
 from .plan import plan_fire
+from .status import StatusWriter
 
 log = logging.getLogger(__name__)
 ALERTER = "alerter"
@@ -104,6 +105,7 @@ class Engine:
         self._liveness: Liveness | None = None  # set while run() runs (real processes)
         self._flushed_us = 0
         self._backoff_s = 0.0
+        self.status: StatusWriter | None = None  # set while run() runs: the status file
         self.leave_alerts = False
         self.is_alerter = False
         self.errors = 0
@@ -130,6 +132,7 @@ class Engine:
         """Claims, take-overs, outcomes, leases. Returns when it wants to run next."""
         s = self.settings
         lookahead = int(s.lookahead_s * 1e6)
+        changed = False  # for the status file: the set of reminders or a fire's outcome moved
         try:
             with self.store.origin(self.id):
                 if flush_only:
@@ -142,6 +145,7 @@ class Engine:
                 if t >= self._housekeeping_us:
                     self._housekeeping(t)
                 if self._dirty:
+                    changed = True
                     self._dirty = False
                     self._known = False
                     self.dispatcher.invalidate()
@@ -151,6 +155,7 @@ class Engine:
                     self._next_due_us, self._next_lease_us = self.store.next_due_us(leave_alerts=self.leave_alerts)
                     self._known = True
                 if self._next_due_us is not None and self._next_due_us <= t + lookahead:
+                    changed = True
                     self._claim(t)
                 if self._next_lease_us is not None and self._next_lease_us < t and t >= self._takeover_after_us:
                     self._take_over(t)
@@ -162,6 +167,7 @@ class Engine:
                 if (self.dispatcher.inline or self.dispatcher.urgent
                         or since >= int(FLUSH_BUSY_MAX * 1e6)
                         or (since >= int(FLUSH_INTERVAL * 1e6) and self.dispatcher.turns_idle)):
+                    changed = changed or self.dispatcher.has_outcomes
                     self.dispatcher.flush()
                     self._flushed_us = t
             self._backoff_s = 0.0
@@ -173,6 +179,8 @@ class Engine:
                         self.id, type(exc).__name__, exc, self._backoff_s)
             return t + int(self._backoff_s * 1e6)
         candidates = [t + int(s.wait_cap_s * 1e6), self._housekeeping_us]
+        if self.status is not None:
+            candidates.append(self.status.step(t, changed=changed))
         if self.dispatcher.urgent:
             candidates.append(t)
         elif self.dispatcher.has_outcomes:
@@ -386,6 +394,7 @@ class Engine:
             self._liveness = None
         timer = threading.Thread(target=self._fire_loop, name=f"remindkit-fire-{self.id}", daemon=True)
         timer.start()
+        self.status = StatusWriter(self.store, self.settings.home)
         keeper = threading.Thread(target=self._lease_loop, name=f"remindkit-lease-{self.id}", daemon=True)
         self._lease_keeper = True
         keeper.start()
@@ -538,6 +547,9 @@ class Engine:
                 self.store.unregister_engine(self.id)
         if self._liveness is not None:
             self._liveness.release()
+        if self.status is not None:  # readers ask the store until another engine writes it again
+            self.status.remove()
+            self.status = None
         log.info("engine %s stopped", self.id)
 
     def close(self) -> None:

@@ -19,11 +19,13 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..agent.chat import ChatSession
+from ..clock import to_us
 from ..reminders import Reminders
 from ..schedules import local_zone_name
 from ..schedules.zones import get_zone
 from ..settings import Settings
 from ..store import SqlStore
+from ..store.reports import stats_text
 from .chatview import ChatView
 from .form import ReminderForm
 from .pills import PillsWidget
@@ -56,7 +58,9 @@ class Panel(widgets.VBox):
         scope = "every session" if self.session is Any else f"session {self.session}"
         heading = widgets.HTML(f"<span class='rk-panel-title'>{html.escape(title or 'remindkit')}</span>"
                                f" <span style='color:#888'>· {html.escape(scope)}</span>")
-        parts: list[Any] = [heading, self.pills]
+        self.stats = widgets.HTML("", layout=widgets.Layout(margin="0 0 0 4px"))
+        self.stats.add_class("rk-stats")
+        parts: list[Any] = [heading, self.pills, self.stats]
         if self.form is not None:
             parts.append(self.form)
         if self.chat_view is not None:
@@ -69,8 +73,16 @@ class Panel(widgets.VBox):
     def refresh(self) -> None:
         """Read the store into the widgets (on the hub thread)."""
         self.pills.refresh()
+        self.stats.value = html.escape(self.stats_text())
         if self.chat_view is not None:
             self.chat_view.refresh()
+
+    def stats_text(self) -> str:
+        """The last day's fires of this panel's session(s): the counts of ``remindkit stats``."""
+        now_us = to_us(self.api.clock.now())
+        data = self.api.store.fire_stats(since_us=now_us - 86_400_000_000,
+                                         session=None if self.session is Any else self.session)
+        return stats_text(data["all"])
 
     def sync(self, timeout: float = 10.0) -> bool:
         """Refresh now and wait for it: a cell that reads the widgets' state

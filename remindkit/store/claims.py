@@ -35,8 +35,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .. import failpoints
 from ..audit import EventKind, Surface
@@ -211,7 +209,13 @@ class ClaimOps:
         return stmt.with_for_update() if self.is_postgres else stmt
 
     def _insert(self, table):
-        return pg_dialect.insert(table) if self.is_postgres else sqlite_dialect.insert(table)
+        if self.is_postgres:  # each dialect loads on first use (the CLI on SQLite never needs PostgreSQL's)
+            from sqlalchemy.dialects import postgresql as pg_dialect
+
+            return pg_dialect.insert(table)
+        from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+        return sqlite_dialect.insert(table)
 
     # -- claiming due reminders ----------------------------------------------------------
 

@@ -56,6 +56,7 @@ from . import schema as t
 from .claims import ClaimOps
 from .db import WRITE, dispose_quietly, make_engine, migrate
 from .events import EventOps, changes, event_row, forget_deferred, write_events
+from .reports import ReportOps
 from .rows import (
     occurrence_from_row,
     reminder_from_row,
@@ -85,7 +86,7 @@ _COUNT_LIVE_IN_SESSION = select(func.count()).select_from(t.reminders).where(
 _COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
 
 
-class SqlStore(ClaimOps, TranscriptOps, EventOps):
+class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps):
     def __init__(self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None) -> None:
         self.engine = engine
         self.settings = settings or Settings.from_env()

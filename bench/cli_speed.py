@@ -1,0 +1,140 @@
+"""How long the ``remindkit`` command takes, start to exit, on a warm cache.
+
+    python bench/cli_speed.py [--runs 30] [--baseline /path/to/other/checkout]
+
+Times ``remind`` (a one-shot ``--in 5m``), ``ls`` (with 20 reminders stored),
+``status --line`` with an engine keeping the status file and without one (then it
+reads the store), and ``import remindkit.cli.main`` alone. Each command runs
+``--runs`` times after two warm-up runs; the table gives the median and p90 of the
+wall time and the median CPU time (user + sys of the child, which a busy machine
+inflates less than the wall time). With ``--baseline`` the same commands run against
+another checkout of remindkit (``PYTHONPATH`` pointed at it) side by side.
+
+Targets: ``remind`` ≤ 150 ms, ``ls`` ≤ 180 ms, ``status --line`` ≤ 60 ms (wall).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS_MS = {"remind": 150, "ls": 180, "status --line": 60}
+
+
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False,
+                          cwd=env["REMINDKIT_HOME"])  # not the checkout: `-m` puts the cwd first on the path
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {proc.stderr.decode(errors='replace')[-500:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall * 1000, cpu * 1000
+
+
+def measure(argv: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
+    for _ in range(2):
+        run_once(argv, env)
+    walls, cpus = [], []
+    for _ in range(runs):
+        wall, cpu = run_once(argv, env)
+        walls.append(wall)
+        cpus.append(cpu)
+    walls.sort()
+    return {"median": statistics.median(walls), "p90": walls[min(len(walls) - 1, int(0.9 * len(walls)))],
+            "cpu": statistics.median(cpus)}
+
+
+class Side:
+    """One checkout of remindkit, with a home of its own."""
+
+    def __init__(self, name: str, path: Path, home: Path) -> None:
+        self.name = name
+        self.env = {**os.environ, "PYTHONPATH": str(path), "REMINDKIT_HOME": str(home), "REMINDKIT_TZ": "UTC",
+                    "REMINDKIT_NOTIFY": "0", "REMINDKIT_AUDIO": "none"}
+        for var in ("REMINDKIT_DB", "REMINDKIT_SESSION"):
+            self.env.pop(var, None)
+        self.home = home
+        home.mkdir(parents=True, exist_ok=True)
+
+    def rk(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "remindkit", *args]
+
+    def prepare(self) -> None:
+        for i in range(20):
+            run_once(self.rk("remind", f"bench {i}", "--session", f"s{i % 4}", "--in", f"{10 + i}m"), self.env)
+
+    def has_line(self) -> bool:
+        return subprocess.run(self.rk("status", "--line"), env=self.env, capture_output=True,
+                              cwd=self.home).returncode == 0
+
+    def serve(self) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(self.rk("serve", "--no-alerts"), env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, cwd=self.home)
+        deadline = time.monotonic() + 60
+        while not list(self.home.glob("status-*.json")):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise SystemExit("the engine wrote no status file within 60 s")
+            time.sleep(0.05)
+        return proc
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--baseline", type=Path, help="another checkout of remindkit to time beside this one")
+    opts = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rk-cli-speed-") as tmp:
+        sides = [Side("this", ROOT, Path(tmp) / "this")]
+        if opts.baseline:
+            sides.append(Side(f"baseline ({opts.baseline})", opts.baseline.resolve(), Path(tmp) / "baseline"))
+        results: dict[str, dict[str, dict[str, float] | None]] = {}
+        for side in sides:
+            side.prepare()
+            res: dict[str, dict[str, float] | None] = {}
+            res["python -c pass"] = measure([sys.executable, "-c", "pass"], side.env, opts.runs)
+            res["import remindkit.cli.main"] = measure([sys.executable, "-c", "import remindkit.cli.main"],
+                                                       side.env, opts.runs)
+            res["remind"] = measure(side.rk("remind", "x", "--session", "b", "--in", "5m"), side.env, opts.runs)
+            res["ls"] = measure(side.rk("ls"), side.env, opts.runs)
+            if side.has_line():
+                res["status --line (no engine: store)"] = measure(side.rk("status", "--line"), side.env, opts.runs)
+                engine = side.serve()
+                try:
+                    res["status --line"] = measure(side.rk("status", "--line"), side.env, opts.runs)
+                finally:
+                    engine.terminate()
+                    engine.wait(30)
+            else:
+                res["status --line (no engine: store)"] = res["status --line"] = None
+            res["status"] = measure(side.rk("status"), side.env, opts.runs)
+            results[side.name] = res
+    load = os.getloadavg()
+    print(f"remindkit CLI wall time, ms ({opts.runs} runs each; load average {load[0]:.1f} on {os.cpu_count()} CPUs)")
+    names = list(results)
+    header = f"{'command':34}" + "".join(f"{n[:30]:>34}" for n in names) + f"{'target':>9}"
+    print(header)
+    print(f"{'':34}" + "".join(f"{'median / p90 / cpu':>34}" for _ in names))
+    for cmd in results[names[0]]:
+        cells = []
+        for n in names:
+            r = results[n].get(cmd)
+            cells.append(f"{'-':>34}" if r is None else f"{r['median']:>16.0f} / {r['p90']:>5.0f} / {r['cpu']:>5.0f}")
+        target = TARGETS_MS.get(cmd)
+        print(f"{cmd:34}" + "".join(cells) + (f"{'≤ ' + str(target):>9}" if target else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""``remindkit serve`` and ``remindkit tray``: an engine in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import logging
+import signal
+import threading
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .context import Context, emit_json
+
+if TYPE_CHECKING:
+    from ..reminders import Reminders
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    sv = sub.add_parser("serve", parents=[common], help="run an engine until SIGINT/SIGTERM")
+    sv.add_argument("--no-alerts", action="store_true", help="never play alarms or speech here")
+    sv.add_argument("-v", "--verbose", action="store_true")
+    sv.set_defaults(func=serve_command)
+    tr = sub.add_parser("tray", parents=[common], help="the tray app (alarms, speech, menu); headless without a display")
+    tr.add_argument("--headless", action="store_true", help="no icon: the engine and its alerts only")
+    tr.add_argument("-v", "--verbose", action="store_true")
+    tr.set_defaults(func=tray_command)
+
+
+def serve_command(cx: Context) -> int:
+    return serve(cx.api, cx.out, no_alerts=cx.args.no_alerts, verbose=cx.args.verbose, as_json=cx.args.json)
+
+
+def tray_command(cx: Context) -> int:
+    from tray.app import run_tray
+
+    return run_tray(cx.api, cx.out, headless=cx.args.headless, verbose=cx.args.verbose)
+
+
+def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool = False,
+          as_json: bool = False) -> int:
+    """Run an engine in the foreground until SIGINT or SIGTERM."""
+    from ..engine import Engine
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    alerter = None if no_alerts else default_alerter()
+    engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role="serve",
+                    can_alert=not no_alerts and alerter is not None)
+    if alerter is not None and hasattr(alerter, "attach"):
+        alerter.attach(engine)  # mute/quiet hours from the store; notifications for every fire
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+        engine.poke()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 PID`: every thread's stack on stderr (a stuck engine)
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+    if as_json:
+        emit_json(out, {"serving": engine.id, "store": api.store.url})
+    else:
+        out.write(f"remindkit serve: engine {engine.id} on {api.store.url}; stop with Ctrl-C\n")
+    out.flush()
+    engine.run(stop)
+    if as_json:
+        emit_json(out, {"stopped": engine.id})
+    else:
+        out.write("remindkit serve: stopped\n")
+    return 0
+
+
+def default_alerter() -> Any:
+    try:
+        from ..alerts.local import default_alerter as make
+    except ImportError:
+        return None
+    return make()

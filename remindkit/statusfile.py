@@ -1,0 +1,117 @@
+"""A small status file that running engines keep current, so that a shell prompt or a
+tmux status bar can show the reminders every second without opening the store.
+
+The file is JSON, replaced atomically (write, fsync-free rename) in the remindkit home
+folder, one per store (``status-<hash of the store URL>.json``)::
+
+    {"v": 1, "written_us": ..., "paused_all": false, "truncated": false,
+     "all": {"active": 2, "paused": 0, "next_us": ..., "failed": false},
+     "sessions": {"s1": {"active": 2, "paused": 0, "next_us": ..., "failed": false}}}
+
+Engines rewrite it when the set of reminders changes or a fire lands, and at least
+every ``HEARTBEAT_S``; a reader treats a file older than ``STALE_S`` (no engine keeps
+it) as missing and asks the store. This module imports nothing heavy: it is the
+whole cost of ``remindkit status --line``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+VERSION = 1
+HEARTBEAT_S = 20.0
+STALE_S = 65.0
+MAX_SESSIONS = 1_000  # past this the file says "truncated" and readers of a session ask the store
+
+_PASSWORD = re.compile(r"(://[^:/@]+):[^@]*@")
+
+
+def store_key(url: str) -> str:
+    """The store URL as engines and the CLI both spell it (a password hidden, the
+    driver that ``open_store`` picks for a bare ``postgresql://``)."""
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return _PASSWORD.sub(r"\1:***@", url)
+
+
+def status_path(home: Path, url: str) -> Path:
+    digest = hashlib.sha256(store_key(url).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return home / f"status-{digest}.json"
+
+
+def write_status(path: Path, data: dict[str, Any]) -> None:
+    """Replace the file atomically; a reader sees the old or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=".status-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, separators=(",", ":"))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_status(path: Path, now_us: int) -> dict[str, Any] | None:
+    """The file's data, or None when it is missing, unreadable, of another version or stale."""
+    try:
+        if path.stat().st_size > 4_000_000:
+            return None
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("v") != VERSION:
+        return None
+    written = data.get("written_us")
+    if not isinstance(written, int) or not -5e6 < now_us - written < STALE_S * 1e6:
+        return None
+    return data
+
+
+def summary_for(data: dict[str, Any], session: str | None) -> dict[str, Any] | None:
+    """The counts for ``session`` (every session when None); None when the file cannot say."""
+    if session is None:
+        entry = data.get("all")
+    else:
+        sessions = data.get("sessions")
+        if not isinstance(sessions, dict):
+            return None
+        entry = sessions.get(session)
+        if entry is None:
+            return None if data.get("truncated") else {"active": 0, "paused": 0, "next_us": None, "failed": False}
+    return entry if isinstance(entry, dict) else None
+
+
+def format_line(summary: dict[str, Any], *, now_us: int, paused_all: bool) -> str:
+    """``⏰2 4:59`` (count, time to the next), ``⏸`` when everything or all of these are
+    paused, ``!`` after a failed delivery; ``⏰0`` when nothing is set."""
+    active = int(summary.get("active") or 0)
+    paused = int(summary.get("paused") or 0)
+    line = f"⏰{active}"
+    nxt = summary.get("next_us")
+    if active and isinstance(nxt, int) and not paused_all:
+        line += " " + _countdown(max(0, nxt - now_us) / 1e6)
+    if paused_all or (paused and not active):
+        line += " ⏸"
+    if summary.get("failed"):
+        line += " !"
+    return line
+
+
+def _countdown(seconds: float) -> str:
+    s = int(seconds + 0.999)  # 0.2 s left shows 0:01, not 0:00
+    if s >= 86_400:
+        return f"{s // 86_400}d{s % 86_400 // 3600}h"
+    if s >= 3600:
+        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{s // 60}:{s % 60:02d}"
+
