@@ -73,8 +73,8 @@ def first_remindkit(cases: list[tuple[str, ZoneInfo, datetime]], cold: bool = Fa
     for expr, zone, t in cases:
         if cold:  # forget every parsed rule and field
             compile_cron.cache_clear()
-            cron_module._shapes.cache_clear()
-            cron_module._successors.cache_clear()
+            for table in ("_shapes", "_successors"):
+                getattr(getattr(cron_module, table, None), "cache_clear", lambda: None)()
         next_cron_time(expr, zone, t)
     return len(cases)
 
