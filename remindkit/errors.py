@@ -12,10 +12,12 @@
     │                                    announce_too_long, invalid_argument, invalid_id,
     │                                    invalid_import, invalid_quiet_hours, invalid_label,
     │                                    invalid_session, invalid_on_busy, invalid_urgency,
-    │                                    invalid_misfire, invalid_command
+    │                                    invalid_misfire, invalid_command, key_env_not_allowed,
+    │                                    invalid_store_url
     ├── LimitExceeded                    too_many_reminders
     ├── NotFound (LookupError)           not_found, session_not_found
     ├── Conflict                         not_active, already_exists, session_deleted, conflict
+    ├── Forbidden (PermissionError)      forbidden
     └── StoreError (RuntimeError)        store_unavailable, schema_too_new, unreadable_row
 
 Adapters (CLI, tools, HTTP) turn these into results: ``error: <code>: <message>``
@@ -69,6 +71,10 @@ class NotFound(RemindkitError, LookupError):
 
 class Conflict(RemindkitError):
     code = "conflict"
+
+
+class Forbidden(RemindkitError, PermissionError):
+    code = "forbidden"
 
 
 class StoreError(RemindkitError, RuntimeError):

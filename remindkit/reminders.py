@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from .clock import Clock, SystemClock, format_utc, parse_utc, to_us
+from .clock import Clock, SystemClock, format_utc, to_us
 from .engine.plan import resume_next
-from .errors import Conflict, InvalidInput, NotFound
+from .errors import Conflict, InvalidInput, NotFound, RemindkitError
 from .models import (
     ACTIVE,
     BUSY_POLICIES,
@@ -29,19 +29,25 @@ from .models import (
     LIVE_STATES,
     MISFIRE_POLICIES,
     PAUSED,
-    REMINDER_STATES,
     SESSION_DELETED,
     URGENCIES,
     Occurrence,
     Reminder,
     Session,
 )
-from .schedules import Schedule, build_schedule, first_fire, local_zone_name, parse_duration
+from .schedules import build_schedule, first_fire, local_zone_name, parse_duration
 from .settings import Settings
 from .store import SqlStore
 
 EXPORT_VERSION = 1
 MAX_HISTORY = 100_000
+
+
+@dataclass(frozen=True)
+class Imported:
+    reminders: int
+    sessions: int
+    disabled: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (session id, fields left out)
 
 
 @dataclass(frozen=True)
@@ -247,11 +253,26 @@ class Reminders:
         for r in rems:
             yield json.dumps(_export_reminder(r), ensure_ascii=False)
 
-    def import_(self, lines: Iterable[str], *, replace_existing: bool = False) -> int:
-        """Validate every line first, then insert all in one transaction."""
+    def import_(self, lines: Iterable[str], *, replace_existing: bool = False, trust_sessions: bool = False) -> int:
+        """Validate every line first, then insert all in one transaction; the number
+        of reminders imported (:meth:`import_report` says more)."""
+        return self.import_report(lines, replace_existing=replace_existing, trust_sessions=trust_sessions).reminders
+
+    def import_report(self, lines: Iterable[str], *, replace_existing: bool = False,
+                      trust_sessions: bool = False) -> Imported:
+        """Each line is checked like ``remind`` checks its input (``invalid_import``
+        with the line number); the limits per session and in total hold after the
+        import. Without ``trust_sessions`` a session's ``argv``, ``env``, ``cwd``,
+        ``api_key_env``, ``base_url`` and ``extra`` are left out and it comes in
+        disabled (listed in the result) until ``session add`` completes it."""
+        from .imports import check_reminder, check_session
+
         reminders: builtins.list[Reminder] = []
+        numbers: builtins.list[int] = []
         sessions: builtins.list[Session] = []
+        disabled: builtins.list[tuple[str, tuple[str, ...]]] = []
         seen: set[str] = set()
+        now = self.clock.now()
         for number, line in enumerate(lines, 1):
             line = line.strip()
             if not line:
@@ -262,24 +283,31 @@ class Reminders:
                     raise ValueError("not an object")
                 if "remindkit_export" in data:
                     if data["remindkit_export"] != EXPORT_VERSION:
-                        raise ValueError(f"export version {data['remindkit_export']} is not supported")
+                        raise ValueError(f"export version {str(data['remindkit_export'])[:20]} is not supported")
                     continue
                 kind = data.get("type")
                 if kind == "session":
-                    sessions.append(_import_session(data))
+                    sess, dropped = check_session(data, trust=trust_sessions)
+                    sessions.append(sess)
+                    if dropped:
+                        disabled.append((sess.id, tuple(dropped)))
                 elif kind == "reminder":
-                    rem = _import_reminder(data, self.settings)
+                    rem = check_reminder(data, self.settings, now)
                     if rem.id in seen:
                         raise ValueError(f"duplicate id {rem.id}")
                     seen.add(rem.id)
                     reminders.append(rem)
+                    numbers.append(number)
                 else:
-                    raise ValueError(f"unknown line type {kind!r}")
-            except InvalidInput as exc:
-                raise InvalidInput(f"line {number}: {exc.message}", code="invalid_import") from None
-            except (ValueError, KeyError, TypeError) as exc:
-                raise InvalidInput(f"line {number}: {exc}", code="invalid_import") from None
-        return self.store.import_rows(reminders, sessions, replace_existing=replace_existing)
+                    raise ValueError(f"unknown line type {str(kind)[:40]!r}")
+            except RemindkitError as exc:
+                raise InvalidInput(f"line {number}: {exc.code}: {exc.message}", code="invalid_import",
+                                   line=number) from None
+            except (ValueError, KeyError, TypeError, OverflowError) as exc:
+                raise InvalidInput(f"line {number}: {str(exc)[:300]}", code="invalid_import", line=number) from None
+        n = self.store.import_rows(reminders, sessions, replace_existing=replace_existing,
+                                   limits=self.settings.limits, lines=numbers)
+        return Imported(n, len(sessions), tuple(disabled))
 
 
 def _export_reminder(r: Reminder) -> dict[str, Any]:
@@ -291,43 +319,6 @@ def _export_reminder(r: Reminder) -> dict[str, Any]:
         "on_busy": r.on_busy, "last_error": r.last_error, "source": r.source, "slot": r.slot,
         "snoozed": r.snoozed, "created_at": format_utc(r.created_at), "updated_at": format_utc(r.updated_at),
     }
-
-
-def _import_reminder(d: dict[str, Any], settings: Settings) -> Reminder:
-    sched = Schedule.from_dict(d["schedule"])
-    state = d.get("state", ACTIVE)
-    _choice("state", state, REMINDER_STATES)
-    _choice("urgency", d.get("urgency", "normal"), URGENCIES)
-    _choice("misfire", d.get("misfire", "latest"), MISFIRE_POLICIES)
-    _choice("on_busy", d.get("on_busy", "wait"), BUSY_POLICIES)
-    nxt = parse_utc(d["next_fire_at"]) if d.get("next_fire_at") else None
-    if state == ACTIVE and nxt is None:
-        raise ValueError("an active reminder needs next_fire_at")
-    created = parse_utc(d["created_at"]) if d.get("created_at") else None
-    if created is None:
-        raise ValueError("created_at is missing")
-    return Reminder(
-        id=check_id(d["id"]), session=check_session_id(d.get("session")),
-        label=check_label(d.get("label"), settings.limits.label_max),
-        text=check_text(d["text"], settings.limits.text_max), schedule=sched, state=state,
-        next_fire_at=nxt, fired_count=int(d.get("fired_count", 0)), alarm=bool(d.get("alarm", False)),
-        announce=check_announce(d.get("announce"), settings.limits.announce_max),
-        urgency=d.get("urgency", "normal"), misfire=d.get("misfire", "latest"),
-        catchup_cap=int(d.get("catchup_cap", settings.catchup_cap)), on_busy=d.get("on_busy", "wait"),
-        last_error=d.get("last_error"), source=d.get("source", "import"), slot=d.get("slot"),
-        snoozed=bool(d.get("snoozed", False)), created_at=created,
-        updated_at=parse_utc(d["updated_at"]) if d.get("updated_at") else created,
-    )
-
-
-def _import_session(d: dict[str, Any]) -> Session:
-    return Session(
-        id=check_session_id(d["id"]) or "", adapter=d.get("adapter"), config=dict(d.get("config") or {}),
-        state=d.get("state", "active"),
-        created_at=parse_utc(d["created_at"]) if d.get("created_at") else None,
-        last_active_at=parse_utc(d["last_active_at"]) if d.get("last_active_at") else None,
-        parent_id=d.get("parent_id"), title=d.get("title"),
-    )
 
 
 # -- validation (pure) --------------------------------------------------------------------

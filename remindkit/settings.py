@@ -15,6 +15,8 @@ REMINDKIT_LEASE            claim lease (seconds)                  30
 REMINDKIT_WAIT_CAP         longest engine sleep (seconds)         30
 REMINDKIT_SQLITE_SYNC      SQLite synchronous: FULL or NORMAL     FULL
 REMINDKIT_BUSY_TIMEOUT_MS  how long SQLite waits for its lock     30000
+REMINDKIT_CATCHUP_MAX      most occurrences one claim may fire    1000
+                           (a row asking for more is quarantined)
 =========================  =====================================  ==========
 
 ``0`` or ``none`` disables a count limit.
@@ -52,6 +54,7 @@ class Settings:
     lookahead_s: float = 1.0
     claim_batch: int = 1000
     catchup_cap: int = 10
+    catchup_max: int = 1000
     sqlite_synchronous: str = "FULL"
     busy_timeout_ms: int = 30_000
     alert_timeout_s: float = 60.0
@@ -77,6 +80,7 @@ class Settings:
             wait_cap_s=float(env.get("REMINDKIT_WAIT_CAP", 30)),
             sqlite_synchronous=env.get("REMINDKIT_SQLITE_SYNC", "FULL").upper(),
             busy_timeout_ms=int(env.get("REMINDKIT_BUSY_TIMEOUT_MS", 30_000)),
+            catchup_max=max(1, int(env.get("REMINDKIT_CATCHUP_MAX", 1000))),
         )
         return replace(settings, **overrides)  # type: ignore[arg-type]
 

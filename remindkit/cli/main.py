@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     im = sub.add_parser("import", parents=[common], help="read an export (one transaction)")
     im.add_argument("file", help="path, or - for stdin")
     im.add_argument("--replace", action="store_true", help="overwrite reminders whose id exists")
+    im.add_argument("--trust-sessions", action="store_true",
+                    help="bring in sessions whole (argv, env, cwd, api_key_env, base_url, extra); without it "
+                         "such sessions come in disabled until `remindkit session add` completes them")
 
     sv = sub.add_parser("serve", parents=[common], help="run an engine until SIGINT/SIGTERM")
     sv.add_argument("--no-alerts", action="store_true", help="never play alarms or speech here")
@@ -256,18 +259,24 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
             out.write(line + "\n")
         return 0
     if cmd == "import":
+        if args.trust_sessions:
+            session_cmds.refuse_in_scope("import --trust-sessions")
         if args.file == "-":
-            n = api.import_(sys.stdin, replace_existing=args.replace)
+            done = api.import_report(sys.stdin, replace_existing=args.replace, trust_sessions=args.trust_sessions)
         else:
             try:
                 with open(args.file, encoding="utf-8") as fh:
-                    n = api.import_(fh, replace_existing=args.replace)
+                    done = api.import_report(fh, replace_existing=args.replace, trust_sessions=args.trust_sessions)
             except OSError as exc:
                 raise InvalidInput(f"cannot read {args.file}: {exc.strerror}", code="invalid_import") from None
         if args.json:
-            _json(out, {"imported": n})
+            _json(out, {"imported": done.reminders, "sessions": done.sessions,
+                        "disabled": [{"session": sid, "left_out": list(keys)} for sid, keys in done.disabled]})
         else:
-            out.write(f"imported {n} reminders\n")
+            out.write(f"imported {done.reminders} reminders\n")
+            for sid, keys in done.disabled:
+                out.write(f"session {printable(sid)} is disabled: {', '.join(keys)} left out (no --trust-sessions); "
+                          f"complete it with `remindkit session add {printable(sid)} ...`\n")
         return 0
     if cmd == "serve":
         return serve(api, out, no_alerts=args.no_alerts, verbose=args.verbose)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from typing import Any, TextIO
 
 from ..clock import format_utc, to_us
-from ..errors import InvalidInput, NotFound
+from ..errors import Forbidden, InvalidInput, NotFound
 from ..models import Session
 from ..reminders import Reminders, check_printable, check_session_id
 from ..sessions.command import parse_argv
+from ..sessions.trust import check_key_env
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -50,6 +52,7 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     now_us = to_us(api.clock.now())
     action = args.session_command
     if action == "add":
+        refuse_in_scope("session add")
         sid = check_session_id(args.id)
         assert sid is not None
         config, adapter = _adapter_config(args)
@@ -109,7 +112,7 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
             raise InvalidInput(f"--base-url {args.base_url!r} is not an http(s) URL", code="invalid_argument")
         config.update(base_url=args.base_url, model=args.model)
         if args.api_key_env:
-            config["api_key_env"] = args.api_key_env
+            config["api_key_env"] = check_key_env(args.api_key_env)
         if args.system is not None:
             config["system"] = args.system
     elif args.base_url or args.model or args.api_key_env or args.system is not None:
@@ -119,6 +122,14 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
             raise InvalidInput(f"--timeout {args.timeout!r} is not a positive number of seconds", code="invalid_argument")
         config["timeout"] = args.timeout
     return config, (chosen[0] if chosen else None)
+
+
+def refuse_in_scope(what: str) -> None:
+    """A session definition is code: only the local user (no session scope) writes one."""
+    scope = os.environ.get("REMINDKIT_SESSION")
+    if scope:
+        raise Forbidden(f"{what} changes session definitions, which a session scope ({scope!r}) may not do; "
+                        "run it as the local user, outside any agent", code="forbidden")
 
 
 def _emit(out: TextIO, as_json: bool, data: Any, text: str) -> None:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..models import Fire, Session
+
+if TYPE_CHECKING:
+    from .trust import EnginePolicy
 
 
 @dataclass(frozen=True)
@@ -41,15 +44,25 @@ class SessionAdapter(Protocol):
 
 
 class Adapters:
-    """The adapters this process knows, by name."""
+    """The adapters this process knows, by name, each guarded by the engine's policy
+    (:class:`~remindkit.sessions.trust.EnginePolicy`, read from this process's
+    environment unless given): a disabled session, or one the policy does not
+    allow, is not run here."""
 
-    def __init__(self, *adapters: SessionAdapter) -> None:
+    def __init__(self, *adapters: SessionAdapter, policy: EnginePolicy | None = None) -> None:
+        from .trust import EnginePolicy
+
+        self.policy = policy if policy is not None else EnginePolicy.from_env()
         self._by_name: dict[str, SessionAdapter] = {}
         for adapter in adapters:
             self.add(adapter)
 
     def add(self, adapter: SessionAdapter) -> None:
-        self._by_name[adapter.name] = adapter
+        from .trust import GuardedAdapter
+
+        if isinstance(adapter, GuardedAdapter):
+            adapter = adapter.inner
+        self._by_name[adapter.name] = GuardedAdapter(adapter, self.policy)
 
     def get(self, name: str | None) -> SessionAdapter | None:
         return None if name is None else self._by_name.get(name)
