@@ -43,7 +43,7 @@ from ..sessions.base import Adapters
 from ..settings import Settings
 from ..store import SqlStore
 from .liveness import Liveness
-from .plan import plan_fire
+from .plan import guarded_plan
 
 log = logging.getLogger(__name__)
 ALERTER = "alerter"
@@ -193,7 +193,8 @@ class Engine:
         while True:
             fires, n = self.store.claim_due(
                 now_us=t, horizon_us=horizon, owner=self.id, lease_us=int(s.lease_s * 1e6),
-                limit=s.claim_batch, plan=lambda r: plan_fire(r, now),  # each reminder carries its own catch-up cap
+                limit=s.claim_batch,  # each reminder carries its own catch-up cap, within the engine's
+                plan=lambda r: guarded_plan(r, now, catchup_max=s.catchup_max),
                 leave_alerts=self.leave_alerts,
             )
             if fires:

@@ -187,7 +187,7 @@ def test_openai_key_env_allowlist_and_extra_cannot_replace_model(home: dict[str,
 
 
 def test_command_environment_is_an_allowlist(home: dict[str, Any]) -> None:
-    env, tmp = home["env"], home["dir"]
+    tmp = home["dir"]
     dump = tmp / "env.json"
     script = f"import json, os; json.dump(dict(os.environ), open({str(dump)!r}, 'w'))"
     store = open_store(home["url"], settings=Settings.from_env(env={}, home=tmp, tz="UTC"))
