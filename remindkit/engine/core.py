@@ -56,6 +56,8 @@ TAKEOVER_RETRY = 1.0  # seconds before looking again at an expired lease whose o
 HAND_OVER_CHUNK = 256  # fires routed at a time when many come due at once
 FLUSH_INTERVAL = 0.05  # seconds between outcome writes while deliveries stream in
 FLUSH_BUSY_MAX = 0.25  # ... and at most this long while turns are being handed over
+HINT_GAP = 0.02  # seconds: at most one re-read of the store per this, however many hints arrive
+NO_HINTS_CAP = 2.0  # seconds: the longest sleep when the store gives no wake-up hints (polling)
 
 
 class Engine:
@@ -101,6 +103,8 @@ class Engine:
         self._orphans: set[int] = set()
         self._liveness: Liveness | None = None  # set while run() runs (real processes)
         self._flushed_us = 0
+        self._hint_read_at = 0.0  # monotonic time of the last re-read a hint asked for
+        self._poll_cap = self.settings.wait_cap_s
         self._backoff_s = 0.0
         self.leave_alerts = False
         self.is_alerter = False
@@ -407,6 +411,7 @@ class Engine:
         if listener is not None:
             sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
         held_since: int | None = None
+        self._poll_cap = self.settings.wait_cap_s if listener is not None else min(self.settings.wait_cap_s, NO_HINTS_CAP)
         try:
             while not self._stop.is_set():
                 try:
@@ -429,7 +434,8 @@ class Engine:
             select.select([], [], [], max(0.0, (hold - t) / 1e6))
             return (held_since if held_since is not None else t), listener
         wake_at = self.store_step(now_us(self.clock))
-        timeout = min(max(0.0, (wake_at - now_us(self.clock)) / 1e6), self.settings.wait_cap_s)
+        timeout = min(max(0.0, (wake_at - now_us(self.clock)) / 1e6), self._poll_cap)
+        hinted = False
         for key, _mask in sel.select(timeout):
             if key.data == "poke":
                 pipe.drain()
@@ -446,6 +452,12 @@ class Engine:
                 origins = {""}
             if origins - {self.id}:
                 self._dirty = True
+                hinted = True
+        if hinted:  # coalesce: a flood of hints costs one re-read per HINT_GAP, not one per datagram
+            gap = self._hint_read_at + HINT_GAP - time.monotonic()
+            if gap > 0:
+                select.select([pipe.r], [], [], gap)  # a poke from this process still wakes at once
+            self._hint_read_at = time.monotonic()
         return None, listener
 
     def _quiet_until(self, t: int) -> int | None:

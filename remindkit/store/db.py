@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from sqlalchemy.pool import NullPool, QueuePool
 
 from ..errors import StoreError
 
+log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
 WRITE = "rk_write"
 
@@ -82,6 +85,7 @@ def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engin
 def make_private_file(path: Path) -> None:
     """Create the database folder (0700) and file (0600) before SQLite does."""
     _make_private_folders(path.parent)
+    _tighten(path.parent, 0o022, 0o700)  # a folder of ours others can write to (0777)
     if not path.exists():
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
         os.close(fd)
@@ -90,6 +94,28 @@ def make_private_file(path: Path) -> None:
         if not side.exists():
             with contextlib.suppress(OSError):
                 os.close(os.open(side, os.O_CREAT | os.O_RDWR, 0o600))
+    for suffix in ("", "-wal", "-shm"):
+        _tighten(path.with_name(path.name + suffix), 0o077, 0o600)  # a store others can read (0644)
+
+
+def _tighten(path: Path, too_open: int, mode: int) -> None:
+    """Make ``path`` ``mode`` if it is ours (not a link) and has any of the ``too_open``
+    bits, with a warning. Not following links: another user's link is left alone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if mode == 0o700 else 0))
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        shared = bool(st.st_mode & stat.S_ISVTX)  # /tmp and the like: shared on purpose, left alone
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & too_open and not shared:
+            os.fchmod(fd, mode)
+            log.warning("%s was %s; made it %s (remindkit keeps its store private)", path,
+                        oct(stat.S_IMODE(st.st_mode)), oct(mode))
+    except OSError as exc:
+        log.warning("cannot make %s private: %s", path, exc)
+    finally:
+        os.close(fd)
 
 
 def _make_private_folders(folder: Path) -> None:
