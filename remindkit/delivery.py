@@ -57,7 +57,7 @@ from .models import (
 )
 from .models import DELIVERED as OCC_DELIVERED
 from .protocol import frame_fired
-from .sessions.base import Adapters, SessionAdapter, TurnResult
+from .sessions.base import Adapters, SessionAdapter, TurnResult, fresh_session_id
 from .settings import Settings
 from .store import Outcome, SqlStore
 
@@ -476,7 +476,7 @@ class Dispatcher:
         if config.get("fresh_argv"):
             config["argv"] = config["fresh_argv"]
         config["fallback_for"] = target.id
-        fresh = Session(f"{target.id}~{secrets.token_hex(3)}", adapter=target.adapter, config=config,
+        fresh = Session(fresh_session_id(target.id, secrets.token_hex(3)), adapter=target.adapter, config=config,
                         parent_id=target.id, title=f"fresh session for {target.title or target.id}")
         if not adapter.can_deliver(fresh):
             return None

@@ -431,8 +431,9 @@ def _table(out: TextIO, api: Reminders, rems: Sequence[Reminder]) -> None:
     rows = [("ID", "STATE", "NEXT", "SCHEDULE", "SESSION", "LABEL", "TEXT")]
     for r in rems:
         text = r.text if len(r.text) <= 40 else r.text[:39] + "…"
-        rows.append((r.id, r.state, _when(api, r) if r.state == "active" else "-", r.schedule.describe(),
-                     r.session or "-", r.label or "-", printable(text.replace("\n", " "))))
+        rows.append((printable(r.id), printable(r.state), _when(api, r) if r.state == "active" else "-",
+                     printable(r.schedule.describe()), printable(r.session or "-"), printable(r.label or "-"),
+                     printable(text.replace("\n", " "))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1] + "\n")

@@ -13,7 +13,8 @@ from ..errors import Forbidden, InvalidInput, NotFound
 from ..models import Session
 from ..reminders import Reminders, check_printable, check_session_id
 from ..sessions.command import parse_argv
-from ..sessions.trust import check_key_env
+from ..sessions.trust import DISABLED, check_key_env
+from .inert import one_line
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -73,7 +74,9 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         else:
             for s in sessions:
                 busy = " busy" if (s.busy or s.in_turn) else ""
-                out.write(f"{s.id}  {s.adapter or '-'}  {s.state}{busy}  last active {format_utc(s.last_active_at)}\n")
+                disabled = "  disabled" if s.config.get(DISABLED) else ""
+                out.write(f"{one_line(s.id)}  {one_line(s.adapter or '-')}  {one_line(s.state)}{busy}{disabled}  "
+                          f"last active {format_utc(s.last_active_at)}\n")
         return 0
     if action == "rm":
         check_session_id(args.id)

@@ -20,6 +20,16 @@ if TYPE_CHECKING:
     from .trust import EnginePolicy
 
 
+MAX_SESSION_ID = 200
+
+
+def fresh_session_id(parent: str, suffix: str) -> str:
+    """``parent~suffix``, within the 200 characters of a session id: a long parent
+    (or a fresh session's own fresh session) is cut before the suffix."""
+    tail = f"~{suffix}"
+    return parent[: MAX_SESSION_ID - len(tail)] + tail
+
+
 @dataclass(frozen=True)
 class TurnResult:
     ok: bool

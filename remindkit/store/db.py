@@ -15,12 +15,13 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool, QueuePool
 
 from ..errors import StoreError
@@ -30,8 +31,38 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 WRITE = "rk_write"
 
 
+SQLITE_DRIVERS = ("sqlite", "sqlite+pysqlite")
+POSTGRES_DRIVERS = ("postgresql", "postgresql+psycopg")
+
+
+def check_url(url: str) -> URL:
+    """The parsed store URL, or ``invalid_store_url``: SQLite (a file: no host, user,
+    password or port, the standard driver) or PostgreSQL (psycopg)."""
+    from ..errors import InvalidInput
+
+    def refuse(why: str) -> InvalidInput:
+        return InvalidInput(f"{why}; use sqlite:///PATH or postgresql://USER@HOST/DB", code="invalid_store_url")
+
+    try:
+        parsed = make_url(url)
+    except Exception:
+        raise refuse(f"{_safe(url)!r} is not a database URL") from None
+    if parsed.drivername in SQLITE_DRIVERS:
+        if parsed.host or parsed.username or parsed.password or parsed.port:
+            raise refuse("a SQLite URL names a file, not a host or a user (sqlite:///PATH)")
+        return parsed
+    if parsed.drivername in POSTGRES_DRIVERS:
+        return parsed
+    raise refuse(f"remindkit does not know the database driver {parsed.drivername!r}")
+
+
+def _safe(url: str) -> str:
+    """``url`` without what looks like a password (for an error message)."""
+    return re.sub(r"(//[^/:@]*:)[^@/]*@", r"\1***@", url)[:200]
+
+
 def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 30_000) -> Engine:
-    parsed = make_url(url)
+    parsed = check_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
     if parsed.get_backend_name() == "postgresql":
