@@ -111,7 +111,7 @@ def check_reminder(d: dict[str, Any], settings: Settings, now: datetime) -> Remi
     limits = settings.limits
     state = d.get("state", ACTIVE)
     if state not in REMINDER_STATES:
-        raise InvalidInput(f"state must be one of {', '.join(REMINDER_STATES)}", code="invalid_import")
+        raise InvalidInput(f"state must be one of {', '.join(REMINDER_STATES)}", code="invalid_state")
     for name, allowed, default in (("urgency", URGENCIES, "normal"), ("misfire", MISFIRE_POLICIES, "latest"),
                                    ("on_busy", BUSY_POLICIES, "wait")):
         if d.get(name, default) not in allowed:

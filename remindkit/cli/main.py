@@ -262,19 +262,19 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         if args.trust_sessions:
             session_cmds.refuse_in_scope("import --trust-sessions")
         if args.file == "-":
-            done = api.import_report(sys.stdin, replace_existing=args.replace, trust_sessions=args.trust_sessions)
+            imported = api.import_report(sys.stdin, replace_existing=args.replace, trust_sessions=args.trust_sessions)
         else:
             try:
                 with open(args.file, encoding="utf-8") as fh:
-                    done = api.import_report(fh, replace_existing=args.replace, trust_sessions=args.trust_sessions)
+                    imported = api.import_report(fh, replace_existing=args.replace, trust_sessions=args.trust_sessions)
             except OSError as exc:
                 raise InvalidInput(f"cannot read {args.file}: {exc.strerror}", code="invalid_import") from None
         if args.json:
-            _json(out, {"imported": done.reminders, "sessions": done.sessions,
-                        "disabled": [{"session": sid, "left_out": list(keys)} for sid, keys in done.disabled]})
+            _json(out, {"imported": imported.reminders, "sessions": imported.sessions,
+                        "disabled": [{"session": sid, "left_out": list(keys)} for sid, keys in imported.disabled]})
         else:
-            out.write(f"imported {done.reminders} reminders\n")
-            for sid, keys in done.disabled:
+            out.write(f"imported {imported.reminders} reminders\n")
+            for sid, keys in imported.disabled:
                 out.write(f"session {printable(sid)} is disabled: {', '.join(keys)} left out (no --trust-sessions); "
                           f"complete it with `remindkit session add {printable(sid)} ...`\n")
         return 0
