@@ -230,3 +230,18 @@ def test_store_url_with_a_password_never_reaches_the_command() -> None:
     assert "REMINDKIT_DB" not in env and env["REMINDKIT_HOME"] == "/h"
     env = command_env(sess, [fire], store_url="postgresql://u@db/rk", base=base)
     assert env["REMINDKIT_DB"] == "postgresql://u@db/rk"
+
+
+def test_engine_policy_pins_adapters_and_resolves_programs() -> None:
+    from remindkit.sessions.trust import EnginePolicy
+
+    policy = EnginePolicy.from_env({"REMINDKIT_ENGINE_ADAPTERS": "python,command",
+                                    "REMINDKIT_ENGINE_COMMANDS": "sh", "PATH": os.environ["PATH"]})
+    openai = Session("o", adapter="openai", config={"base_url": "http://127.0.0.1:9/v1", "model": "m"})
+    assert "REMINDKIT_ENGINE_ADAPTERS" in (policy.why_not(openai) or "")
+    sh = Session("c", adapter="command", config={"argv": [os.path.realpath("/bin/sh"), "-c", "true"]})
+    assert policy.why_not(sh) is None  # the same program, named by its path
+    other = Session("c", adapter="command", config={"argv": ["sh", "-c", "true"], "fresh_argv": ["python3"]})
+    assert "python3" in (policy.why_not(other) or "")  # the fresh-session command is pinned too
+    disabled = Session("d", adapter="command", config={"disabled": "imported without --trust-sessions"})
+    assert "disabled" in (EnginePolicy().why_not(disabled) or "")
