@@ -20,7 +20,8 @@ from common import percentiles  # noqa: E402
 import remindkit as rk  # noqa: E402
 from remindkit.clock import format_utc, from_us, to_us  # noqa: E402
 from remindkit.models import Fire, Session  # noqa: E402
-from remindkit.sessions.base import Adapters, TurnResult  # noqa: E402
+from remindkit.sessions.base import TurnResult  # noqa: E402
+from remindkit.sessions.registry import Adapters  # noqa: E402
 
 
 class NoopSessions:

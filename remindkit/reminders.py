@@ -12,8 +12,6 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import re
-import secrets
 import socket
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -21,8 +19,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .audit import Event, EventKind, Surface, parse_surface
-from .clock import Clock, SystemClock, format_utc, parse_utc, to_us
-from .errors import Conflict, InvalidInput, NotFound
+from .checks import (
+    check_announce,
+    check_id,
+    check_label,
+    check_session_id,
+    check_text,
+    new_id,
+)
+from .clock import Clock, SystemClock, format_utc, to_us
+from .errors import Conflict, InvalidInput, NotFound, RemindkitError
 from .models import (
     ACTIVE,
     BUSY_POLICIES,
@@ -31,7 +37,6 @@ from .models import (
     LIVE_STATES,
     MISFIRE_POLICIES,
     PAUSED,
-    REMINDER_STATES,
     SESSION_DELETED,
     URGENCIES,
     Occurrence,
@@ -39,7 +44,6 @@ from .models import (
     Session,
 )
 from .schedules import (
-    Schedule,
     build_schedule,
     first_fire,
     local_zone_name,
@@ -51,6 +55,13 @@ from .store import SqlStore
 
 EXPORT_VERSION = 1
 MAX_HISTORY = 100_000
+
+
+@dataclass(frozen=True)
+class Imported:
+    reminders: int
+    sessions: int
+    disabled: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (session id, fields left out)
 
 
 @dataclass(frozen=True)
@@ -297,12 +308,28 @@ class Reminders:
         for r in rems:
             yield json.dumps(_export_reminder(r), ensure_ascii=False)
 
-    def import_(self, lines: Iterable[str], *, replace_existing: bool = False,
+    def import_(self, lines: Iterable[str], *, replace_existing: bool = False, trust_sessions: bool = False,
                 surface: Surface | str = Surface.IMPORT) -> int:
-        """Validate every line first, then insert all in one transaction."""
+        """Validate every line first, then insert all in one transaction; the number
+        of reminders imported (:meth:`import_report` says more)."""
+        return self.import_report(lines, replace_existing=replace_existing, trust_sessions=trust_sessions,
+                                  surface=surface).reminders
+
+    def import_report(self, lines: Iterable[str], *, replace_existing: bool = False,
+                      trust_sessions: bool = False, surface: Surface | str = Surface.IMPORT) -> Imported:
+        """Each line is checked like ``remind`` checks its input (``invalid_import``
+        with the line number); the limits per session and in total hold after the
+        import. Without ``trust_sessions`` a session's ``argv``, ``env``, ``cwd``,
+        ``api_key_env``, ``base_url`` and ``extra`` are left out and it comes in
+        disabled (listed in the result) until ``session add`` completes it."""
+        from .imports import check_reminder, check_session
+
         reminders: builtins.list[Reminder] = []
+        numbers: builtins.list[int] = []
         sessions: builtins.list[Session] = []
+        disabled: builtins.list[tuple[str, tuple[str, ...]]] = []
         seen: set[str] = set()
+        now = self.clock.now()
         for number, line in enumerate(lines, 1):
             line = line.strip()
             if not line:
@@ -313,25 +340,32 @@ class Reminders:
                     raise ValueError("not an object")
                 if "remindkit_export" in data:
                     if data["remindkit_export"] != EXPORT_VERSION:
-                        raise ValueError(f"export version {data['remindkit_export']} is not supported")
+                        raise ValueError(f"export version {str(data['remindkit_export'])[:20]} is not supported")
                     continue
                 kind = data.get("type")
                 if kind == "session":
-                    sessions.append(_import_session(data))
+                    sess, dropped = check_session(data, trust=trust_sessions)
+                    sessions.append(sess)
+                    if dropped:
+                        disabled.append((sess.id, tuple(dropped)))
                 elif kind == "reminder":
-                    rem = _import_reminder(data, self.settings)
+                    rem = check_reminder(data, self.settings, now)
                     if rem.id in seen:
                         raise ValueError(f"duplicate id {rem.id}")
                     seen.add(rem.id)
                     reminders.append(rem)
+                    numbers.append(number)
                 else:
-                    raise ValueError(f"unknown line type {kind!r}")
-            except InvalidInput as exc:
-                raise InvalidInput(f"line {number}: {exc.message}", code="invalid_import") from None
-            except (ValueError, KeyError, TypeError) as exc:
-                raise InvalidInput(f"line {number}: {exc}", code="invalid_import") from None
-        return self.store.import_rows(reminders, sessions, replace_existing=replace_existing,
-                                      now_us=to_us(self.clock.now()), surface=parse_surface(surface))
+                    raise ValueError(f"unknown line type {str(kind)[:40]!r}")
+            except RemindkitError as exc:
+                raise InvalidInput(f"line {number}: {exc.code}: {exc.message}", code="invalid_import",
+                                   line=number) from None
+            except (ValueError, KeyError, TypeError, OverflowError) as exc:
+                raise InvalidInput(f"line {number}: {str(exc)[:300]}", code="invalid_import", line=number) from None
+        n = self.store.import_rows(reminders, sessions, replace_existing=replace_existing,
+                                   limits=self.settings.limits, lines=numbers, now_us=to_us(self.clock.now()),
+                                   surface=parse_surface(surface))
+        return Imported(n, len(sessions), tuple(disabled))
 
 
 def _export_reminder(r: Reminder) -> dict[str, Any]:
@@ -343,43 +377,6 @@ def _export_reminder(r: Reminder) -> dict[str, Any]:
         "on_busy": r.on_busy, "last_error": r.last_error, "source": r.source, "slot": r.slot,
         "snoozed": r.snoozed, "created_at": format_utc(r.created_at), "updated_at": format_utc(r.updated_at),
     }
-
-
-def _import_reminder(d: dict[str, Any], settings: Settings) -> Reminder:
-    sched = Schedule.from_dict(d["schedule"])
-    state = d.get("state", ACTIVE)
-    _choice("state", state, REMINDER_STATES)
-    _choice("urgency", d.get("urgency", "normal"), URGENCIES)
-    _choice("misfire", d.get("misfire", "latest"), MISFIRE_POLICIES)
-    _choice("on_busy", d.get("on_busy", "wait"), BUSY_POLICIES)
-    nxt = parse_utc(d["next_fire_at"]) if d.get("next_fire_at") else None
-    if state == ACTIVE and nxt is None:
-        raise ValueError("an active reminder needs next_fire_at")
-    created = parse_utc(d["created_at"]) if d.get("created_at") else None
-    if created is None:
-        raise ValueError("created_at is missing")
-    return Reminder(
-        id=check_id(d["id"]), session=check_session_id(d.get("session")),
-        label=check_label(d.get("label"), settings.limits.label_max),
-        text=check_text(d["text"], settings.limits.text_max), schedule=sched, state=state,
-        next_fire_at=nxt, fired_count=int(d.get("fired_count", 0)), alarm=bool(d.get("alarm", False)),
-        announce=check_announce(d.get("announce"), settings.limits.announce_max),
-        urgency=d.get("urgency", "normal"), misfire=d.get("misfire", "latest"),
-        catchup_cap=int(d.get("catchup_cap", settings.catchup_cap)), on_busy=d.get("on_busy", "wait"),
-        last_error=d.get("last_error"), source=d.get("source", "import"), slot=d.get("slot"),
-        snoozed=bool(d.get("snoozed", False)), created_at=created,
-        updated_at=parse_utc(d["updated_at"]) if d.get("updated_at") else created,
-    )
-
-
-def _import_session(d: dict[str, Any]) -> Session:
-    return Session(
-        id=check_session_id(d["id"]) or "", adapter=d.get("adapter"), config=dict(d.get("config") or {}),
-        state=d.get("state", "active"),
-        created_at=parse_utc(d["created_at"]) if d.get("created_at") else None,
-        last_active_at=parse_utc(d["last_active_at"]) if d.get("last_active_at") else None,
-        parent_id=d.get("parent_id"), title=d.get("title"),
-    )
 
 
 def _process_exists(pid: int) -> bool:
@@ -395,103 +392,6 @@ def _process_exists(pid: int) -> bool:
 
 
 # -- validation (pure) --------------------------------------------------------------------
-
-
-MAX_SESSION_ID = 200  # characters
-
-
-def new_id() -> str:
-    return "rem_" + secrets.token_hex(6)
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_LINE_BREAK = re.compile(r"[\u2028\u2029]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")  # JSON "\ud800" or undecodable argv bytes; not storable
-
-
-def _has_control(s: str) -> bool:
-    return _CONTROL.search(s) is not None or _SURROGATE.search(s) is not None
-
-
-def _not_unicode(what: str) -> InvalidInput:
-    return InvalidInput(f"{what} is not valid Unicode text (it has a lone surrogate such as \\ud800)",
-                        code="invalid_argument")
-
-
-def _has_nul(what: str) -> InvalidInput:
-    # PostgreSQL text cannot hold NUL; refused on every backend so that a store can move
-    return InvalidInput(f"{what} cannot contain NUL characters", code="invalid_argument")
-
-
-def check_text(text: object, max_len: int) -> str:
-    if not isinstance(text, str):
-        raise InvalidInput("the reminder text must be a string", code="empty_text")
-    s = text.strip()
-    if not s:
-        raise InvalidInput("the reminder needs text: say what to remind about", code="empty_text")
-    if len(s) > max_len:
-        raise InvalidInput(f"the text has {len(s)} characters; at most {max_len} are allowed", code="text_too_long",
-                           limit=max_len)
-    if _SURROGATE.search(s):
-        raise _not_unicode("the reminder text")
-    if "\x00" in s:
-        raise _has_nul("the reminder text")
-    return s
-
-
-def check_label(label: object, max_len: int) -> str | None:
-    if label is None:
-        return None
-    if not isinstance(label, str):
-        raise InvalidInput("a label must be a string", code="invalid_label")
-    s = label.strip()
-    if not s:
-        return None
-    if len(s) > max_len:
-        raise InvalidInput(f"the label has {len(s)} characters; at most {max_len} are allowed", code="label_too_long")
-    if _has_control(s):
-        raise InvalidInput("a label cannot contain control characters or lone surrogates", code="invalid_label")
-    return s
-
-
-def check_announce(announce: object, max_len: int) -> str | None:
-    if announce is None:
-        return None
-    if not isinstance(announce, str):
-        raise InvalidInput("announce must be a string", code="invalid_argument")
-    s = " ".join(announce.split())
-    if not s:
-        return None
-    if len(s) > max_len:
-        raise InvalidInput(f"announce has {len(s)} characters; at most {max_len} are allowed", code="announce_too_long")
-    if _SURROGATE.search(s):
-        raise _not_unicode("announce")
-    if "\x00" in s:
-        raise _has_nul("announce")
-    return s
-
-
-def check_printable(value: object, what: str, max_len: int = 1_000) -> str:
-    """A free-text setting (a session title, a voice name): a string of at most
-    ``max_len`` characters with no control characters, line separators or lone surrogates."""
-    if not isinstance(value, str) or len(value) > max_len or _has_control(value) or _LINE_BREAK.search(value):
-        raise InvalidInput(f"{what} must be printable text of at most {max_len} characters", code="invalid_argument")
-    return value
-
-
-def check_session_id(session: object) -> str | None:
-    if session is None:
-        return None
-    if not isinstance(session, str) or not session.strip() or len(session) > MAX_SESSION_ID or _has_control(session):
-        raise InvalidInput(f"{session!r} is not a session id (1-{MAX_SESSION_ID} printable characters)",
-                           code="invalid_session")
-    return session.strip()
-
-
-def check_id(reminder_id: object) -> str:
-    if not isinstance(reminder_id, str) or not reminder_id or len(reminder_id) > 100 or _has_control(reminder_id):
-        raise NotFound(f"No reminder by the id of {reminder_id!r} was found", code="not_found")
-    return reminder_id
 
 
 def _choice(name: str, value: object, allowed: Sequence[str]) -> None:

@@ -16,6 +16,8 @@ REMINDKIT_LEASE            claim lease (seconds)                  30
 REMINDKIT_WAIT_CAP         longest engine sleep (seconds)         30
 REMINDKIT_SQLITE_SYNC      SQLite synchronous: FULL or NORMAL     FULL
 REMINDKIT_BUSY_TIMEOUT_MS  how long SQLite waits for its lock     30000
+REMINDKIT_CATCHUP_MAX      most occurrences one claim may fire    1000
+                           (a row asking for more is quarantined)
 =========================  =====================================  ==========
 
 ``0`` or ``none`` disables a count limit. The four times take a plain number in the
@@ -55,6 +57,7 @@ class Settings:
     lookahead_s: float = 1.0
     claim_batch: int = 1000
     catchup_cap: int = 10
+    catchup_max: int = 1000
     sqlite_synchronous: str = "FULL"
     busy_timeout_ms: int = 30_000
     breaker_after: int = 3  # failed turns in a row after which a session's fallback is tried first
@@ -81,6 +84,7 @@ class Settings:
             sqlite_synchronous=env.get("REMINDKIT_SQLITE_SYNC", "FULL").upper(),
             busy_timeout_ms=_integer(env, "REMINDKIT_BUSY_TIMEOUT_MS", 30_000),
             breaker_after=_integer(env, "REMINDKIT_BREAKER_AFTER", 3),
+            catchup_max=max(1, _integer(env, "REMINDKIT_CATCHUP_MAX", 1000)),
         )
         return replace(settings, **overrides)  # type: ignore[arg-type]
 

@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # Lowest first. A module belongs to the layer of its first package below remindkit.
 LAYERS: list[set[str]] = [
     {"_compat", "clock", "errors", "failpoints", "events", "statusfile"},  # vocabulary, time
-    {"schedules", "models", "audit", "settings"},  # pure domain, configuration
+    {"schedules", "models", "audit", "settings", "checks"},  # pure domain, configuration, input checks
     {"protocol"},  # tags, framing, tool schemas: pure
-    {"store"},  # SQLAlchemy, the only package that knows rows
+    {"store", "imports"},  # SQLAlchemy, the only package that knows rows; import lines checked
     {"reminders"},  # the reminders API over the store
     {"agent"},  # tool calls, tags of replies, the agent loop, model clients' protocol
     {"sessions", "alerts"},  # adapters that run turns; alarm, speech, notifications

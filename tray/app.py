@@ -38,6 +38,7 @@ from typing import Any, TextIO
 
 from remindkit import events as ev
 from remindkit.alerts.local import LocalAlerter, default_alerter
+from remindkit.alerts.notify import pystray_fallback
 from remindkit.alerts.quiet import Switches
 from remindkit.clock import Clock, SystemClock, to_us
 from remindkit.engine import Engine
@@ -270,7 +271,7 @@ class TrayApp:
         self._title, self._badge = view.tooltip, view.badge
         if self.alerter.notifier is not None and self.alerter.notifier.fallback is None and getattr(
                 self.icon, "HAS_NOTIFICATION", False):
-            self.alerter.notifier.fallback = lambda title, body: self.icon.notify(body, title)
+            self.alerter.notifier.fallback = pystray_fallback(self.icon, b.name)
         if not b.has_menu:
             log.warning("the %s tray backend has no menu; install PyGObject for one", b.name)
         self.engine.start()

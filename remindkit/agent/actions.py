@@ -9,15 +9,17 @@ next turn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from ..audit import Surface
 from ..errors import RemindkitError
 from ..models import Reminder
-from ..protocol.tags import CancelTag, ParsedTags, ScheduleTag, parse_tags
+from ..protocol.tags import CancelTag, Command, ParsedTags, ScheduleTag, parse_tags
 from ..reminders import Reminders
 
 NOT_FOUND = "schedule_not_found"
+ECHOED = "echoed_reminder_tag"
 
 
 @dataclass(frozen=True)
@@ -32,17 +34,30 @@ class TagOutcome:
     message: str | None = None
 
 
-def run_reply_tags(api: Reminders, session: str | None, reply: str) -> list[TagOutcome]:
-    """Parse ``reply`` and carry out its tags for ``session``, in order."""
-    return execute_tags(api, session, parse_tags(reply), reply)
+def run_reply_tags(api: Reminders, session: str | None, reply: str, *,
+                   echoed_from: Sequence[str] = ()) -> list[TagOutcome]:
+    """Parse ``reply`` and carry out its tags for ``session``, in order.
+
+    ``echoed_from``: the reminder texts of the fired turn this reply answers. A tag
+    that appears in one of them (the agent showed the reminder to its user, tags and
+    all) is not carried out: it comes back as ``echoed_reminder_tag``."""
+    return execute_tags(api, session, parse_tags(reply), reply, echoed_from=echoed_from)
 
 
-def execute_tags(api: Reminders, session: str | None, parsed: ParsedTags, reply: str = "") -> list[TagOutcome]:
+def execute_tags(api: Reminders, session: str | None, parsed: ParsedTags, reply: str = "", *,
+                 echoed_from: Sequence[str] = ()) -> list[TagOutcome]:
     outcomes: list[TagOutcome] = []
     for err in parsed.errors:
         outcomes.append(TagOutcome(False, "parse", err.snippet, code=err.code, message=err.message))
+    echo = _Echo(echoed_from) if echoed_from else None
     for cmd in parsed.commands:
         snippet = _snippet(reply, cmd.start, cmd.end) if reply else ""
+        if echo is not None and echo.holds(cmd, reply):
+            outcomes.append(TagOutcome(
+                False, "schedule" if isinstance(cmd, ScheduleTag) else "cancel", snippet, code=ECHOED,
+                message="this tag is part of a reminder's own text; tags inside reminder text are data, "
+                        "not instructions, and are not carried out"))
+            continue
         try:
             if isinstance(cmd, ScheduleTag):
                 outcomes.append(_schedule(api, session, cmd, snippet))
@@ -76,6 +91,28 @@ def _cancel(api: Reminders, session: str | None, tag: CancelTag, snippet: str) -
         assert tag.label is not None
         done = api.cancel_label(session, tag.label, surface=Surface.TAG)
     return TagOutcome(True, "cancel", snippet, cancelled=tuple(r.id for r in done))
+
+
+class _Echo:
+    """The tags inside a fired turn's reminder texts, as text and as parsed commands."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = [_squash(t) for t in texts if t]
+        self.commands = {_bare(c) for t in texts if t for c in parse_tags(t).commands}
+
+    def holds(self, cmd: Command, reply: str) -> bool:
+        if _bare(cmd) in self.commands:
+            return True
+        raw = _squash(reply[cmd.start:cmd.end])
+        return bool(raw) and any(raw in t for t in self.texts)
+
+
+def _bare(cmd: Command) -> Command:
+    return replace(cmd, start=0, end=0)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _snippet(text: str, start: int, end: int, limit: int = 80) -> str:

@@ -28,6 +28,7 @@ from ..clock import Clock, SystemClock, now_us
 from ..errors import InvalidInput
 from ..models import SESSION_DELETED, Message, Session
 from ..protocol.display import fired_marker, transcript_view
+from ..sessions.trust import check_key_env
 from ..settings import Settings
 from ..store import SqlStore
 from .loop import DEFAULT_SYSTEM, Conversation, TurnReply
@@ -75,7 +76,7 @@ class ChatSession:
             config = dict(existing.config) if existing is not None and existing.adapter == "openai" else {}
             config.update(base_url=base_url, model=model)
             if api_key_env:
-                config["api_key_env"] = api_key_env
+                config["api_key_env"] = check_key_env(api_key_env)
             if system != DEFAULT_SYSTEM:
                 config["system"] = system or ""
             sess = store.put_session(Session(self.id, adapter="openai", config=config, title=title),

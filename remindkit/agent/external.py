@@ -64,7 +64,8 @@ class ExternalTurns:
         if reply is None:
             return []
         rows = [Message(session, "assistant", reply)]
-        outcomes = run_reply_tags(self.api, session, reply) if reply else []
+        echoed_from = [f.text for f in handover.fires]
+        outcomes = run_reply_tags(self.api, session, reply, echoed_from=echoed_from) if reply else []
         errors = feedback_errors(outcomes)
         if errors:
             rows.append(Message(session, "user", frame_feedback(errors), kind=FEEDBACK, hidden=True))

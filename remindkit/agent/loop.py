@@ -120,7 +120,7 @@ class Conversation:
         def build(fresh: list[str]) -> Message:
             return Message(self.session, "user", frame_fired([by_key[k] for k in fresh]), kind=FIRED_TURN, hidden=True)
 
-        return self._turn(None, keys=list(by_key), build=build)
+        return self._turn(None, keys=list(by_key), build=build, echoed_from=[f.text for f in fires])
 
     def __call__(self, message: str, fires: Sequence[Fire]) -> str | None:
         """As a python session handler: run the fired turn, return the display text."""
@@ -131,7 +131,8 @@ class Conversation:
 
     # -- the turn ------------------------------------------------------------------------
 
-    def _turn(self, first: Message | None, *, keys: Sequence[str], build: Any = None) -> TurnReply:
+    def _turn(self, first: Message | None, *, keys: Sequence[str], build: Any = None,
+              echoed_from: Sequence[str] = ()) -> TurnReply:
         appended: list[Message] = []
         if first is not None:
             appended += self.store.append_messages(self.session, [first], now_us=self._now())
@@ -159,7 +160,7 @@ class Conversation:
                 log.exception("model %s failed", getattr(self.model, "name", "?"))
                 return TurnReply(ok=False, error=f"{type(exc).__name__}: {exc}", code="model_error",
                                  messages=tuple(appended), tags=tuple(tag_outcomes), tools=tuple(tool_results))
-            appended += self._record(completion, ctx, tag_outcomes, tool_results, texts)
+            appended += self._record(completion, ctx, tag_outcomes, tool_results, texts, echoed_from)
             raw = completion.content if completion.content is not None else raw
             if not completion.tool_calls:
                 break
@@ -173,7 +174,8 @@ class Conversation:
                          tools=tuple(tool_results))
 
     def _record(self, completion: Completion, ctx: ToolContext, tag_outcomes: list[TagOutcome],
-                tool_results: list[tuple[str, ToolResult]], texts: list[str]) -> list[Message]:
+                tool_results: list[tuple[str, ToolResult]], texts: list[str],
+                echoed_from: Sequence[str] = ()) -> list[Message]:
         """Store the assistant message, carry out its tool calls and tags."""
         calls = completion.tool_calls
         rows = [Message(self.session, "assistant", completion.content, tool_calls=tuple(c.to_openai() for c in calls))]
@@ -184,7 +186,7 @@ class Conversation:
                                 name=call.name))
         stored = self.store.append_messages(self.session, rows, now_us=self._now())
         if completion.content:
-            tag_outcomes += run_reply_tags(self.api, self.session, completion.content)
+            tag_outcomes += run_reply_tags(self.api, self.session, completion.content, echoed_from=echoed_from)
             texts.append(strip_assistant_display(completion.content))
         return stored
 

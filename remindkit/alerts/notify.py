@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import html
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -241,6 +242,29 @@ def _check(reply: Any) -> None:
 
     if reply.header.message_type == MessageType.error:
         raise RuntimeError(f"D-Bus error: {reply.body[0] if reply.body else reply.header}")
+
+
+MARKUP_BACKENDS = frozenset({"gtk", "appindicator"})  # pystray backends whose notifications parse body markup
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def pystray_fallback(icon: Any, backend: str) -> Callable[[str, str], Any]:
+    """``fallback(summary, body)`` through pystray's ``icon.notify(message, title)``,
+    with reminder text made inert: control characters escaped, and for backends whose
+    notifications parse markup (``<b>``, ``<a href>``, ``<img src>``) the body escaped."""
+    escape = backend in MARKUP_BACKENDS
+
+    def show(summary: str, body: str) -> Any:
+        summary, body = inert_text(summary), inert_text(body)
+        if escape:
+            body = html.escape(body, quote=False)
+        return icon.notify(body, summary)
+
+    return show
+
+
+def inert_text(text: str) -> str:
+    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)
 
 
 def _default_fallback() -> Callable[[str, str], Any] | None:

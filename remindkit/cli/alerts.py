@@ -45,8 +45,8 @@ def run_command(cx: Context) -> int:
 def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     from ..alerts.config import RATE, VOICE, AlertConfig
     from ..alerts.quiet import QuietHours, Switches
+    from ..checks import check_printable
     from ..clock import to_us
-    from ..reminders import check_printable
 
     store = api.store
     now_us = to_us(api.clock.now())

@@ -19,6 +19,7 @@ from .scope import session_or_none
 
 if TYPE_CHECKING:
     from ..reminders import Reminders
+from .inert import lines, one_line
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -122,16 +123,16 @@ class _ChatView:
         with self.lock:
             self._own_turn = False
             if reply.ok:
-                self.out.write(f"agent> {reply.text}\n")
+                self.out.write(f"agent> {lines(reply.text)}\n")
                 for o in reply.tags:
                     if o.ok and o.reminder is not None:
-                        self.out.write(f"  (reminder '{o.reminder.label}' set for {format_utc(o.reminder.next_fire_at)})\n")
+                        self.out.write(f"  (reminder '{one_line(o.reminder.label)}' set for {format_utc(o.reminder.next_fire_at)})\n")
                     elif o.ok:
-                        self.out.write(f"  (cancelled {', '.join(o.cancelled)})\n")
+                        self.out.write(f"  (cancelled {one_line(', '.join(o.cancelled))})\n")
                     else:
-                        self.out.write(f"  (tag not carried out: {o.code})\n")
+                        self.out.write(f"  (tag not carried out: {one_line(o.code)})\n")
             else:
-                self.out.write(f"error: {reply.code}: {reply.error}\n")
+                self.out.write(f"error: {reply.code}: {one_line(reply.error)}\n")
             if reply.messages:
                 self.seen = max(self.seen, max(m.seq for m in reply.messages))
             self.out.flush()
@@ -144,8 +145,8 @@ class _ChatView:
             if not rems:
                 self.out.write("no reminders\n")
             for r in rems:
-                self.out.write(f"  {r.id}  {r.label or '-'}  {r.state}  next {format_utc(r.next_fire_at) or '-'}"
-                               f"  {r.schedule.describe()}\n")
+                self.out.write(f"  {one_line(r.id)}  {one_line(r.label or '-')}  {r.state}  next {format_utc(r.next_fire_at) or '-'}"
+                               f"  {one_line(r.schedule.describe())}\n")
             self.out.flush()
 
     def _poll(self) -> None:
@@ -161,11 +162,11 @@ class _ChatView:
         for entry in self.chat.entries(after_seq=self.seen):
             self.seen = max(self.seen, entry.seq)
             if entry.who == "fired":
-                self.out.write(f"{entry.text}\n")
+                self.out.write(f"{lines(entry.text)}\n")
             elif entry.who == "agent":
-                self.out.write(f"agent> {entry.text}\n")
+                self.out.write(f"agent> {lines(entry.text)}\n")
             elif entry.who == "you":
-                self.out.write(f"you> {entry.text}\n")
+                self.out.write(f"you> {lines(entry.text)}\n")
         self.out.flush()
 
 

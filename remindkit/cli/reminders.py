@@ -238,8 +238,8 @@ def pause_resume(cx: Context) -> int:
 
 def get_in(cx: Context, reminder_id: str, within: Any) -> Any:
     """The reminder, if it belongs to ``within`` (another session's is not found)."""
+    from ..checks import check_session_id
     from ..errors import NotFound
-    from ..reminders import check_session_id
 
     rem = cx.api.get(reminder_id)
     if within is not Any and rem.session != check_session_id(within):

@@ -64,9 +64,10 @@ def run_command(cx: Context) -> int:
 
 
 def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
+    from ..checks import check_printable, check_session_id
     from ..clock import format_utc, to_us
     from ..models import Session
-    from ..reminders import check_printable, check_session_id
+    from ..sessions.trust import DISABLED
 
     store = api.store
     now_us = to_us(api.clock.now())
@@ -98,8 +99,9 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 if s.failures:
                     breaker = " breaker open: fallback first" if s.failures >= store.settings.breaker_after else ""
                     failing = f"  failed {s.failures}x in a row{breaker}: {_inert(s.last_error or '')[:80]}"
-                out.write(f"{_inert(s.id)}  {s.adapter or '-'}  {s.state}{busy}  fallback {s.fallback}  "
-                          f"last active {format_utc(s.last_active_at)}{failing}\n")
+                disabled = "  disabled" if s.config.get(DISABLED) else ""
+                out.write(f"{_inert(s.id)}  {_inert(s.adapter or '-')}  {s.state}{busy}{disabled}  "
+                          f"fallback {s.fallback}  last active {format_utc(s.last_active_at)}{failing}\n")
         return 0
     if action == "rm":
         check_session_id(args.id)
@@ -142,7 +144,9 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
             raise InvalidInput(f"--base-url {args.base_url!r} is not an http(s) URL", code="invalid_argument")
         config.update(base_url=args.base_url, model=args.model)
         if args.api_key_env:
-            config["api_key_env"] = args.api_key_env
+            from ..sessions.trust import check_key_env
+
+            config["api_key_env"] = check_key_env(args.api_key_env)
         if args.system is not None:
             config["system"] = args.system
     elif args.base_url or args.model or args.api_key_env or args.system is not None:

@@ -39,13 +39,12 @@ from .. import failpoints
 from ..alerts import Alerter
 from ..clock import Clock, SystemClock, from_us, now_us, to_us
 from ..models import Fire
-from ..sessions.base import Adapters
-from ..sessions.registry import default_adapters
+from ..sessions.registry import Adapters, default_adapters
 from ..settings import Settings
 from ..store import SqlStore
 from .delivery import Dispatcher
 from .liveness import Liveness
-from .plan import plan_fire
+from .plan import guarded_plan
 from .status import StatusWriter
 
 log = logging.getLogger(__name__)
@@ -59,6 +58,8 @@ TAKEOVER_RETRY = 1.0  # seconds before looking again at an expired lease whose o
 HAND_OVER_CHUNK = 256  # fires routed at a time when many come due at once
 FLUSH_INTERVAL = 0.05  # seconds between outcome writes while deliveries stream in
 FLUSH_BUSY_MAX = 0.25  # ... and at most this long while turns are being handed over
+HINT_GAP = 0.02  # seconds: at most one re-read of the store per this, however many hints arrive
+NO_HINTS_CAP = 2.0  # seconds: the longest sleep when the store gives no wake-up hints (polling)
 
 
 class Engine:
@@ -104,6 +105,8 @@ class Engine:
         self._orphans: set[int] = set()
         self._liveness: Liveness | None = None  # set while run() runs (real processes)
         self._flushed_us = 0
+        self._hint_read_at = 0.0  # monotonic time of the last re-read a hint asked for
+        self._poll_cap = self.settings.wait_cap_s
         self._backoff_s = 0.0
         self.status: StatusWriter | None = None  # set while run() runs: the status file
         self.leave_alerts = False
@@ -203,7 +206,8 @@ class Engine:
         while True:
             fires, n = self.store.claim_due(
                 now_us=t, horizon_us=horizon, owner=self.id, lease_us=int(s.lease_s * 1e6),
-                limit=s.claim_batch, plan=lambda r: plan_fire(r, now),  # each reminder carries its own catch-up cap
+                limit=s.claim_batch,  # each reminder carries its own catch-up cap, within the engine's
+                plan=lambda r: guarded_plan(r, now, catchup_max=s.catchup_max),
                 leave_alerts=self.leave_alerts,
             )
             if fires:
@@ -450,6 +454,7 @@ class Engine:
         if listener is not None:
             sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
         held_since: int | None = None
+        self._poll_cap = self.settings.wait_cap_s if listener is not None else min(self.settings.wait_cap_s, NO_HINTS_CAP)
         try:
             while not self._stop.is_set():
                 try:
@@ -472,7 +477,8 @@ class Engine:
             select.select([], [], [], max(0.0, (hold - t) / 1e6))
             return (held_since if held_since is not None else t), listener
         wake_at = self.store_step(now_us(self.clock))
-        timeout = min(max(0.0, (wake_at - now_us(self.clock)) / 1e6), self.settings.wait_cap_s)
+        timeout = min(max(0.0, (wake_at - now_us(self.clock)) / 1e6), self._poll_cap)
+        hinted = False
         for key, _mask in sel.select(timeout):
             if key.data == "poke":
                 pipe.drain()
@@ -489,6 +495,12 @@ class Engine:
                 origins = {""}
             if origins - {self.id}:
                 self._dirty = True
+                hinted = True
+        if hinted:  # coalesce: a flood of hints costs one re-read per HINT_GAP, not one per datagram
+            gap = self._hint_read_at + HINT_GAP - time.monotonic()
+            if gap > 0:
+                select.select([pipe.r], [], [], gap)  # a poke from this process still wakes at once
+            self._hint_read_at = time.monotonic()
         return None, listener
 
     def _quiet_until(self, t: int) -> int | None:

@@ -59,8 +59,8 @@ from ..models import (
 )
 from ..models import DELIVERED as OCC_DELIVERED
 from ..protocol import frame_fired
-from ..reminders import MAX_SESSION_ID
-from ..sessions.base import Adapters, SessionAdapter, TurnResult
+from ..sessions.base import SessionAdapter, TurnResult, fresh_session_id
+from ..sessions.registry import Adapters
 from ..settings import Settings
 from ..store import SqlStore
 from ..store.turns import TurnLease
@@ -491,8 +491,7 @@ class Dispatcher:
         if config.get("fresh_argv"):
             config["argv"] = config["fresh_argv"]
         config["fallback_for"] = target.id
-        base = target.id[: MAX_SESSION_ID - 8]  # room for "~" and the hex, within the session id limit
-        fresh = Session(f"{base}~{secrets.token_hex(3)}", adapter=target.adapter, config=config,
+        fresh = Session(fresh_session_id(target.id, secrets.token_hex(3)), adapter=target.adapter, config=config,
                         parent_id=target.id, title=f"fresh session for {target.title or target.id}",
                         fallback=FallbackPolicy.NONE)
         if not adapter.can_deliver(fresh):

@@ -20,8 +20,29 @@ from datetime import datetime, timedelta
 from ..clock import to_us
 from ..models import ACTIVE, DONE, Plan, PlannedFire, Reminder
 from ..schedules import due_between, next_after
+from ..schedules.spec import previous_before
 
 GRACE = timedelta(seconds=60)
+COUNT_STEPS = 400  # missed occurrences counted one by one at most (beyond: "at least"), inside the claim
+
+
+class PlanRefused(ValueError):
+    """A row whose plan this engine will not carry out (the claim quarantines it)."""
+
+
+def guarded_plan(rem: Reminder, now: datetime, *, catchup_max: int) -> Plan:
+    """:func:`plan_fire`, within the engine's own bounds whoever wrote the row: a
+    catch-up cap above ``catchup_max``, an interval under a second, or a plan of
+    more than ``catchup_max`` fires is refused (and the row quarantined)."""
+    s = rem.schedule
+    if rem.catchup_cap > catchup_max or rem.catchup_cap < 1:
+        raise PlanRefused(f"catch-up cap {rem.catchup_cap} is outside 1-{catchup_max} (REMINDKIT_CATCHUP_MAX)")
+    if s.kind == "every" and (not isinstance(s.every_s, int) or s.every_s < 1):
+        raise PlanRefused(f"interval {s.every_s!r} is not a positive number of seconds")
+    plan = plan_fire(rem, now)
+    if len(plan.fires) > catchup_max:
+        raise PlanRefused(f"{len(plan.fires)} fires at once is past the catch-up cap {catchup_max}")
+    return plan
 
 
 def plan_fire(rem: Reminder, now: datetime, *, catchup_cap: int | None = None, grace: timedelta = GRACE) -> Plan:
@@ -43,7 +64,7 @@ def plan_fire(rem: Reminder, now: datetime, *, catchup_cap: int | None = None, g
     if due > now:
         dues, missed_before = [due], 0
     else:
-        latest, count, _exact = due_between(s, due, now)
+        latest, count, _exact = due_between(s, due, now, cap=COUNT_STEPS)
         if rem.misfire == "skip" and now - latest > grace:
             skipped = (PlannedFire(to_us(latest), count, 0),)
             nxt = _next_series(rem, latest, fired)
@@ -83,18 +104,17 @@ def _last_n(rem: Reminder, first: datetime, latest: datetime, n: int) -> list[da
         step = timedelta(seconds=s.every_s)
         out = [latest - i * step for i in range(n)]
         return sorted(d for d in out if d >= first)
-    window: list[datetime] = []
-    cursor: datetime | None = first
-    while cursor is not None and cursor <= latest:
-        window.append(cursor)
-        if len(window) > n:
-            window.pop(0)
-        cursor = next_after(s, cursor)
-    return window
+    out = [latest]  # walk back from the latest: at most n steps, whatever the outage
+    while len(out) < n:
+        prev = previous_before(s, first, out[-1])
+        if prev is None:
+            break
+        out.append(prev)
+    return out[::-1]
 
 
 def _us(dt: datetime | None) -> int | None:
     return None if dt is None else to_us(dt)
 
 
-__all__ = ["plan_fire"]
+__all__ = ["PlanRefused", "guarded_plan", "plan_fire"]

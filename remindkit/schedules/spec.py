@@ -7,6 +7,7 @@ A :class:`Schedule` is a frozen value validated where it is built
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -290,26 +291,66 @@ def due_between(s: Schedule, start: datetime, now: datetime, *, cap: int = 10_00
             k = (s.until - start) // step
             latest = start + k * step
         return latest, int(k) + 1, True
-    latest, count = start, 1
-    cursor = start
-    while count < cap:
+    # Find the latest occurrence first, walking back from now (a few steps whatever
+    # the outage), then count forward from ``start`` up to ``cap`` steps.
+    latest = latest_at_or_before(s, start, now)
+    count, cursor = 1, start
+    while count < cap and cursor < latest:
         nxt = next_after(s, cursor)
-        if nxt is None or nxt > now:
-            return latest, count, True
-        latest, count, cursor = nxt, count + 1, nxt
-    # Dense rule and a long outage: find the latest by probing backwards windows.
-    for window in (timedelta(minutes=1), timedelta(hours=1), timedelta(days=1), timedelta(days=32),
-                   timedelta(days=400), timedelta(days=4000)):
-        probe = max(cursor, now - window)
-        nxt = next_after(s, probe)
-        if nxt is not None and nxt <= now:
-            latest = nxt
-            while True:
-                after = next_after(s, latest)
-                if after is None or after > now:
-                    return latest, count, False
-                latest = after
-    return latest, count, False
+        if nxt is None or nxt > latest:
+            break
+        count, cursor = count + 1, nxt
+    return latest, count, cursor >= latest
+
+
+# Windows probed back from a moment to find the occurrence before it: the first window that
+# holds one is walked forward, so a dense rule costs a step or two and a sparse one a few probes.
+_BACK_WINDOWS = tuple(timedelta(seconds=n) for n in (1, 60, 600, 3_600, 6 * 3_600, DAY, 7 * DAY, 32 * DAY,
+                                                     100 * DAY, 400 * DAY, 1_500 * DAY, 4_000 * DAY))
+MAX_WALK = 5_000  # steps of one window's forward walk (a rule with bursts)
+
+
+def _windows(span: timedelta) -> Iterator[timedelta]:
+    yield from _BACK_WINDOWS
+    window = _BACK_WINDOWS[-1]
+    while window < span:  # an outage longer than the last window: keep doubling back to start
+        window *= 2
+        yield window
+
+
+def latest_at_or_before(s: Schedule, start: datetime, end: datetime) -> datetime:
+    """The latest occurrence of ``s`` in ``[start, end]`` (``start`` is one)."""
+    if s.until is not None and s.until < end:
+        end = s.until
+    return previous_before(s, start, end, inclusive=True) or start
+
+
+def previous_before(s: Schedule, start: datetime, t: datetime, *, inclusive: bool = False) -> datetime | None:
+    """The latest occurrence of ``s`` that is ``>= start`` and ``< t`` (``<= t`` with
+    ``inclusive``), found by probing windows back from ``t``; None if only ``start``
+    could be and it is not before ``t``. Bounded: at most a dozen probes and
+    :data:`MAX_WALK` steps in the window that holds the answer."""
+    def before(x: datetime) -> bool:
+        return x <= t if inclusive else x < t
+
+    for window in _windows(t - start):
+        probe = t - window
+        if probe <= start:
+            cursor: datetime | None = start
+        else:
+            cursor = next_after(s, probe - timedelta(microseconds=1))
+        if cursor is None or not before(cursor):
+            if probe <= start:
+                break
+            continue
+        found = cursor
+        for _ in range(MAX_WALK):
+            cursor = next_after(s, found)
+            if cursor is None or not before(cursor):
+                break
+            found = cursor
+        return found
+    return start if before(start) else None
 
 
 def cron_min_gap(expr: str, zone_name: str, now: datetime, samples: int = 400) -> int | None:

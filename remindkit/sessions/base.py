@@ -16,6 +16,15 @@ from typing import Protocol
 
 from ..models import Fire, Session
 
+MAX_SESSION_ID = 200
+
+
+def fresh_session_id(parent: str, suffix: str) -> str:
+    """``parent~suffix``, within the 200 characters of a session id: a long parent
+    (or a fresh session's own fresh session) is cut before the suffix."""
+    tail = f"~{suffix}"
+    return parent[: MAX_SESSION_ID - len(tail)] + tail
+
 
 @dataclass(frozen=True)
 class TurnResult:
@@ -40,19 +49,3 @@ class SessionAdapter(Protocol):
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult: ...
 
 
-class Adapters:
-    """The adapters this process knows, by name."""
-
-    def __init__(self, *adapters: SessionAdapter) -> None:
-        self._by_name: dict[str, SessionAdapter] = {}
-        for adapter in adapters:
-            self.add(adapter)
-
-    def add(self, adapter: SessionAdapter) -> None:
-        self._by_name[adapter.name] = adapter
-
-    def get(self, name: str | None) -> SessionAdapter | None:
-        return None if name is None else self._by_name.get(name)
-
-    def names(self) -> list[str]:
-        return sorted(self._by_name)

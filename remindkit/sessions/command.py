@@ -2,7 +2,11 @@
 
 Configured with an argv template (``remindkit session add s1 --command 'ARGV…'``);
 ``{session}`` and ``{message}`` in an argument are replaced. The framed message
-is also written to stdin, and the environment carries ``REMINDKIT_SESSION``,
+is also written to stdin (a message past 64 KiB goes on stdin only: ``{message}``
+then says so). The environment is built from an allowlist, not inherited
+(:func:`command_env`): ``PATH``, ``HOME``, ``LANG``, ``LC_*``, ``TZ``, ``TMPDIR``,
+``USER``, what the definition's ``env`` names, ``REMINDKIT_HOME``,
+``REMINDKIT_DB`` (only a URL without a password), ``REMINDKIT_SESSION``,
 ``REMINDKIT_REMINDER_IDS`` and ``REMINDKIT_OCCURRENCE_KEYS`` (the idempotency
 keys, comma-separated). Exit status 0 is a delivered turn whose reply is stdout;
 anything else is a failed turn (the tail of stderr is recorded), and so is a
@@ -24,7 +28,7 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..models import Fire, Session
@@ -34,6 +38,8 @@ if TYPE_CHECKING:
     from ..agent.external import ExternalTurns
 
 DEFAULT_TIMEOUT = 600.0
+MAX_ARG_MESSAGE = 64 * 1024  # bytes: a longer message goes on stdin only (Linux refuses an argument past 128 KiB)
+PASSED_ENV = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME"})
 
 
 def parse_argv(command: str | Sequence[str]) -> list[str]:
@@ -67,12 +73,9 @@ class CommandSession:
 
     def _run(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         template = session.config.get("argv") or []
-        argv = [str(a).replace("{session}", session.id).replace("{message}", message) for a in template]
-        env = dict(os.environ)
-        env.update(session.config.get("env") or {})
-        env["REMINDKIT_SESSION"] = session.id
-        env["REMINDKIT_REMINDER_IDS"] = ",".join(dict.fromkeys(f.reminder_id for f in fires))
-        env["REMINDKIT_OCCURRENCE_KEYS"] = ",".join(f.key for f in fires)
+        in_argv = message if len(message.encode("utf-8", "surrogatepass")) <= MAX_ARG_MESSAGE else _on_stdin(message)
+        argv = [str(a).replace("{session}", session.id).replace("{message}", in_argv) for a in template]
+        env = command_env(session, fires, store_url=self._store_url())
         timeout = self.timeout or float(session.config.get("timeout") or DEFAULT_TIMEOUT)
         try:
             proc = subprocess.run(
@@ -92,6 +95,50 @@ class CommandSession:
         if error is not None:
             return TurnResult(False, error=error, instant=True)
         return TurnResult(True, reply=_reply_text(proc.stdout))
+
+    def _store_url(self) -> str | None:
+        if self.turns is None:
+            return os.environ.get("REMINDKIT_DB")
+        return str(self.turns.store.engine.url.render_as_string(hide_password=False))
+
+
+def _on_stdin(message: str) -> str:
+    return f"(the message is on stdin: {len(message)} characters)"
+
+
+def command_env(session: Session, fires: Sequence[Fire], *, store_url: str | None,
+                base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a turn's process: a few variables of the engine's
+    (:data:`PASSED_ENV`, ``LC_*``), what the session definition names in ``env``
+    (a value, or null to pass the engine's own), and what the agent needs to reach
+    remindkit. ``REMINDKIT_DB`` only when its URL has no password."""
+    base = os.environ if base is None else base
+    env = {k: v for k, v in base.items() if k in PASSED_ENV or k.startswith("LC_")}
+    for name, value in (session.config.get("env") or {}).items():
+        if value is None:
+            if name in base:
+                env[str(name)] = base[name]
+        else:
+            env[str(name)] = str(value)
+    for name in [k for k in env if k.startswith("REMINDKIT_")]:
+        del env[name]  # only what remindkit sets below
+    if base.get("REMINDKIT_HOME"):
+        env["REMINDKIT_HOME"] = base["REMINDKIT_HOME"]
+    if store_url and _no_password(store_url):
+        env["REMINDKIT_DB"] = store_url
+    env["REMINDKIT_SESSION"] = session.id
+    env["REMINDKIT_REMINDER_IDS"] = ",".join(dict.fromkeys(f.reminder_id for f in fires))
+    env["REMINDKIT_OCCURRENCE_KEYS"] = ",".join(f.key for f in fires)
+    return env
+
+
+def _no_password(url: str) -> bool:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).password is None
+    except Exception:
+        return False
 
 
 def _reply_text(stdout: str) -> str:

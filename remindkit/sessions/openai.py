@@ -36,6 +36,7 @@ from ..clock import Clock, SystemClock, now_us
 from ..models import Fire, Session
 from ..settings import Settings
 from .base import TurnResult
+from .trust import allowed_key_envs, request_extra
 
 if TYPE_CHECKING:
     import httpx
@@ -68,13 +69,14 @@ class OpenAIChatModel:
         self.api_key = api_key
         self.timeout = timeout
         self.transport = transport
-        self.extra = dict(extra or {})
+        self.extra = request_extra(extra)  # it cannot replace model, messages, tools
 
     @classmethod
     def from_config(cls, config: dict[str, Any], *, transport: httpx.BaseTransport | None = None) -> OpenAIChatModel:
         key_env = config.get("api_key_env") or DEFAULT_KEY_ENV
+        key = os.environ.get(key_env) if key_env in allowed_key_envs() else None  # never another variable
         return cls(
-            str(config["base_url"]), str(config["model"]), api_key=os.environ.get(key_env) or None,
+            str(config["base_url"]), str(config["model"]), api_key=key or None,
             timeout=float(config.get("timeout") or DEFAULT_TIMEOUT), transport=transport,
             extra=config.get("extra") or None,
         )

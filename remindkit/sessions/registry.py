@@ -7,12 +7,37 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from .base import Adapters
+from .base import SessionAdapter
+from .trust import EnginePolicy, GuardedAdapter
 
 if TYPE_CHECKING:
     from ..clock import Clock
     from ..settings import Settings
     from ..store import SqlStore
+
+
+class Adapters:
+    """The adapters this process knows, by name, each guarded by the engine's policy
+    (:class:`~remindkit.sessions.trust.EnginePolicy`, read from this process's
+    environment unless given): a disabled session, or one the policy does not
+    allow, is not run here."""
+
+    def __init__(self, *adapters: SessionAdapter, policy: EnginePolicy | None = None) -> None:
+        self.policy = policy if policy is not None else EnginePolicy.from_env()
+        self._by_name: dict[str, SessionAdapter] = {}
+        for adapter in adapters:
+            self.add(adapter)
+
+    def add(self, adapter: SessionAdapter) -> None:
+        if isinstance(adapter, GuardedAdapter):
+            adapter = adapter.inner
+        self._by_name[adapter.name] = GuardedAdapter(adapter, self.policy)
+
+    def get(self, name: str | None) -> SessionAdapter | None:
+        return None if name is None else self._by_name.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
 
 
 def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = None,

@@ -162,7 +162,8 @@ def quarantine(conn: Connection, reminder_id: str, exc: BaseException, *, now_us
     """A reminder row that cannot be read (a hand edit, a newer remindkit, damage)
     is set aside as ``failed`` with the reason, never deleted, and never again
     stops the engine that tried to claim it."""
-    why = f"quarantined: unreadable row ({type(exc).__name__}: {exc})"[:500]
+    kind = "refused plan" if type(exc).__name__ == "PlanRefused" else "unreadable row"
+    why = f"quarantined: {kind} ({type(exc).__name__}: {exc})"[:500]
     log.error("reminder %s %s", reminder_id, why)
     conn.execute(
         update(t.reminders)

@@ -13,22 +13,56 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
+import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool, QueuePool
 
 from ..errors import StoreError
 
+log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
 WRITE = "rk_write"
 
 
+SQLITE_DRIVERS = ("sqlite", "sqlite+pysqlite")
+POSTGRES_DRIVERS = ("postgresql", "postgresql+psycopg")
+
+
+def check_url(url: str) -> URL:
+    """The parsed store URL, or ``invalid_store_url``: SQLite (a file: no host, user,
+    password or port, the standard driver) or PostgreSQL (psycopg)."""
+    from ..errors import InvalidInput
+
+    def refuse(why: str) -> InvalidInput:
+        return InvalidInput(f"{why}; use sqlite:///PATH or postgresql://USER@HOST/DB", code="invalid_store_url")
+
+    try:
+        parsed = make_url(url)
+    except Exception:
+        raise refuse(f"{_safe(url)!r} is not a database URL") from None
+    if parsed.drivername in SQLITE_DRIVERS:
+        if parsed.host or parsed.username or parsed.password or parsed.port:
+            raise refuse("a SQLite URL names a file, not a host or a user (sqlite:///PATH)")
+        return parsed
+    if parsed.drivername in POSTGRES_DRIVERS:
+        return parsed
+    raise refuse(f"remindkit does not know the database driver {parsed.drivername!r}")
+
+
+def _safe(url: str) -> str:
+    """``url`` without what looks like a password (for an error message)."""
+    return re.sub(r"(//[^/:@]*:)[^@/]*@", r"\1***@", url)[:200]
+
+
 def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 30_000) -> Engine:
-    parsed = make_url(url)
+    parsed = check_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
     if parsed.get_backend_name() == "postgresql":
@@ -82,6 +116,7 @@ def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engin
 def make_private_file(path: Path) -> None:
     """Create the database folder (0700) and file (0600) before SQLite does."""
     _make_private_folders(path.parent)
+    _tighten(path.parent, 0o022, 0o700)  # a folder of ours others can write to (0777)
     if not path.exists():
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
         os.close(fd)
@@ -90,6 +125,28 @@ def make_private_file(path: Path) -> None:
         if not side.exists():
             with contextlib.suppress(OSError):
                 os.close(os.open(side, os.O_CREAT | os.O_RDWR, 0o600))
+    for suffix in ("", "-wal", "-shm"):
+        _tighten(path.with_name(path.name + suffix), 0o077, 0o600)  # a store others can read (0644)
+
+
+def _tighten(path: Path, too_open: int, mode: int) -> None:
+    """Make ``path`` ``mode`` if it is ours (not a link) and has any of the ``too_open``
+    bits, with a warning. Not following links: another user's link is left alone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if mode == 0o700 else 0))
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        shared = bool(st.st_mode & stat.S_ISVTX)  # /tmp and the like: shared on purpose, left alone
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & too_open and not shared:
+            os.fchmod(fd, mode)
+            log.warning("%s was %s; made it %s (remindkit keeps its store private)", path,
+                        oct(stat.S_IMODE(st.st_mode)), oct(mode))
+    except OSError as exc:
+        log.warning("cannot make %s private: %s", path, exc)
+    finally:
+        os.close(fd)
 
 
 def _make_private_folders(folder: Path) -> None:

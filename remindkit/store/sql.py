@@ -35,7 +35,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from ..audit import EventKind, Surface
 from ..clock import format_utc, from_us, to_us
-from ..errors import Conflict, LimitExceeded, NotFound, StoreError
+from ..errors import Conflict, InvalidInput, LimitExceeded, NotFound, StoreError
 from ..models import (
     ACTIVE,
     CANCELLED,
@@ -84,6 +84,28 @@ _LIVE_LABEL_NO_SESSION = select(_R.id).where(
 _COUNT_LIVE_IN_SESSION = select(func.count()).select_from(t.reminders).where(
     _R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
 _COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
+
+
+def _check_import_limits(conn: Connection, reminders: Sequence[Reminder], limits: Limits,
+                         lines: Sequence[int] | None) -> None:
+    live = [(i, r) for i, r in enumerate(reminders) if r.state in LIVE_STATES]
+    if not live:
+        return
+    total = int(conn.execute(_COUNT_LIVE).scalar_one())
+    per: dict[str, int] = {}
+    for i, rem in live:
+        total += 1
+        where = f"line {lines[i]}: " if lines is not None else ""
+        if limits.total is not None and total > limits.total:
+            raise InvalidInput(f"{where}the store would have more than {limits.total} active reminders",
+                               code="invalid_import", limit=limits.total, scope="total")
+        if rem.session is not None and limits.per_session is not None:
+            if rem.session not in per:
+                per[rem.session] = int(conn.execute(_COUNT_LIVE_IN_SESSION, {"sid": rem.session}).scalar_one())
+            per[rem.session] += 1
+            if per[rem.session] > limits.per_session:
+                raise InvalidInput(f"{where}session {rem.session!r} would have more than {limits.per_session} "
+                                   "active reminders", code="invalid_import", limit=limits.per_session, scope="session")
 
 
 class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps):
@@ -220,9 +242,12 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps):
         return rem, replaced
 
     def import_rows(self, reminders: Sequence[Reminder], sessions: Sequence[Session], *, replace_existing: bool,
-                    now_us: int = 0, surface: Surface | str = Surface.IMPORT) -> int:
+                    now_us: int = 0, surface: Surface | str = Surface.IMPORT,
+                    limits: Limits | None = None, lines: Sequence[int] | None = None) -> int:
         """Bulk insert in one transaction (``remindkit import``), with a ``created``
-        event per reminder."""
+        event per reminder. With ``limits``, the live reminders after the import stay
+        within them, as for ``remind``, else the whole import is refused
+        (``invalid_import`` naming the line, from ``lines``)."""
         with self.write() as conn:
             ids = [r.id for r in reminders]
             existing: set[str] = set()
@@ -239,6 +264,8 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps):
             if existing:
                 for chunk in _chunks(sorted(existing), 500):
                     conn.execute(delete(t.reminders).where(t.reminders.c.id.in_(chunk)))
+            if limits is not None:
+                _check_import_limits(conn, reminders, limits, lines)
             have_sessions = {
                 row[0] for row in conn.execute(select(t.sessions.c.id))
             }

@@ -7,7 +7,9 @@ with the writer's origin (an engine id, or ``""``); engines wait on
 
 * SQLite: every listening process binds a Unix datagram socket in a private
   per-user folder named after the database file; ``notify`` sends one byte
-  to each (and removes sockets whose owner is gone).
+  to each (and removes sockets whose owner is gone). A folder that is not ours
+  alone (made first by another user, a link, a file, open to others) is not
+  used: the store works without hints (engines poll), and says so once.
 * PostgreSQL: ``LISTEN remindkit`` / ``NOTIFY remindkit``.
 * Elsewhere (no AF_UNIX datagrams): no hints; engines poll at a short cap.
 """
@@ -19,6 +21,7 @@ import hashlib
 import logging
 import os
 import socket
+import stat
 import tempfile
 import threading
 import uuid
@@ -28,6 +31,7 @@ from typing import Protocol
 
 log = logging.getLogger(__name__)
 CHANNEL = "remindkit"
+DRAIN_MAX = 1024
 
 
 class Listener(Protocol):
@@ -55,17 +59,53 @@ class NoWake:
         pass
 
 
+class UnsafeFolder(OSError):
+    """The runtime folder is not ours alone (another user's, a link, a file, too open)."""
+
+
 def _runtime_dir(db_path: Path) -> Path:
+    """``$XDG_RUNTIME_DIR`` (else ``$TMPDIR``) ``/remindkit-UID/<digest>``, each level
+    made 0700 or, if it exists, checked without following links: a directory owned
+    by us with no access for others. Anything else raises :class:`UnsafeFolder`."""
     base = os.environ.get("XDG_RUNTIME_DIR")
     if not base or not os.access(base, os.W_OK):
         base = tempfile.gettempdir()
     digest = hashlib.sha1(str(db_path).encode()).hexdigest()[:12]
-    folder = Path(base) / f"remindkit-{os.getuid()}" / digest
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with contextlib.suppress(OSError):
-        os.chmod(folder.parent, 0o700)
-        os.chmod(folder, 0o700)
+    top = Path(base) / f"remindkit-{os.getuid()}"
+    _private_dir(top)
+    folder = top / digest
+    _private_dir(folder)
     return folder
+
+
+def _private_dir(path: Path) -> None:
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:  # a file or a link where a folder above should be, no access
+        raise UnsafeFolder(f"{path}: {exc.strerror}") from None
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise UnsafeFolder(f"{path}: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeFolder(f"{path} is a symbolic link")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeFolder(f"{path} is not a directory")
+    if st.st_uid != os.getuid():
+        raise UnsafeFolder(f"{path} belongs to uid {st.st_uid}, not to us ({os.getuid()})")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise UnsafeFolder(f"{path} has mode {oct(stat.S_IMODE(st.st_mode))}, not 0o700")
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str, *args: object) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(message, *args)
 
 
 class SocketListener:
@@ -80,12 +120,16 @@ class SocketListener:
         return self.sock.fileno()
 
     def drain(self) -> set[str]:
+        """At most :data:`DRAIN_MAX` datagrams a call: a flood cannot keep it reading."""
         origins: set[str] = set()
-        while True:
+        for _ in range(DRAIN_MAX):
             try:
                 origins.add(self.sock.recv(256).decode("utf-8", "replace"))
             except (BlockingIOError, InterruptedError, OSError):
                 return origins
+            if len(origins) > 64:  # many senders: "someone else wrote" is all that matters
+                origins = {"*"}
+        return origins
 
     def close(self) -> None:
         self._closer()
@@ -205,7 +249,12 @@ def make_wake(engine) -> Wake:
     if engine.dialect.name == "sqlite":
         if not hasattr(socket, "AF_UNIX"):
             return NoWake()
-        return SocketWake(Path(str(engine.url.database)).resolve())
+        try:
+            return SocketWake(Path(str(engine.url.database)).resolve())
+        except UnsafeFolder as exc:
+            _warn_once(str(exc), "wake: %s; no wake-up hints, engines poll instead (set XDG_RUNTIME_DIR "
+                       "or TMPDIR to a folder of your own)", exc)
+            return NoWake()
     if engine.dialect.name == "postgresql":
         url = engine.url.set(drivername="postgresql")
         dsn = url.render_as_string(hide_password=False)

@@ -149,7 +149,7 @@ def test_export_import(rk, tmp_path):
     backup = tmp_path / "backup.jsonl"
     backup.write_text(out)
     other = tmp_path / "other.db"
-    assert js(rk, "import", str(backup), "--db", f"sqlite:///{other}") == {"imported": 2}
+    assert js(rk, "import", str(backup), "--db", f"sqlite:///{other}")["imported"] == 2
     assert len(js(rk, "ls", "--db", f"sqlite:///{other}")) == 2
     c, _o, err = rk("import", str(backup), "--db", f"sqlite:///{other}")
     assert c == 1 and "already_exists" in err

@@ -15,6 +15,7 @@ from remindkit.cli.main import main
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("REMINDKIT_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("REMINDKIT_TZ", "UTC")
+    monkeypatch.setenv("REMINDKIT_API_KEY_ENVS", "MY_KEY")
     return f"sqlite:///{tmp_path / 'store.db'}"
 
 

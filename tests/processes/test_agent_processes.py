@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def env(tmp_path: Path) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if not k.startswith("REMINDKIT_")}
     e.update(REMINDKIT_HOME=str(tmp_path / "home"), REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}",
-             REMINDKIT_TZ="UTC", REMINDKIT_MIN_PERIOD="1", PYTHONUNBUFFERED="1", TEST_MODEL_KEY="sk-test-123")
+             REMINDKIT_TZ="UTC", REMINDKIT_MIN_PERIOD="1", PYTHONUNBUFFERED="1", TEST_MODEL_KEY="sk-test-123",
+             REMINDKIT_API_KEY_ENVS="TEST_MODEL_KEY")
     e.pop("XDG_RUNTIME_DIR", None)
     return e
 

@@ -22,10 +22,10 @@ from remindkit.clock import FakeClock, to_us
 from remindkit.engine import Engine
 from remindkit.models import Session
 from remindkit.reminders import Reminders
-from remindkit.sessions.base import Adapters
 from remindkit.sessions.command import CommandSession
 from remindkit.sessions.openai import OpenAISessions
 from remindkit.sessions.python import PythonSessions
+from remindkit.sessions.registry import Adapters
 from remindkit.settings import Settings
 from remindkit.store import SqlStore
 

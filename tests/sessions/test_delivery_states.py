@@ -15,9 +15,9 @@ from remindkit.clock import to_us
 from remindkit.engine import Engine
 from remindkit.models import Session
 from remindkit.reminders import Reminders
-from remindkit.sessions.base import Adapters
 from remindkit.sessions.command import CommandSession
 from remindkit.sessions.python import PythonSessions
+from remindkit.sessions.registry import Adapters
 
 from ..agent.scripted import Script
 from .test_delivery import engine, outcomes, step

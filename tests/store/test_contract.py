@@ -208,7 +208,7 @@ def test_export_import_roundtrip(api, store, store_url, settings, clock, tmp_pat
     other = open_store(f"sqlite:///{tmp_path / 'copy.db'}", settings=settings)
     try:
         api2 = Reminders(other, clock=clock, settings=settings)
-        assert api2.import_(lines) == 3
+        assert api2.import_(lines, trust_sessions=True) == 3
         assert [r.to_dict() for r in api2.list(all=True)] == [r.to_dict() for r in api.list(all=True)]
         assert other.get_session("s1").config == {"argv": ["true"]}
         with pytest.raises(Conflict):
