@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..checks import MAX_SESSION_ID
 from ..models import Fire, Session
-
-MAX_SESSION_ID = 200
 
 
 def fresh_session_id(parent: str, suffix: str) -> str:
