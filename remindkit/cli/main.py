@@ -31,6 +31,7 @@ from ..store import SqlStore, open_store
 from . import alerts as alert_cmds
 from . import chat as chat_cmds
 from . import sessions as session_cmds
+from . import telegram as telegram_cmds
 
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -129,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("-v", "--verbose", action="store_true")
 
     session_cmds.add_parser(sub, common)
+    telegram_cmds.add_parser(sub, common)
     chat_cmds.add_parsers(sub, common)
     alert_cmds.add_parser(sub, common)
     return p
@@ -279,6 +281,8 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         return run_tray(api, out, headless=args.headless, verbose=args.verbose)
     if cmd == "session":
         return session_cmds.run(args, api, out)
+    if cmd == "telegram":
+        return telegram_cmds.run(args, api, out)
     if cmd == "chat":
         return chat_cmds.run_chat(args, api, out, sys.stdin)
     if cmd == "alerts":
