@@ -18,6 +18,17 @@ pytestmark = pytest.mark.processes
 CHAT = 100
 
 
+def wait_all_sent(botapi: BotAPI, url: str, n: int) -> None:
+    """Wait until ``n`` outbox rows are recorded sent: a kill before that may repeat
+    one (the guarantee is at most twice), which a test of something else must avoid."""
+    store = open_store(url, settings=Settings.from_env(env={}))
+    try:
+        botapi.wait_for(lambda: [r.state for r in Outbox(store, "telegram").rows()] == ["sent"] * n, 30,
+                        "the sent records")
+    finally:
+        store.close()
+
+
 def agent_calls(bots, kind: str) -> list[str]:
     return [line for line in Path(bots.agent_log).read_text().splitlines() if f"\t{kind}\t" in line]
 
@@ -31,6 +42,7 @@ def test_a_conversation_with_a_reminder_that_fires_after_a_restart(botapi: BotAP
     botapi.user_says(CHAT, "remind me in 6s to stretch")
     botapi.wait_for(lambda: any("Sure, I will remind you." in t for t in botapi.texts(CHAT)), message="the ack")
     assert all("<schedule" not in t for t in botapi.texts(CHAT)), "tags are stripped from what is sent"
+    wait_all_sent(botapi, sqlite_url, 2)
     bot.kill()
     bots(sqlite_url)  # a new process: the route is in the store
     botapi.wait_for(lambda: any("Time's up: stretch!" in t for t in botapi.texts(CHAT)), message="the fired reply")
@@ -39,12 +51,13 @@ def test_a_conversation_with_a_reminder_that_fires_after_a_restart(botapi: BotAP
     assert len(agent_calls(bots, "fired")) == 1
     transcript = [("user", u["message"]["text"]) for u in botapi.updates] + [("bot", t) for t in texts]
     (tmp_path / "transcript.txt").write_text("\n".join(f"{who}: {text}" for who, text in transcript))
+    wait_all_sent(botapi, sqlite_url, len(texts))
     store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path))
     try:
         sess = store.get_session(f"tg:{CHAT}")
         assert sess is not None and sess.config["route"] == {"bot": 4242, "chat": CHAT, "thread": None}
         rows = Outbox(store, "telegram").rows()
-        assert [r.state for r in rows] == ["sent"] * len(rows) and len(rows) == len(texts)
+        assert [r.remote_id for r in rows] == [str(s.message_id) for s in botapi.sent]
         assert TOKEN not in (tmp_path / "bot-0.log").read_text() + (tmp_path / "bot-1.log").read_text()
         dump = "".join(str(r) for r in store.list_sessions()) + "".join(str(r) for r in rows)
         assert TOKEN not in dump and TOKEN.split(":")[1] not in dump
@@ -166,3 +179,25 @@ def test_forum_topics_are_separate_sessions(botapi: BotAPI, bots, sqlite_url: st
     assert by_thread == {5: "You said: in topic five", 6: "You said: in topic six"}
     sessions = {line.split("\t")[0] for line in agent_calls(bots, "chat")}
     assert sessions == {"tg:-1001:5", "tg:-1001:6"}
+
+
+@pytest.mark.postgres
+def test_two_bot_processes_on_one_postgres_store_send_each_reply_once(botapi: BotAPI, bots, pg_schema_url: str) -> None:
+    chats = [100, 101, 102]
+    allow = ["--allow", *map(str, chats)]
+    first = bots(pg_schema_url, *allow)
+    bots(pg_schema_url, *allow)
+    for chat in chats:
+        botapi.user_says(chat, f"remind me in 5s to t{chat}")
+    botapi.wait_for(lambda: all(any("Sure" in t for t in botapi.texts(c)) for c in chats), 90, "the acks")
+    wait_all_sent(botapi, pg_schema_url, 3)
+    first.kill()  # whichever polled, fired or sent: the other one carries on
+    botapi.wait_for(lambda: all(f"Time's up: t{c}!" in botapi.texts(c) for c in chats), 90, "the fired replies")
+    for chat in chats:
+        botapi.user_says(chat, f"still there {chat}?")
+    botapi.wait_for(lambda: all(f"You said: still there {c}?" in botapi.texts(c) for c in chats), 90, "the replies")
+    for chat in chats:
+        texts = botapi.texts(chat)
+        assert len(texts) == 3 and len(set(texts)) == 3, texts
+    assert len(agent_calls(bots, "fired")) == 3
+    assert len(agent_calls(bots, "chat")) == 6

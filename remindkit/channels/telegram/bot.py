@@ -59,6 +59,7 @@ class TelegramBridge:
         self.threads: Threads | None = None
         self.bot_id = 0
         self._poke = asyncio.Event()
+        self._polling = asyncio.Event()  # this process holds the poller lease
 
     # -- running -------------------------------------------------------------------------
 
@@ -66,18 +67,48 @@ class TelegramBridge:
         async with self.bot:
             self.bot_id = self.bot.id
             self.threads = Threads(self.api, bot=self.bot_id, agent=self.agent, expiry=self.expiry)
-            tasks = [asyncio.create_task(self._poll(stop)), asyncio.create_task(self._send_loop(stop)),
-                     asyncio.create_task(self._sweep_loop(stop))]
+            tasks = [asyncio.create_task(self._hold_poller(stop)), asyncio.create_task(self._poll(stop)),
+                     asyncio.create_task(self._send_loop(stop)), asyncio.create_task(self._sweep_loop(stop))]
             await stop.wait()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    async def _hold_poller(self, stop: asyncio.Event) -> None:
+        """Telegram serves getUpdates to one consumer per token: of the bot processes
+        on one store, the holder of the lease ``telegram:<bot>:poller`` polls; the
+        others send from the outbox and run engines, and take over when its lease
+        runs out (a crash)."""
+        lease_s = self.api.settings.lease_s
+        while not stop.is_set():
+            now = now_us(self.api.clock)
+            try:
+                holder, _prio, _until = await asyncio.to_thread(
+                    self.store.hold_lease, f"telegram:{self.bot_id}:poller", holder=self.owner, priority=0,
+                    until_us=now + int(lease_s * 1e6), now_us=now)
+                polling = holder == self.owner
+            except RemindkitError as exc:
+                log.warning("cannot renew the poller lease: %s", exc)
+                polling = False
+            if polling and not self._polling.is_set():
+                log.info("this process polls Telegram now")
+            if polling:
+                self._polling.set()
+            else:
+                self._polling.clear()
+            await asyncio.sleep(lease_s / 3)
+
     async def _poll(self, stop: asyncio.Event) -> None:
         flag = f"telegram:{self.bot_id}:offset"
-        offset = int(await asyncio.to_thread(self.store.get_flag, flag, "0") or 0)
+        offset = 0
         failures = 0
         while not stop.is_set():
+            if not self._polling.is_set():
+                offset = 0
+                await self._polling.wait()
+                continue
+            if not offset:  # (again) the poller: go on from the offset the last poller confirmed
+                offset = int(await asyncio.to_thread(self.store.get_flag, flag, "0") or 0)
             try:
                 updates = await self.bot.get_updates(offset=offset or None, timeout=self.poll_timeout,
                                                      allowed_updates=["message", "callback_query"])
@@ -91,6 +122,8 @@ class TelegramBridge:
                 await asyncio.sleep(backoff_s(failures, cap=30.0))
                 continue
             for update in updates:
+                if not self._polling.is_set():
+                    break  # another process polls now; it goes on from the confirmed offset
                 try:
                     await self.handle(update)
                 except RemindkitError as exc:
