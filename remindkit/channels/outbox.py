@@ -117,23 +117,31 @@ class Outbox:
         found = self.by_keys([key])
         return found[0] if found else None
 
-    def rows(self, *, route_prefix: str | None = None, limit: int = 1000) -> list[OutboxItem]:
+    def rows(self, *, route_prefix: str | None = None, route: str | None = None, state: str | None = None,
+             limit: int = 1000) -> list[OutboxItem]:
         stmt = select(t.outbox).where(t.outbox.c.channel == self.channel)
         if route_prefix is not None:
             stmt = stmt.where(t.outbox.c.route_key.startswith(route_prefix, autoescape=True))
+        if route is not None:
+            stmt = stmt.where(t.outbox.c.route_key == route)
+        if state is not None:
+            stmt = stmt.where(t.outbox.c.state == state)
         with self.store.read() as conn:
             rows = conn.execute(stmt.order_by(t.outbox.c.id).limit(limit)).all()
         return [_item(r) for r in rows]
 
-    def claim(self, *, owner: str, now_us: int, lease_us: int, route_prefix: str = "", limit: int = 20) -> list[OutboxItem]:
-        """Take due rows (at most one per route, the earliest queued) with a lease."""
+    def claim(self, *, owner: str, now_us: int, lease_us: int, route_prefix: str = "", route: str | None = None,
+              limit: int = 20) -> list[OutboxItem]:
+        """Take due rows (at most one per route, the earliest queued) with a lease;
+        only routes that start with ``route_prefix``, or only the route ``route``."""
         o = t.outbox
         earlier = t.outbox.alias("earlier")
-        free = or_(o.c.lease_until.is_(None), o.c.lease_until < now_us, o.c.owner == owner)
+        free = or_(o.c.lease_until.is_(None), o.c.lease_until < now_us)
         first_of_route = ~exists().where(and_(earlier.c.route_key == o.c.route_key, earlier.c.state == QUEUED,
                                               earlier.c.id < o.c.id))
         due = and_(o.c.channel == self.channel, o.c.state == QUEUED, o.c.next_attempt_at <= now_us, free,
-                   o.c.route_key.startswith(route_prefix, autoescape=True), first_of_route)
+                   o.c.route_key.startswith(route_prefix, autoescape=True) if route is None else o.c.route_key == route,
+                   first_of_route)
         with self.store.read() as conn:
             ids = [r[0] for r in conn.execute(select(o.c.id).where(due).order_by(o.c.id).limit(limit)).all()]
         got: list[OutboxItem] = []
@@ -157,6 +165,15 @@ class Outbox:
 
     def fail(self, item: OutboxItem, *, owner: str, error: str) -> bool:
         return self._finish(item, owner, state=FAILED, last_error=error[:MAX_ERROR], lease_until=None)
+
+    def supersede(self, item: OutboxItem, *, by: str) -> bool:
+        """A queued row whose content went out in a later row (a batch that took in
+        its keys) is closed as ``failed`` with that reason, whoever holds it."""
+        o = t.outbox
+        with self.store.write(notify=False) as conn:
+            done = conn.execute(update(o).where(o.c.id == item.id, o.c.state == QUEUED)
+                                .values(state=FAILED, last_error=f"superseded by {by}"[:MAX_ERROR], lease_until=None))
+        return done.rowcount == 1
 
     def _finish(self, item: OutboxItem, owner: str, **values: Any) -> bool:
         o = t.outbox

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..clock import Clock, SystemClock, format_utc, now_us
 from ..models import Fire, Session
 from ..sessions.base import TurnResult
-from .outbox import FAILED, SENT, NewItem, Outbox, backoff_s
+from .outbox import FAILED, QUEUED, SENT, NewItem, Outbox, backoff_s
 
 if TYPE_CHECKING:
     import httpx
@@ -114,6 +114,9 @@ class WebhookSessions:
         url = str(session.config["url"])
         item = self.outbox.enqueue([NewItem(key=webhook_id(keys), route_key=f"webhook:{session.id}",
                                             route={"url": url}, payload=body, session_id=session.id)], now_us=now)[0]
+        for old in self.outbox.rows(route=f"webhook:{session.id}", state=QUEUED, limit=100):
+            if old.id != item.id and set(old.payload.get("keys") or ()) <= set(keys):
+                self.outbox.supersede(old, by=item.key)  # its fires wait in this batch now
         if item.state == SENT:  # posted before; the turn's record was lost with its engine
             self.turns.end(session.id, handover, item.remote_id)
             return TurnResult(True, reply=item.remote_id)
@@ -121,7 +124,7 @@ class WebhookSessions:
             return TurnResult(False, error=f"webhook gave up: {item.last_error}")
         lease_us = int(self.store.settings.lease_s * 1e6)
         claimed = [c for c in self.outbox.claim(owner=self.owner, now_us=now, lease_us=lease_us,
-                                                route_prefix=f"webhook:{session.id}") if c.id == item.id]
+                                                route=f"webhook:{session.id}") if c.id == item.id]
         if not claimed:
             self._next[session.id] = max(item.next_attempt_at, now + 1_000_000)
             return TurnResult(False, retry=True, error=f"webhook delivery {item.key} waits for its next try")

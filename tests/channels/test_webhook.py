@@ -193,3 +193,27 @@ def test_session_add_webhook_stores_the_variable_name_only(tmp_path: Path, capsy
                  "--secret-env", "RK_HOOK_SECRET"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["adapter"] == "webhook" and out["config"] == {"url": "http://127.0.0.1:9/h", "secret_env": "RK_HOOK_SECRET"}
+
+
+def test_fires_that_pile_up_while_the_receiver_is_down_go_out_together(live, monkeypatch) -> None:
+    store, api = live
+    monkeypatch.setenv("REMINDKIT_WEBHOOK_RETRY_WINDOW", "600")
+    port = free_port()
+    store.put_session(Session("hook", adapter="webhook",
+                              config={"url": f"http://127.0.0.1:{port}/hook", "secret_env": "RK_HOOK_SECRET"}), now_us=0)
+    first = api.add("one", session="hook", in_="1s").reminder
+    engine = Engine(store, settings=api.settings, can_alert=False).start()
+    receiver = None
+    try:
+        wait_for(lambda: Outbox(store, "webhook").rows(), 60, "the first try")
+        second = api.add("two", session="hook", in_="1s").reminder
+        wait_for(lambda: history_states(api, second.id), 60, "the second fire")
+        receiver = Receiver(port)
+        wait_for(lambda: all("delivered" in history_states(api, r.id) for r in (first, second)), 120, "both delivered")
+        keys = [k for _id, payload in receiver.got for k in payload["keys"]]
+        assert sorted(keys) == sorted(o.key for r in (first, second) for o in api.history(r.id))
+        assert all(r.state != "queued" for r in Outbox(store, "webhook").rows())
+    finally:
+        engine.stop()
+        if receiver is not None:
+            receiver.close()
