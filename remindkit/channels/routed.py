@@ -17,8 +17,9 @@ transcript and queued under the same key, so it is sent once.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +122,9 @@ class TelegramSessions:
         self.agents = agents
         self.clock: Clock = clock or SystemClock()
         self.outbox = Outbox(store, CHANNEL)
+        # set by a bot in this process: a context manager that shows a typing action in
+        # the route's chat while a fired turn runs there
+        self.working: Callable[[dict[str, Any]], contextlib.AbstractContextManager[Any]] | None = None
 
     def _agent(self, session: Session) -> tuple[Any, Session] | None:
         name = session.config.get("agent")
@@ -145,7 +149,9 @@ class TelegramSessions:
         if found is None:
             return TurnResult(False, error=f"session {session.id} has no agent and route")
         adapter, inner = found
-        result: TurnResult = adapter.run_turn(inner, message, fires)
+        working = self.working(session.config["route"]) if self.working is not None else contextlib.nullcontext()
+        with working:
+            result: TurnResult = adapter.run_turn(inner, message, fires)
         if result.ok:
             failpoints.hit("telegram_after_turn")
             self.queue_fired_reply(session, fires)

@@ -113,16 +113,18 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     bridge = TelegramBridge(api, make_bot(token, args.api_url), agent=config, allow=allow,
                             poll_timeout=args.poll_timeout)
     del token
+    if engine is not None:
+        routed = engine.adapters.get("telegram")
+        if routed is not None and hasattr(routed, "working"):
+            routed.working = bridge.typing_while  # a fired turn in a thread shows typing there
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await bridge.run(stop)
+        await bridge.run(stop, on_ready=engine.start if engine is not None else None)
 
-    if engine is not None:
-        engine.start()
     out.write(f"remindkit telegram: on {api.store.url}; allow {'all' if allow is None else sorted(allow)}; "
               f"agent {config['agent']}; stop with Ctrl-C\n")
     out.flush()

@@ -5,12 +5,14 @@ call to $RK_AGENT_LOG, and answers. "remind me in Ns to X" sets a reminder with 
 import os
 import re
 import sys
+import time
 
 message = sys.stdin.read()
 with open(os.environ["RK_AGENT_LOG"], "a") as log:
     kind = "fired" if "<schedule-fired" in message else "chat"
     log.write(f"{os.environ.get('REMINDKIT_SESSION')}\t{kind}\t{' '.join(message.split())[:120]}\n")
 if "<schedule-fired" in message:
+    time.sleep(0.5)  # long enough for a typing action to show
     labels = re.findall(r'label="([^"]*)"', message)
     print(f"Time's up: {', '.join(labels)}!")
     sys.exit(0)

@@ -44,8 +44,10 @@ def test_a_conversation_with_a_reminder_that_fires_after_a_restart(botapi: BotAP
     assert all("<schedule" not in t for t in botapi.texts(CHAT)), "tags are stripped from what is sent"
     wait_all_sent(botapi, sqlite_url, 2)
     bot.kill()
+    typing_before = len(botapi.actions)
     bots(sqlite_url)  # a new process: the route is in the store
     botapi.wait_for(lambda: any("Time's up: stretch!" in t for t in botapi.texts(CHAT)), message="the fired reply")
+    assert len(botapi.actions) > typing_before, "a typing action while the fired turn ran"
     texts = botapi.texts(CHAT)
     assert texts.count("Time's up: stretch!") == 1
     assert len(agent_calls(bots, "fired")) == 1

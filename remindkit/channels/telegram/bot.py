@@ -13,10 +13,11 @@ escaping and Markdown an agent writes arrives as written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -60,13 +61,19 @@ class TelegramBridge:
         self.bot_id = 0
         self._poke = asyncio.Event()
         self._polling = asyncio.Event()  # this process holds the poller lease
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- running -------------------------------------------------------------------------
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(self, stop: asyncio.Event, *, on_ready: Callable[[], Any] | None = None) -> None:
+        """Poll, send and sweep until ``stop``; ``on_ready`` is called once the bot
+        knows who it is (start an engine there, so its fired turns can show typing)."""
+        self._loop = asyncio.get_running_loop()
         async with self.bot:
             self.bot_id = self.bot.id
             self.threads = Threads(self.api, bot=self.bot_id, agent=self.agent, expiry=self.expiry)
+            if on_ready is not None:
+                on_ready()
             tasks = [asyncio.create_task(self._hold_poller(stop)), asyncio.create_task(self._poll(stop)),
                      asyncio.create_task(self._send_loop(stop)), asyncio.create_task(self._sweep_loop(stop))]
             await stop.wait()
@@ -204,6 +211,20 @@ class TelegramBridge:
             return reply.text.strip()
         done = [o for o in reply.tags if o.ok]
         return "✓" if done or not reply.tags else "(no reply)"
+
+    @contextlib.contextmanager
+    def typing_while(self, route: dict[str, Any]) -> Iterator[None]:
+        """From any thread: a typing action in the route's chat for the ``with`` block
+        (a fired turn run by this process's engine); nothing for another bot's route."""
+        loop = self._loop
+        if loop is None or route.get("bot") != self.bot_id or loop.is_closed():
+            yield
+            return
+        future = asyncio.run_coroutine_threadsafe(self._typing(int(route["chat"]), route.get("thread")), loop)
+        try:
+            yield
+        finally:
+            future.cancel()
 
     async def _typing(self, chat: int, thread: int | None) -> None:
         while True:
