@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 CHANNEL = "telegram"
 TEXT_LIMIT = 4096  # Telegram's limit for one message, in UTF-16 code units
 AGENTS = ("command", "openai")
+MAX_PIECES = 20  # a longer reply is cut here (an agent's output is not trusted to be small)
 
 
 def route_key(route: dict[str, Any]) -> str:
@@ -81,6 +82,8 @@ def queue_text(outbox: Outbox, route: dict[str, Any], *, key: str, text: str, se
     """Queue ``text`` for the route (split at Telegram's limit; keys ``key``,
     ``key#2`` …; written together, or not at all when ``key`` is there already)."""
     pieces = split_message(text)
+    if len(pieces) > MAX_PIECES:
+        pieces = [*pieces[:MAX_PIECES - 1], "(the reply was longer; the rest is in the session's transcript)"]
     items = []
     for n, piece in enumerate(pieces, start=1):
         payload: dict[str, Any] = {"text": piece}

@@ -41,6 +41,7 @@ class BotAPI:
     rate_limit: list[int] = field(default_factory=list)  # retry_after of the next sendMessage calls
     calls: list[str] = field(default_factory=list)
     confirmed: int = 0  # every update below this id was confirmed by an offset
+    log: list[str] = field(default_factory=list)  # the conversation as it happened
 
     def __post_init__(self) -> None:
         self.cond = threading.Condition()
@@ -80,10 +81,16 @@ class BotAPI:
             if text.startswith("/"):
                 message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]
             self._add({"message": message})
+            self.log.append(f"user  [{chat}{'/' + str(thread) if thread else ''}] {text}")
             return mid
+
+    def note(self, text: str) -> None:
+        with self.cond:
+            self.log.append(f"-- {text}")
 
     def press(self, chat: int, message_id: int, data: str) -> None:
         with self.cond:
+            self.log.append(f"user  [{chat}] (presses the button {data})")
             self._add({"callback_query": {
                 "id": f"cq{self._next_update}", "chat_instance": "ci", "data": data,
                 "from": {"id": 7, "is_bot": False, "first_name": "Ada"},
@@ -124,6 +131,7 @@ class BotAPI:
                 self.send_attempts.append(time.monotonic())
                 if self.rate_limit:
                     after = self.rate_limit.pop(0)
+                    self.log.append(f"(sendMessage answered 429, retry_after {after})")
                     return 429, {"ok": False, "error_code": 429, "description": f"Too Many Requests: retry after {after}",
                                  "parameters": {"retry_after": after}}
                 mid = self._next_message
@@ -132,6 +140,7 @@ class BotAPI:
                 thread = int(p["message_thread_id"]) if p.get("message_thread_id") else None
                 markup = json.loads(p["reply_markup"]) if isinstance(p.get("reply_markup"), str) else p.get("reply_markup")
                 self.sent.append(Sent(chat, str(p["text"]), thread, mid, time.monotonic(), markup))
+                self.log.append(f"bot   [{chat}{'/' + str(thread) if thread else ''}] {p['text']}")
             return 200, {"ok": True, "result": self._message(mid, chat, str(p["text"]), thread)}
         if method == "sendChatAction":
             with self.cond:

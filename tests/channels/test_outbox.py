@@ -116,3 +116,13 @@ def test_telegram_refusals(args: list[str], env: dict[str, str], code: str, tmp_
     db = f"sqlite:///{tmp_path / 's.db'}"
     assert main(["telegram", "--db", db, "--json", *args]) == 1
     assert json.loads(capsys.readouterr().out)["error"]["code"] == code
+
+
+def test_a_huge_reply_is_cut_to_a_bounded_number_of_messages(store: SqlStore) -> None:
+    from remindkit.channels.routed import MAX_PIECES, queue_text
+
+    route = {"bot": 1, "chat": 2, "thread": None}
+    rows = queue_text(Outbox(store, "telegram"), route, key="big", text="y" * (TEXT_LIMIT * 50), session="s", now=0)
+    assert len(rows) == MAX_PIECES and rows[-1].payload["text"].startswith("(the reply was longer")
+    assert [r.key for r in rows[:3]] == ["big", "big#2", "big#3"]
+    assert {r.route_key for r in rows} == {"telegram:1:2:"}

@@ -44,16 +44,18 @@ def test_a_conversation_with_a_reminder_that_fires_after_a_restart(botapi: BotAP
     assert all("<schedule" not in t for t in botapi.texts(CHAT)), "tags are stripped from what is sent"
     wait_all_sent(botapi, sqlite_url, 2)
     bot.kill()
+    botapi.note("the bot is killed (SIGKILL) and started again")
     typing_before = len(botapi.actions)
     bots(sqlite_url)  # a new process: the route is in the store
     botapi.wait_for(lambda: any("Time's up: stretch!" in t for t in botapi.texts(CHAT)), message="the fired reply")
     assert len(botapi.actions) > typing_before, "a typing action while the fired turn ran"
     texts = botapi.texts(CHAT)
-    assert texts.count("Time's up: stretch!") == 1
+    assert texts.count("Time's up: stretch!") == 1 and texts[:2] == ["You said: hello there", "Sure, I will remind you."]
     assert len(agent_calls(bots, "fired")) == 1
-    transcript = [("user", u["message"]["text"]) for u in botapi.updates] + [("bot", t) for t in texts]
-    (tmp_path / "transcript.txt").write_text("\n".join(f"{who}: {text}" for who, text in transcript))
-    wait_all_sent(botapi, sqlite_url, len(texts))
+    botapi.user_says(CHAT, "/reminders")
+    botapi.wait_for(lambda: "No reminders in this thread." in botapi.texts(CHAT), message="the empty list")
+    (tmp_path / "transcript.txt").write_text("\n".join(botapi.log) + "\n")
+    wait_all_sent(botapi, sqlite_url, len(botapi.texts(CHAT)))
     store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path))
     try:
         sess = store.get_session(f"tg:{CHAT}")
