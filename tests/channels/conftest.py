@@ -33,8 +33,9 @@ class BotProcess:
                      "PYTHONUNBUFFERED": "1", "TELEGRAM_BOT_TOKEN": TOKEN, "REMINDKIT_TZ": "UTC"})
         full.update(env)
         self.fh = open(self.log, "a")  # noqa: SIM115
+        agent = [] if "--openai" in args else ["--command", f"{sys.executable} {AGENT}"]
         argv = [sys.executable, "-m", "remindkit", "telegram", "--db", url, "--api-url", api.url, "--poll-timeout", "2",
-                "--command", f"{sys.executable} {AGENT}", "-v", *args]
+                *agent, "-v", *args]
         self.proc = subprocess.Popen(argv, stdout=self.fh, stderr=subprocess.STDOUT, env=full, start_new_session=True)
         deadline = time.monotonic() + 60
         while "remindkit telegram: on" not in self.log.read_text():

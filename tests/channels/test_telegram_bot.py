@@ -205,3 +205,25 @@ def test_two_bot_processes_on_one_postgres_store_send_each_reply_once(botapi: Bo
         assert len(texts) == 3 and len(set(texts)) == 3, texts
     assert len(agent_calls(bots, "fired")) == 3
     assert len(agent_calls(bots, "chat")) == 6
+
+
+def test_an_openai_agent_behind_the_bot(botapi: BotAPI, bots, sqlite_url: str) -> None:
+    from ..processes.openai_server import ScriptedOpenAI, last_user, text
+
+    def respond(body: dict) -> dict:
+        said = last_user(body)
+        if "<schedule-fired" in said:
+            return text("Stretch time!")
+        if "remind" in said:
+            return text('OK. <schedule label="stretch" delay="3s">stand up and stretch</schedule>')
+        return text("Hi from the model.")
+
+    with ScriptedOpenAI(respond) as model:
+        bots(sqlite_url, "--allow", str(CHAT), "--openai", "--base-url", model.base_url, "--model", "m")
+        botapi.user_says(CHAT, "hello")
+        botapi.wait_for(lambda: "Hi from the model." in botapi.texts(CHAT), message="the model's reply")
+        botapi.user_says(CHAT, "remind me to stretch")
+        botapi.wait_for(lambda: "Stretch time!" in botapi.texts(CHAT), message="the fired turn's reply")
+        assert botapi.texts(CHAT) == ["Hi from the model.", "OK.", "Stretch time!"]
+        assert len(model.fired_keys()) == 1
+        assert any(m["role"] == "system" for m in model.requests[0]["messages"]), "remindkit's system prompt"
