@@ -123,6 +123,9 @@ def test_only_allowed_chats_get_an_agent(botapi: BotAPI, bots, sqlite_url: str, 
     botapi.wait_for(lambda: botapi.texts(CHAT), message="the allowed chat's reply")
     botapi.wait_for(lambda: botapi.confirmed >= 3, message="both updates confirmed")
     assert botapi.texts(999) == []
+    botapi.user_says(CHAT, "fail please")  # the agent exits 3: the chat is told, the bot goes on
+    botapi.wait_for(lambda: any(t.startswith("(the agent failed: agent_failed: exit status 3")
+                                for t in botapi.texts(CHAT)), message="the failure notice")
     store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path))
     try:
         assert store.get_session("tg:999") is None
