@@ -1,6 +1,7 @@
 """The layout shows the architecture: a module imports only from its own layer or
-the layers below it (function-level imports count too), and there are no import
-cycles between modules. Read statically with ``ast``: nothing is imported."""
+the layers below it (function-level imports count too; imports for type hints
+only do not), and there are no import cycles between modules. Read statically
+with ``ast``: nothing is imported."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def _imports() -> dict[str, set[str]]:
         if is_pkg:
             module = module[: -len(".__init__")]
         package = module if is_pkg else module.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
@@ -63,6 +64,25 @@ def _imports() -> dict[str, set[str]]:
             elif isinstance(node, ast.Import):
                 graph[module].update(a.name for a in node.names if a.name.startswith("remindkit"))
     return graph
+
+
+def _runtime_nodes(tree: ast.AST):  # type: ignore[no-untyped-def]
+    """Every node, except those under ``if TYPE_CHECKING:`` (imports for type hints only
+    never run, so they make no runtime dependency)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def test_no_module_imports_a_higher_layer() -> None:

@@ -31,6 +31,7 @@ from . import reminders as reminder_cmds
 from . import service as service_cmds
 from . import sessions as session_cmds
 from . import status as status_cmds
+from . import telegram as telegram_cmds
 from . import watch as watch_cmds
 from .context import CliError, Context, Parser
 from .output import printable
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     alert_cmds.add_parser(sub, common)
     log_cmds.add_parser(sub, common)
     service_cmds.add_parser(sub, common)
+    telegram_cmds.add_parser(sub, common)
     return p
 
 

@@ -35,6 +35,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     add.add_argument("--system", help="with --openai: system prompt (default: remindkit's, which explains the tags)")
     add.add_argument("--python", action="store_true",
                      help="a session that a live Python process registers (fires wait while none has it)")
+    add.add_argument("--webhook", metavar="URL",
+                     help="POST fired turns to this URL, signed per Standard Webhooks (see README)")
+    add.add_argument("--secret-env", metavar="VAR",
+                     help="with --webhook: environment variable that holds the whsec_ secret "
+                          "(default REMINDKIT_WEBHOOK_SECRET); the secret itself is never stored")
     add.add_argument("--fallback", choices=["fresh", "none"], default=None,
                      help="when a turn fails at once: re-send once into a fresh session (fresh, the default) or "
                           "not (none); after the final failure the reminder is paused with last_error")
@@ -124,7 +129,8 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
     """The adapter and its config from ``session add`` options (one adapter at most)."""
     from ..sessions.command import parse_argv
 
-    chosen = [name for name, on in (("command", bool(args.command_argv)), ("openai", args.openai), ("python", args.python)) if on]
+    chosen = [name for name, on in (("command", bool(args.command_argv)), ("openai", args.openai), ("python", args.python),
+                                    ("webhook", bool(args.webhook))) if on]
     if len(chosen) > 1:
         raise InvalidInput(f"give one adapter, not {' and '.join(chosen)}", code="invalid_argument")
     config: dict[str, Any] = {}
@@ -151,6 +157,17 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
             config["system"] = args.system
     elif args.base_url or args.model or args.api_key_env or args.system is not None:
         raise InvalidInput("--base-url, --model, --api-key-env and --system go with --openai", code="invalid_argument")
+    if args.webhook:
+        if not args.webhook.startswith(("http://", "https://")):
+            raise InvalidInput(f"--webhook {args.webhook!r} is not an http(s) URL", code="invalid_argument")
+        config["url"] = args.webhook
+        if args.secret_env:
+            if not args.secret_env.replace("_", "").isalnum() or not args.secret_env.isascii():
+                raise InvalidInput(f"--secret-env {args.secret_env!r} is not an environment variable name",
+                                   code="invalid_argument")
+            config["secret_env"] = args.secret_env
+    elif args.secret_env:
+        raise InvalidInput("--secret-env goes with --webhook", code="invalid_argument")
     if args.timeout is not None:
         if not 0 < args.timeout < math.inf:
             raise InvalidInput(f"--timeout {args.timeout!r} is not a positive number of seconds", code="invalid_argument")

@@ -42,8 +42,9 @@ class Adapters:
 
 def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = None,
                      settings: Settings | None = None) -> Adapters:
-    """command and python; with a store also openai, and the agent side (tags of
-    replies carried out, occurrence keys taken once per session)."""
+    """command and python; with a store also openai, telegram (an agent bound to a
+    chat thread, replies through the outbox) and webhook, and the agent side (tags
+    of replies carried out, occurrence keys taken once per session)."""
     from .command import CommandSession
     from .python import PythonSessions
 
@@ -55,6 +56,11 @@ def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = Non
     turns = ExternalTurns(store, clock=clock, settings=settings)
     adapters = Adapters(CommandSession(turns=turns), PythonSessions(turns=turns),
                         OpenAISessions(store, clock=clock, settings=settings))
+    from .routed import TelegramSessions
+    from .webhook import WebhookSessions
+
+    adapters.add(TelegramSessions(store, adapters, clock=clock))  # agents: the command and openai above
+    adapters.add(WebhookSessions(store, turns=turns, clock=clock))
     for adapter in plugin_adapters(store, clock=clock, settings=settings):
         adapters.add(adapter)
     return adapters

@@ -180,3 +180,27 @@ events = Table(
 )
 Index("ix_events_reminder", events.c.reminder_id, events.c.id)
 Index("ix_events_session", events.c.session_id, events.c.id)
+
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("channel", Text, nullable=False),  # telegram | webhook
+    Column("key", Text, nullable=False),  # idempotency key: one reply, one row
+    Column("route_key", Text, nullable=False),  # rows of one destination go out in id order
+    Column("route", Text, nullable=False, server_default="{}"),  # JSON: where it goes
+    Column("session_id", Text, nullable=True),
+    Column("payload", Text, nullable=False),  # JSON: what is sent
+    Column("state", Text, nullable=False, server_default="queued"),  # queued | sent | failed
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt_at", BigInteger, nullable=False),
+    Column("last_error", Text, nullable=True),
+    Column("owner", Text, nullable=True),  # the sender holding it ...
+    Column("lease_until", BigInteger, nullable=True),  # ... until then
+    Column("created_at", BigInteger, nullable=False),
+    Column("sent_at", BigInteger, nullable=True),
+    Column("remote_id", Text, nullable=True),  # e.g. Telegram's message_id
+    UniqueConstraint("key", name="uq_outbox_key"),
+)
+Index("ix_outbox_due", outbox.c.channel, outbox.c.state, outbox.c.next_attempt_at)
+Index("ix_outbox_route", outbox.c.route_key, outbox.c.state, outbox.c.id)
