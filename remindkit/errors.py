@@ -12,7 +12,7 @@
     │                                    announce_too_long, invalid_argument, invalid_id,
     │                                    invalid_import, invalid_quiet_hours, invalid_label,
     │                                    invalid_session, invalid_on_busy, invalid_urgency,
-    │                                    invalid_misfire, invalid_command
+    │                                    invalid_misfire, invalid_command, missing_dependency
     ├── LimitExceeded                    too_many_reminders
     ├── NotFound (LookupError)           not_found, session_not_found
     ├── Conflict                         not_active, already_exists, session_deleted, conflict

@@ -30,6 +30,7 @@ from ..settings import Settings
 from ..store import SqlStore, open_store
 from . import alerts as alert_cmds
 from . import chat as chat_cmds
+from . import mcp as mcp_cmds
 from . import sessions as session_cmds
 
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -130,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     session_cmds.add_parser(sub, common)
     chat_cmds.add_parsers(sub, common)
+    mcp_cmds.add_parser(sub, common)
     alert_cmds.add_parser(sub, common)
     return p
 
@@ -150,6 +152,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             return 0
         if args.command == "demo":  # a store of its own unless --db is given
             return chat_cmds.run_demo_command(args, out)
+        if mcp_cmds.runs_without_store(args):
+            return mcp_cmds.run_without_store(args, out)
         settings = Settings.from_env()
         store = open_store(args.db, settings=settings)
         api = Reminders(store, clock=SystemClock(), settings=settings)
@@ -269,6 +273,8 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         else:
             out.write(f"imported {n} reminders\n")
         return 0
+    if cmd == "mcp":
+        return mcp_cmds.run(args, api, out)
     if cmd == "serve":
         return serve(api, out, no_alerts=args.no_alerts, verbose=args.verbose)
     if cmd == "status":

@@ -42,7 +42,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     for name, helptext in (("busy", "mark a session busy: fires wait until `idle`"),
                            ("idle", "mark a session idle: waiting fires are delivered")):
         sp = ss.add_parser(name, parents=[common], help=helptext)
-        sp.add_argument("id")
+        sp.add_argument("id", nargs="?")
+        sp.add_argument("--hook", action="store_true",
+                        help="a Claude Code hook: the session is the session_id of the JSON on stdin; "
+                             "problems are reported on stderr and never fail the hook")
 
 
 def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
@@ -78,13 +81,36 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         _emit(out, args.json, {"deleted": args.id, "paused": paused},
               f"deleted session {args.id}; paused {len(paused)} reminder(s)")
         return 0
+    if action in ("busy", "idle") and args.hook:
+        return _hook_busy(args, api, action == "busy", out)
     if action in ("busy", "idle"):
+        if args.id is None:
+            raise InvalidInput(f"session {action} needs a session id (or --hook)", code="invalid_argument")
         sid = check_session_id(args.id)
         assert sid is not None
         sess = store.set_session_busy(sid, action == "busy", now_us=now_us)
         _emit(out, args.json, sess.to_dict(), f"session {sid} {action}")
         return 0
     raise NotFound(f"unknown session action {action!r}", code="invalid_argument")
+
+
+def _hook_busy(args: argparse.Namespace, api: Reminders, busy: bool, out: TextIO) -> int:
+    """``session busy|idle --hook``: UserPromptSubmit / Stop. Exit 0 whatever happens
+    (a failing hook must not stop the conversation)."""
+    import sys
+
+    from ..errors import RemindkitError
+    from ..mcp.identity import hook_input
+
+    try:
+        sid = check_session_id(args.id or hook_input(sys.stdin)["session_id"])
+        assert sid is not None
+        sess = api.store.set_session_busy(sid, busy, now_us=to_us(api.clock.now()))
+        if args.json:
+            out.write(json.dumps(sess.to_dict()) + "\n")
+    except (RemindkitError, OSError) as exc:
+        sys.stderr.write(f"remindkit session {'busy' if busy else 'idle'}: {exc}\n")
+    return 0
 
 
 def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:

@@ -573,19 +573,21 @@ class _Pipe:
 
 def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = None,
                      settings: Settings | None = None) -> Adapters:
-    """command and python; with a store also openai, and the agent side (tags of
+    """command, python and mcp; with a store also openai, and the agent side (tags of
     replies carried out, occurrence keys taken once per session)."""
     from ..sessions.command import CommandSession
+    from ..sessions.mcp import McpSessions
     from ..sessions.python import PythonSessions
 
     if store is None:
-        return Adapters(CommandSession(), PythonSessions())
+        return Adapters(CommandSession(), PythonSessions(), McpSessions())
     from ..agent.external import ExternalTurns
     from ..sessions.openai import OpenAISessions
 
     turns = ExternalTurns(store, clock=clock, settings=settings)
     adapters = Adapters(CommandSession(turns=turns), PythonSessions(turns=turns),
-                        OpenAISessions(store, clock=clock, settings=settings))
+                        OpenAISessions(store, clock=clock, settings=settings),
+                        McpSessions(store, clock=clock, turns=turns))
     for adapter in plugin_adapters(store, clock=clock, settings=settings):
         adapters.add(adapter)
     return adapters
