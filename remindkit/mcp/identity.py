@@ -103,7 +103,7 @@ def write_binding(home: Path, project: Path, session_id: str, *, pids: list[int]
     """Record ``session_id`` for the host process among ``pids`` (atomic replace)."""
     path = bindings_file(home, project)
     path.parent.mkdir(parents=True, exist_ok=True)
-    keep = [b for b in read_bindings(path) if b.session_id != session_id and not set(b.pids) & set(pids[1:])]
+    keep = [b for b in read_bindings(path) if b.session_id != session_id]
     keep.append(Binding(session_id, tuple(pids), time.time(), source))
     keep = keep[-MAX_BINDINGS:]
     body = {"project": str(project), "bindings": [

@@ -84,11 +84,11 @@ async def mcp_client(db: str, home: Path, *args: str, env: dict[str, str] | None
 
     binding = NotificationBinding(method="notifications/claude/channel", params_type=ChannelParams, handler=on_channel)
     with open(errlog, "w") as err:
-        async with stdio_client(params, errlog=err) as (read, write):
-            async with ClientSession(read, write, notification_bindings=[binding]) as session:
-                with anyio.fail_after(START_S):
-                    await session.initialize()
-                yield Client(session, got, errlog)
+        async with stdio_client(params, errlog=err) as (read, write), \
+                ClientSession(read, write, notification_bindings=[binding]) as session:
+            with anyio.fail_after(START_S):
+                await session.initialize()
+            yield Client(session, got, errlog)
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
