@@ -238,10 +238,11 @@ class RemindkitMcp:
             raise ConnectionError("the MCP client is not connected")
         events = [{"content": frame_fired([f]), "meta": channel_meta(f)}
                   for f in sorted(fires, key=lambda f: (f.due_at, f.reminder_id))]
-        log.debug("pushing %d channel event(s) to %s", len(events), fires[0].session)
         future = asyncio.run_coroutine_threadsafe(self._send(client, events), loop)
         future.result(PUSH_TIMEOUT_S)
-        log.debug("pushed %d channel event(s)", len(events))
+        if log.isEnabledFor(logging.DEBUG):
+            late_ms = (self.api.clock.now() - min(f.due_at for f in fires)).total_seconds() * 1000
+            log.debug("pushed %d channel event(s) to %s, %.1f ms after due", len(events), fires[0].session, late_ms)
 
     async def _send(self, client: Any, events: list[dict[str, Any]]) -> None:
         for params in events:
