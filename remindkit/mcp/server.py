@@ -125,6 +125,7 @@ class RemindkitMcp:
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self._lease_until = 0
+        self._bindings_stamp: tuple[int, int] | None = None
         self.server: Server[Any] = Server(
             SERVER_NAME, version=_version(), instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
@@ -140,9 +141,17 @@ class RemindkitMcp:
         return identity.resolve(self.api.settings.home, self.project)
 
     def refresh_identity(self) -> None:
-        """Follow the per-project binding file (SessionStart hook) to a new session id."""
+        """Follow the per-project binding file (SessionStart hook) to a new session id;
+        the file is read again only when it changed."""
         if self.fixed_session:
             return
+        try:
+            stamp: tuple[int, int] | None = _stamp(identity.bindings_file(self.api.settings.home, self.project))
+        except OSError:
+            stamp = None
+        if stamp == self._bindings_stamp:
+            return
+        self._bindings_stamp = stamp
         sid, how = self._resolve()
         with self._lock:
             old = self.session_id
@@ -307,6 +316,11 @@ class RemindkitMcp:
             self._detach(sid)
         if self._own_engine and self.engine is not None:
             self.engine.close()
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
 
 
 def _version() -> str:

@@ -33,10 +33,6 @@ Push = Callable[[str, Sequence[Fire]], None]  # raises when the client is gone
 LEASE_PREFIX = "mcp:"
 
 
-class Disconnected(Exception):
-    """The MCP client of the session went away before the push was written."""
-
-
 class McpSessions:
     name = "mcp"
     shared = True  # a resume command may run from any engine; one turn at a time per session
@@ -116,4 +112,4 @@ class McpSessions:
             return True  # cannot tell: leave the fires waiting rather than run the command twice
 
 
-__all__ = ["LEASE_PREFIX", "Disconnected", "McpSessions", "Push"]
+__all__ = ["LEASE_PREFIX", "McpSessions", "Push"]
