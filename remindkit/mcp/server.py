@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -305,9 +306,13 @@ class RemindkitMcp:
             async with stdio_server() as (read_stream, write_stream):
                 await self.server.run(read_stream, write_stream, self.initialization_options())
         finally:
-            await anyio.to_thread.run_sync(self.close)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.close)
 
     def close(self) -> None:
+        """Detach, give the connection lease back, stop the engine (idempotent)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         with self._lock:
             was, self._connected, self._client = self._connected, False, None
@@ -333,9 +338,23 @@ def _version() -> str:
 
 
 def run_stdio(api: Reminders, **kwargs: Any) -> int:
+    import signal
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt  # the host ends the server: leave as on a closed stdin
+
+    signal.signal(signal.SIGTERM, on_term)
     server = RemindkitMcp(api, **kwargs)
     log.info("remindkit mcp: session %s (%s), store %s", server.session_id, server.found_by, api.store.url)
-    anyio.run(server.serve_stdio)
+    try:
+        anyio.run(server.serve_stdio)
+    except KeyboardInterrupt:
+        # the thread blocked reading stdin would hold the interpreter open: leave at once
+        server.close()
+        logging.shutdown()
+        os._exit(0)
+    finally:
+        server.close()
     return 0
 
 

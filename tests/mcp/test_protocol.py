@@ -127,3 +127,30 @@ def test_survives_cancel_mid_call_and_ends_on_disconnect(db: str, home: Path) ->
     assert s.close_stdin_and_wait() == 0
     assert time.monotonic() - started < 60
     assert "Traceback" not in s.err.read_text()
+
+
+def test_sigterm_gives_the_session_back_at_once(db: str, home: Path) -> None:
+    """A host that ends the server with SIGTERM: it exits and drops the session's
+    connection lease, so a resume command need not wait for the lease to expire."""
+    import signal
+
+    from remindkit.clock import SystemClock, now_us
+    from remindkit.sessions.mcp import LEASE_PREFIX
+    from remindkit.settings import Settings
+    from remindkit.store import open_store
+
+    s = RawServer(db, home, "--session", "term")
+    s.initialize()
+    s.request("tools/list")
+    store = open_store(db, settings=Settings.from_env({"REMINDKIT_HOME": str(home)}))
+    try:
+        deadline = time.monotonic() + 60
+        while store.lease_holder(LEASE_PREFIX + "term", now_us=now_us(SystemClock())) is None:
+            assert time.monotonic() < deadline, "the server never held its session"
+            time.sleep(0.05)
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(60) == 0
+        assert store.lease_holder(LEASE_PREFIX + "term", now_us=now_us(SystemClock())) is None
+    finally:
+        store.close()
+        s.close_stdin_and_wait()
