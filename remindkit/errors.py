@@ -14,7 +14,7 @@
     │                                    invalid_session, invalid_on_busy, invalid_urgency,
     │                                    invalid_misfire, invalid_command, invalid_setting,
     │                                    key_env_not_allowed, invalid_store_url,
-    │                                    telegram_token_missing, telegram_not_installed
+    │                                    telegram_token_missing, telegram_not_installed, missing_dependency
     ├── LimitExceeded                    too_many_reminders
     ├── NotFound (LookupError)           not_found, session_not_found
     ├── Conflict                         not_active, already_exists, session_deleted, conflict

@@ -1,5 +1,6 @@
 """Carrying out tool calls: :func:`handle_tool_call` for ``schedule_create``,
-``schedule_list``, ``schedule_delete`` (seed 002) and ``set_callback`` (seed 003).
+``schedule_list``, ``schedule_delete`` (seed 002), ``set_callback`` (seed 003),
+``schedule_pause``, ``schedule_resume`` and ``schedule_snooze``.
 
 A call sees and changes only its own session's reminders. A refusal is a
 result with a stable code, never an exception: the ``schedule_*`` tools answer
@@ -46,13 +47,15 @@ def handle_tool_call(session: ToolContext, name: str, arguments: str | Mapping[s
             return _create(session, args)
         if name == "schedule_list":
             return _list(session, args)
-        return _delete(session, args)
+        if name == "schedule_delete":
+            return _delete(session, args)
+        return _change(session, name, args)
     except RemindkitError as exc:
         code = exc.code
         if code == "store_unavailable":
             return _error(PERSISTENCE_UNCERTAIN, "the reminder store could not be reached, so the change may or "
                           "may not have been saved; call schedule_list to check before retrying")
-        if name == "schedule_delete" and code in ("not_found", "not_active"):
+        if code == "not_found" or (name == "schedule_delete" and code == "not_active"):
             code = NOT_FOUND
         return _error(code, exc.message)
 
@@ -108,6 +111,28 @@ def _delete(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         return _error("invalid_argument", "id must be a reminder id such as rem_3f9a1c2e7b04")
     (done,) = ctx.api.cancel([rid.strip()], session=ctx.session, surface=ctx.surface)
     return _ok({"ok": True, "deleted": done.id, "reminder": reminder_view(done)})
+
+
+def _change(ctx: ToolContext, name: str, args: dict[str, Any]) -> ToolResult:
+    """schedule_pause / schedule_resume / schedule_snooze of one of the session's reminders."""
+    snooze = name == "schedule_snooze"
+    bad = _unknown(args, {"id", "duration"} if snooze else {"id"})
+    if bad:
+        return bad
+    rid = args.get("id")
+    if not isinstance(rid, str) or not rid.strip():
+        return _error("invalid_argument", "id must be a reminder id such as rem_3f9a1c2e7b04")
+    rid = rid.strip()
+    if snooze:
+        duration = args.get("duration")
+        if duration is None or isinstance(duration, bool) or not isinstance(duration, (str, int)):
+            return _error("invalid_duration", "duration must be 30s, 5m, 2h, 1h30m or a whole number of seconds")
+        changed = ctx.api.snooze(rid, duration, session=ctx.session)
+    elif name == "schedule_pause":
+        (changed,) = ctx.api.pause([rid], session=ctx.session)
+    else:
+        (changed,) = ctx.api.resume([rid], session=ctx.session)
+    return _ok({"ok": True, "reminder": reminder_view(changed)})
 
 
 def reminder_view(r: Reminder) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from . import backup as backup_cmds
 from . import chat as chat_cmds
 from . import engines as engine_cmds
 from . import log as log_cmds
+from . import mcp as mcp_cmds
 from . import reminders as reminder_cmds
 from . import service as service_cmds
 from . import sessions as session_cmds
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_cmds.add_parser(sub, common)
     service_cmds.add_parser(sub, common)
     telegram_cmds.add_parser(sub, common)
+    mcp_cmds.add_parser(sub, common)
     return p
 
 

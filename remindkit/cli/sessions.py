@@ -51,7 +51,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     for name, helptext in (("busy", "mark a session busy: fires wait until `idle`"),
                            ("idle", "mark a session idle: waiting fires are delivered")):
         sp = ss.add_parser(name, parents=[common], help=helptext)
-        sp.add_argument("id")
+        sp.add_argument("id", nargs="?")
+        sp.add_argument("--hook", action="store_true",
+                        help="a Claude Code hook: the session is the session_id of the JSON on stdin; "
+                             "problems are reported on stderr and never fail the hook")
     s.set_defaults(func=run_command)
 
 
@@ -59,6 +62,10 @@ def run_command(cx: Context) -> int:
     args = cx.args
     action = args.session_command
     confined = env_scope()
+    if action in ("busy", "idle") and args.hook:
+        return _hook_busy(args, cx.api, action == "busy", cx.out)
+    if action in ("busy", "idle") and args.id is None:
+        raise InvalidInput(f"session {action} needs a session id (or --hook)", code="invalid_argument")
     if action in ("busy", "idle") and confined is not None:
         if args.id != confined:  # its own session only: another's deliveries are not its to hold
             raise Forbidden(f"session {action} of another session is not allowed in session scope {confined!r}",
@@ -173,6 +180,31 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
             raise InvalidInput(f"--timeout {args.timeout!r} is not a positive number of seconds", code="invalid_argument")
         config["timeout"] = args.timeout
     return config, (chosen[0] if chosen else None)
+
+
+def _hook_busy(args: argparse.Namespace, api: Reminders, busy: bool, out: TextIO) -> int:
+    """``session busy|idle --hook``: UserPromptSubmit / Stop. Exit 0 whatever happens
+    (a failing hook must not stop the conversation); a session scope still holds."""
+    import sys
+
+    from ..checks import check_session_id
+    from ..clock import to_us
+    from ..errors import RemindkitError
+    from ..mcp.identity import hook_input
+
+    try:
+        sid = check_session_id(args.id or hook_input(sys.stdin)["session_id"])
+        assert sid is not None
+        confined = env_scope()
+        if confined is not None and sid != confined:
+            raise Forbidden(f"session {'busy' if busy else 'idle'} of another session is not allowed in session "
+                            f"scope {confined!r}", code="forbidden")
+        sess = api.store.set_session_busy(sid, busy, now_us=to_us(api.clock.now()))
+        if args.json:
+            out.write(json.dumps(sess.to_dict()) + "\n")
+    except (RemindkitError, OSError, KeyError, ValueError) as exc:
+        sys.stderr.write(f"remindkit session {'busy' if busy else 'idle'}: {exc}\n")
+    return 0
 
 
 def _inert(text: str) -> str:

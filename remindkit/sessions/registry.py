@@ -48,14 +48,17 @@ def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = Non
     from .command import CommandSession
     from .python import PythonSessions
 
+    from .mcp import McpSessions
+
     if store is None:
-        return Adapters(CommandSession(), PythonSessions())
+        return Adapters(CommandSession(), PythonSessions(), McpSessions())
     from ..agent.external import ExternalTurns
     from .openai import OpenAISessions
 
     turns = ExternalTurns(store, clock=clock, settings=settings)
     adapters = Adapters(CommandSession(turns=turns), PythonSessions(turns=turns),
-                        OpenAISessions(store, clock=clock, settings=settings))
+                        OpenAISessions(store, clock=clock, settings=settings),
+                        McpSessions(store, clock=clock, turns=turns))
     from .routed import TelegramSessions
     from .webhook import WebhookSessions
 

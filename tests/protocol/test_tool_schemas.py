@@ -10,12 +10,13 @@ from remindkit.protocol.tools import TOOL_NAMES, anthropic_tools, openai_tools, 
 
 
 def test_names() -> None:
-    assert TOOL_NAMES == ("schedule_create", "schedule_list", "schedule_delete", "set_callback")
+    assert TOOL_NAMES == ("schedule_create", "schedule_list", "schedule_delete", "set_callback",
+                          "schedule_pause", "schedule_resume", "schedule_snooze")
 
 
 def test_openai_shape() -> None:
     tools = openai_tools()
-    assert [t["type"] for t in tools] == ["function"] * 4
+    assert [t["type"] for t in tools] == ["function"] * len(TOOL_NAMES)
     for t in tools:
         fn = t["function"]
         assert set(fn) == {"name", "description", "parameters"}

@@ -1,0 +1,127 @@
+"""``remindkit mcp`` (the MCP server on stdio), ``mcp bind`` (Claude Code's
+SessionStart hook), ``mcp install`` and ``mcp install-claude-code``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..clock import SystemClock, to_us
+from ..errors import InvalidInput, RemindkitError
+from ..settings import Settings
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    m = sub.add_parser("mcp", parents=[common], help="MCP server on stdio (Claude Code, Claude Desktop, Cursor, VS Code)")
+    m.add_argument("--session", help="the session this server speaks for (default: the Claude Code session bound "
+                                     "by the SessionStart hook, else one per project)")
+    m.add_argument("--project", help="the project folder (default: CLAUDE_PROJECT_DIR or the working directory)")
+    m.add_argument("--resume-command", metavar="ARGV",
+                   help="while no client of the session is connected, deliver fires by running this "
+                        "({session} and {message} replaced), e.g. 'claude -p --resume {session}'")
+    m.add_argument("--no-channel", action="store_true",
+                   help="do not declare the claude/channel capability (tools only)")
+    m.add_argument("-v", "--verbose", action="store_true", help="log to stderr at INFO")
+    ms = m.add_subparsers(dest="mcp_command", metavar="ACTION")
+    b = ms.add_parser("bind", parents=[common],
+                      help="Claude Code SessionStart hook: bind this project's server to the session on stdin")
+    b.add_argument("--project")
+    ins = ms.add_parser("install", parents=[common], help="print the JSON for Claude Desktop, Cursor and VS Code")
+    ins.add_argument("--command", dest="host_command", default="remindkit", help="how the host starts remindkit (default: remindkit)")
+    cc = ms.add_parser("install-claude-code", parents=[common],
+                       help="write .mcp.json and the hooks into a project (or --user); idempotent, shows the diff")
+    cc.add_argument("--user", action="store_true", help="the user's ~/.claude.json and ~/.claude/settings.json")
+    cc.add_argument("--project", help="the project folder (default: the working directory)")
+    cc.add_argument("--command", dest="host_command", default="remindkit", help="how Claude Code starts remindkit (default: remindkit)")
+    cc.add_argument("--resume-command", metavar="ARGV", help="passed to the server, e.g. 'claude -p --resume {session}'")
+    cc.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
+    m.set_defaults(func=run_command)
+
+
+def run_command(cx: Any) -> int:
+    if runs_without_store(cx.args):  # files and hooks: the store is only named
+        return run_without_store(cx.args, cx.out, cx.inp)
+    return run(cx.args, cx.api, cx.out)
+
+
+def runs_without_store(args: argparse.Namespace) -> bool:
+    return args.command == "mcp" and args.mcp_command in ("bind", "install", "install-claude-code")
+
+
+def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) -> int:
+    from ..mcp import identity, install
+
+    if args.mcp_command == "install":
+        out.write(install.snippets(args.host_command))
+        return 0
+    if args.mcp_command == "install-claude-code":
+        project = identity.project_dir(args.project or ".")
+        changes = install.claude_code_changes(project=project, user=args.user, command=args.host_command,
+                                              resume_command=args.resume_command)
+        for change in changes:
+            if not change.changed:
+                out.write(f"{change.path}: up to date\n")
+                continue
+            out.write(change.diff())
+            if not args.dry_run:
+                install.write(change)
+                out.write(f"{change.path}: written\n")
+        return 0
+    # bind: the SessionStart hook. Never blocks the session: problems go to stderr, exit 0.
+    try:
+        data = identity.hook_input(stdin if stdin is not None else sys.stdin)
+        settings = Settings.from_env()
+        cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
+        project = identity.project_dir(args.project or os.environ.get("CLAUDE_PROJECT_DIR") or cwd)
+        sid = data["session_id"]
+        from ..reminders import check_session_id
+
+        check_session_id(sid)
+        path = identity.write_binding(settings.home, project, sid, pids=identity.ancestors(),
+                                      source=data.get("source") if isinstance(data.get("source"), str) else None)
+        if data.get("source") in (None, "startup", "resume", "clear"):
+            from ..store import open_store
+
+            store = open_store(args.db, settings=settings)
+            try:
+                store.set_session_busy(sid, False, now_us=to_us(SystemClock().now()))
+            finally:
+                store.close()
+        if args.json:
+            import json
+
+            out.write(json.dumps({"session": sid, "project": str(project), "file": str(path)}) + "\n")
+    except (RemindkitError, OSError) as exc:
+        sys.stderr.write(f"remindkit mcp bind: {exc}\n")
+    return 0
+
+
+def run(args: argparse.Namespace, api: Any, out: TextIO) -> int:
+    logging.basicConfig(stream=sys.stderr, level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        from ..mcp.server import run_stdio
+    except ImportError as exc:  # the optional SDK
+        raise InvalidInput(f"remindkit mcp needs the mcp extra: pip install 'remindkit[mcp]' ({exc})",
+                           code="missing_dependency") from None
+    resume = None
+    if args.resume_command:
+        from ..sessions.command import parse_argv
+
+        try:
+            resume = parse_argv(args.resume_command)
+        except ValueError as exc:
+            raise InvalidInput(f"--resume-command: {exc}", code="invalid_command") from None
+    session = args.session or os.environ.get("REMINDKIT_SESSION") or None
+    if session is not None:
+        from ..reminders import check_session_id
+
+        check_session_id(session)
+    from ..mcp import identity
+
+    project = identity.project_dir(args.project) if args.project else identity.project_dir()
+    return run_stdio(api, session=session, project=Path(project), resume_argv=resume, channel=not args.no_channel)

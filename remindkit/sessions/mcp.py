@@ -1,0 +1,115 @@
+"""``mcp`` sessions: the conversation of an MCP host (Claude Code, Claude Desktop,
+Cursor, VS Code …) that runs ``remindkit mcp``.
+
+While an MCP server of the session is connected, it registers a push function
+here (:meth:`McpSessions.attach`) and holds the store lease ``mcp:<session>``;
+a delivery is that push (a ``notifications/claude/channel`` event), recorded
+delivered once the notification is written. While none is connected, the fires
+wait and are pushed when one connects again, or, when the session names a
+resume command (``config["argv"]``, as a ``command`` session:
+``claude -p --resume {session}``), they are delivered through it by any engine.
+
+Needs no MCP SDK: every engine carries this adapter, so that ``remindkit serve``
+can run the resume command of a session whose server is gone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ..clock import Clock, SystemClock, now_us
+from ..models import Fire, Session
+from .base import TurnResult
+from .command import CommandSession
+
+if TYPE_CHECKING:
+    from ..agent.external import ExternalTurns
+    from ..store import SqlStore
+
+Push = Callable[[str, Sequence[Fire]], None]  # raises when the client is gone
+LEASE_PREFIX = "mcp:"
+
+
+class McpSessions:
+    name = "mcp"
+    shared = True  # a resume command may run from any engine; one turn at a time per session
+
+    def __init__(self, store: SqlStore | None = None, *, clock: Clock | None = None,
+                 turns: ExternalTurns | None = None, remember_keys: int = 100_000) -> None:
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+        self.command = CommandSession(turns=turns)
+        self._pushes: dict[str, Push] = {}
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._remember = remember_keys
+        self._lock = threading.Lock()
+
+    # -- the MCP server's side -----------------------------------------------------------
+
+    def attach(self, session_id: str, push: Push) -> None:
+        with self._lock:
+            self._pushes[session_id] = push
+
+    def detach(self, session_id: str) -> None:
+        with self._lock:
+            self._pushes.pop(session_id, None)
+
+    def attached(self) -> list[str]:
+        with self._lock:
+            return list(self._pushes)
+
+    # -- the engine's side ---------------------------------------------------------------
+
+    def can_deliver(self, session: Session) -> bool:
+        with self._lock:
+            if session.id in self._pushes:
+                return True
+        return bool(session.config.get("argv")) and not self._connected_elsewhere(session.id)
+
+    def why_not(self, session: Session) -> str:
+        if session.config.get("argv"):
+            return f"an MCP server of session {session.id} is connected in another process"
+        return f"no MCP client of session {session.id} is connected; the fires wait until it connects again"
+
+    def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
+        with self._lock:
+            push = self._pushes.get(session.id)
+        if push is None:
+            if session.config.get("argv") and not self._connected_elsewhere(session.id):
+                return self.command.run_turn(session, message, fires)
+            return TurnResult(False, error=self.why_not(session), busy=True)
+        with self._lock:
+            fresh = [f for f in fires if f.key not in self._seen]
+            for f in fresh:
+                self._seen[f.key] = None
+            while len(self._seen) > self._remember:
+                self._seen.popitem(last=False)
+        if not fresh:
+            return TurnResult(True, duplicate=True)
+        if len(fresh) != len(fires):
+            from ..protocol import frame_fired
+
+            message = frame_fired(fresh)
+        try:
+            push(message, fresh)
+        except Exception as exc:
+            with self._lock:
+                for f in fresh:
+                    self._seen.pop(f.key, None)
+            # the client went away mid-push: the fires wait for the next connection
+            return TurnResult(False, error=f"MCP client of session {session.id} is gone: {exc}"[:300], busy=True)
+        return TurnResult(True)
+
+    def _connected_elsewhere(self, session_id: str) -> bool:
+        if self.store is None:
+            return False
+        try:
+            return self.store.lease_holder(LEASE_PREFIX + session_id, now_us=now_us(self.clock)) is not None
+        except Exception:
+            return True  # cannot tell: leave the fires waiting rather than run the command twice
+
+
+__all__ = ["LEASE_PREFIX", "McpSessions", "Push"]
