@@ -195,6 +195,7 @@ class RemindkitMcp:
         if self.engine is None:
             return None
         found = self.engine.adapters.get("mcp")
+        found = getattr(found, "inner", found)  # the engine's policy guard wraps every adapter
         return found if isinstance(found, McpSessions) else None
 
     def _attach(self, sid: str) -> None:

@@ -14,7 +14,7 @@ Pure and linear: blocks are found with ``str.find``, never a backtracking regex.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..clock import parse_utc
 from ..models import CHAT, FIRED_TURN, Message
@@ -88,14 +88,21 @@ def fired_marker(message: str) -> str:
 
 
 def fired_time(message: str) -> datetime | None:
-    """The ``fired`` instant of the first ``<schedule-fired>`` block, if readable."""
+    """When the first ``<schedule-fired>`` block fired (its ``due`` plus ``late_ms``; an
+    older message's ``fired``), if readable."""
     start = message.find("<schedule-fired ")
     end = message.find(">", start) if start >= 0 else -1
-    value = _attr(message[start:end], "fired") if end >= 0 else None
-    if value is None:
+    if end < 0:
         return None
+    head = message[start:end]
     try:
-        return parse_utc(value)
+        fired = _attr(head, "fired")
+        if fired is not None:
+            return parse_utc(fired)
+        due, late = _attr(head, "due"), _attr(head, "late_ms")
+        if due is None:
+            return None
+        return parse_utc(due) + timedelta(milliseconds=int(late) if late and late.isdigit() else 0)
     except ValueError:
         return None
 

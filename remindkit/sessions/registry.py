@@ -46,9 +46,8 @@ def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = Non
     chat thread, replies through the outbox) and webhook, and the agent side (tags
     of replies carried out, occurrence keys taken once per session)."""
     from .command import CommandSession
-    from .python import PythonSessions
-
     from .mcp import McpSessions
+    from .python import PythonSessions
 
     if store is None:
         return Adapters(CommandSession(), PythonSessions(), McpSessions())

@@ -95,10 +95,12 @@ def test_stdout_is_json_rpc_only_and_tool_list_is_byte_stable(db: str, home: Pat
     a.initialize()
     _, first = a.request("tools/list")
     _, second = a.request("tools/list")
-    a.request("tools/call", {"name": "schedule_create", "arguments": {"prompt": "print('to stdout')\n", "after": "1s"}})
+    _, made = a.request("tools/call", {"name": "schedule_create",
+                                       "arguments": {"prompt": "print('to stdout')\n", "after": "1s"}})
+    assert made is not None and b'"ok":true' in made.replace(b" ", b""), made
     deadline = time.monotonic() + 60
     while not any(b"notifications/claude/channel" in line for line in a.lines):
-        assert time.monotonic() < deadline, "no channel event"
+        assert time.monotonic() < deadline, "no channel event: " + a.err.read_text()[-3000:]
         time.sleep(0.01)
     assert a.close_stdin_and_wait() == 0  # ends when stdin closes
     for line in a.lines:

@@ -76,7 +76,10 @@ class ScriptedOpenAI:
             users = [m for m in body["messages"] if m["role"] == "user"]
             if not users or body["messages"][-1]["role"] != "user":
                 continue  # a follow-up round after tool results: nothing new
-            keys += [part.split('"')[0] for part in users[-1]["content"].split(' key="')[1:]]
+            for part in users[-1]["content"].split("<schedule-fired ")[1:]:
+                head = part.split(">", 1)[0]
+                rid, due = head.split('id="', 1)[1].split('"')[0], head.split('due="', 1)[1].split('"')[0]
+                keys.append(f"{rid}@{due}")  # the occurrence key is id@due
         return keys
 
 

@@ -75,7 +75,5 @@ def test_the_stop_line_is_short() -> None:
     assert 0 < forever - once <= STOP_BUDGET, (once, forever)
 
 
-@pytest.mark.xfail(strict=True, reason="the head of every block (id, key, due, fired, late_ms, repeat, missed; "
-                   "fixed by the framing tests) costs ~140 tokens before the stop line")
 def test_overhead_per_occurrence_within_budget() -> None:
     assert overhead(fire(repeat=None, position=2)) <= BUDGET
