@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Connection,
@@ -83,6 +83,13 @@ _LIVE_LABEL_NO_SESSION = select(_R.id).where(
 _COUNT_LIVE_IN_SESSION = select(func.count()).select_from(t.reminders).where(
     _R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
 _COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
+_LIVE_ENGINES = select(t.engines.c.host, t.engines.c.pid).where(t.engines.c.heartbeat_at >= bindparam("since"))
+
+
+class Added(NamedTuple):
+    reminder: Reminder
+    replaced: list[str]
+    engines: list[tuple[str, int]]  # (host, pid) of live engines, when asked for
 
 
 class SqlStore(ClaimOps, TranscriptOps, EventOps):
@@ -152,11 +159,13 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps):
 
     def add_reminder(
         self, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool = True,
-        surface: Surface | str = Surface.API,
-    ) -> tuple[Reminder, list[str]]:
+        surface: Surface | str = Surface.API, alive_since_us: int | None = None,
+    ) -> Added:
         """Insert ``rem``; an active reminder with the same label in its session is
         cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
-        Writes a ``created`` event (and ``replaced`` for each one replaced)."""
+        Writes a ``created`` event (and ``replaced`` for each one replaced). With
+        ``alive_since_us``, also reads (host, pid) of the engines whose heartbeat is
+        that recent, in the same transaction (is the new reminder armed?)."""
         for attempt in range(3):
             try:
                 with self.write() as conn:
@@ -168,7 +177,10 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps):
                     events.append(event_row(EventKind.CREATED, surface, at_us=now_us, session=rem.session,
                                             reminder_id=rem.id, detail=_created_detail(rem)))
                     write_events(conn, events)
-                    return rem, replaced
+                    engines: list[tuple[str, int]] = []
+                    if alive_since_us is not None:
+                        engines = [(r[0], r[1]) for r in conn.execute(_LIVE_ENGINES, {"since": alive_since_us})]
+                    return Added(rem, replaced, engines)
             except IntegrityError:
                 if attempt == 2:
                     raise Conflict("another process changed this label at the same moment; retry", code="conflict") from None
