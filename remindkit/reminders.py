@@ -145,16 +145,18 @@ class Reminders:
             catchup_cap=catchup_cap if catchup_cap is not None else self.settings.catchup_cap,
             on_busy=on_busy, created_at=now, updated_at=now, source=source, slot=slot,
         )
-        rem, replaced = self.store.add_reminder(rem, limits=limits, now_us=to_us(now), replace_label=replace_label,
-                                                surface=by)
-        return Created(rem, tuple(replaced), armed=self.armed())
+        added = self.store.add_reminder(rem, limits=limits, now_us=to_us(now), replace_label=replace_label,
+                                        surface=by, alive_since_us=self._alive_since(now))
+        return Created(added.reminder, tuple(added.replaced), armed=_any_alive(added.engines))
 
     def armed(self) -> bool:
         """Is an engine alive on this store (its heartbeat is recent, and, on this
         host, its process exists)? Reminders fire only while one runs."""
-        since = to_us(self.clock.now()) - int(self.settings.lease_s * 2e6)
-        host = socket.gethostname()
-        return any(e["host"] != host or _process_exists(e["pid"]) for e in self.store.live_engines(since_us=since))
+        engines = self.store.live_engines(since_us=self._alive_since(self.clock.now()))
+        return _any_alive((e["host"], e["pid"]) for e in engines)
+
+    def _alive_since(self, now: datetime) -> int:
+        return to_us(now) - int(self.settings.lease_s * 2e6)  # engines heartbeat every quarter lease
 
     # -- read ----------------------------------------------------------------------------
 
@@ -377,6 +379,11 @@ def _export_reminder(r: Reminder) -> dict[str, Any]:
         "on_busy": r.on_busy, "last_error": r.last_error, "source": r.source, "slot": r.slot,
         "snoozed": r.snoozed, "created_at": format_utc(r.created_at), "updated_at": format_utc(r.updated_at),
     }
+
+
+def _any_alive(engines: Iterable[tuple[str, int]]) -> bool:
+    host = socket.gethostname()
+    return any(h != host or _process_exists(pid) for h, pid in engines)
 
 
 def _process_exists(pid: int) -> bool:

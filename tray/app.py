@@ -115,7 +115,7 @@ class TrayApp:
             note = "menu unavailable (install PyGObject)"
         return build_view(reminders, fires, now=now, paused_all=self.api.paused_all, muted=self.switches.muted,
                           sounding=self.alerter.sounding, names=self._names, tz=self.settings.tz, note=note,
-                          stats=self._stats(to_us(now)))
+                          stats=self._stats(to_us(now)), armed=self.api.armed())
 
     def _stats(self, now_us: int) -> str | None:
         """The last day's counts, read at most every STATS_EVERY_S (a scan of the history)."""
