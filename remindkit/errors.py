@@ -12,10 +12,12 @@
     │                                    announce_too_long, invalid_argument, invalid_id,
     │                                    invalid_import, invalid_quiet_hours, invalid_label,
     │                                    invalid_session, invalid_on_busy, invalid_urgency,
-    │                                    invalid_misfire, invalid_command
+    │                                    invalid_misfire, invalid_command, invalid_project
     ├── LimitExceeded                    too_many_reminders
-    ├── NotFound (LookupError)           not_found, session_not_found
+    ├── NotFound (LookupError)           not_found, session_not_found, project_not_found
     ├── Conflict                         not_active, already_exists, session_deleted, conflict
+    ├── Unauthorized                     unauthorized
+    ├── Forbidden (PermissionError)      forbidden, read_only, feature_disabled
     └── StoreError (RuntimeError)        store_unavailable, schema_too_new, unreadable_row
 
 Adapters (CLI, tools, HTTP) turn these into results: ``error: <code>: <message>``
@@ -69,6 +71,19 @@ class NotFound(RemindkitError, LookupError):
 
 class Conflict(RemindkitError):
     code = "conflict"
+
+
+class Unauthorized(RemindkitError):
+    """No credential, or one that is not known (HTTP 401)."""
+
+    code = "unauthorized"
+
+
+class Forbidden(RemindkitError, PermissionError):
+    """A known credential outside its scope, a read-only one that writes, or a
+    project whose ``reminders`` feature is off (HTTP 403)."""
+
+    code = "forbidden"
 
 
 class StoreError(RemindkitError, RuntimeError):

@@ -88,6 +88,7 @@ class Reminders:
         slot: int | None = None,
         replace_label: bool = True,
         min_period_s: int | None = None,
+        project: str | None = None,
     ) -> Created:
         limits = self.settings.limits
         now = self.clock.now()
@@ -111,7 +112,8 @@ class Reminders:
             catchup_cap=catchup_cap if catchup_cap is not None else self.settings.catchup_cap,
             on_busy=on_busy, created_at=now, updated_at=now, source=source, slot=slot,
         )
-        rem, replaced = self.store.add_reminder(rem, limits=limits, now_us=to_us(now), replace_label=replace_label)
+        rem, replaced = self.store.add_reminder(rem, limits=limits, now_us=to_us(now), replace_label=replace_label,
+                                                project=project)
         return Created(rem, tuple(replaced))
 
     # -- read ----------------------------------------------------------------------------
@@ -210,6 +212,28 @@ class Reminders:
             if r.state in (CANCELLED,):
                 raise Conflict(f"reminder {r.id} is cancelled", code="not_active", reminder_id=r.id)
             return replace(r, state=ACTIVE, next_fire_at=when, snoozed=True, last_error=None)
+
+        self._modify(fn, ids=[check_id(reminder_id)], session=session)
+        return self.get(reminder_id)
+
+    def edit(self, reminder_id: str, *, text: str | None = None, label: Any = Any, session: Any = Any,
+             version: int | None = None) -> Reminder:
+        """Change a reminder's text and/or label (``label=None`` removes it). With
+        ``version``, a reminder changed since that version refuses (``conflict``)."""
+        limits = self.settings.limits
+        new_text = None if text is None else check_text(text, limits.text_max)
+        keep_label = label is Any
+        new_label = None if keep_label else check_label(label, limits.label_max)
+
+        def fn(r: Reminder) -> Reminder:
+            if version is not None and r.version != version:
+                raise Conflict(f"reminder {r.id} is at version {r.version}, not {version}; read it again",
+                               code="conflict", reminder_id=r.id)
+            if r.state not in LIVE_STATES:
+                raise Conflict(f"reminder {r.id} is {r.state}; only live reminders can be changed",
+                               code="not_active", reminder_id=r.id)
+            return replace(r, text=r.text if new_text is None else new_text,
+                           label=r.label if keep_label else new_label)
 
         self._modify(fn, ids=[check_id(reminder_id)], session=session)
         return self.get(reminder_id)

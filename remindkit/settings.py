@@ -8,6 +8,7 @@ REMINDKIT_DB               SQLAlchemy URL of the store            SQLite in home
 REMINDKIT_TZ               zone for reminders that give none      local zone
 REMINDKIT_MAX_PER_SESSION  active reminders per session           20
 REMINDKIT_MAX_TOTAL        active reminders in the store          200
+REMINDKIT_MAX_PER_PROJECT  active reminders per project           200
 REMINDKIT_MIN_PERIOD       shortest repeat period (seconds)       60
 REMINDKIT_HORIZON_DAYS     how far ahead a reminder may reach     366
 REMINDKIT_MAX_TEXT         longest reminder text (characters)     8000
@@ -31,6 +32,7 @@ from pathlib import Path
 class Limits:
     per_session: int | None = 20
     total: int | None = 200
+    per_project: int | None = 200
     min_period_s: int = 60
     horizon_s: int = 366 * 86_400
     text_max: int = 8_000
@@ -63,6 +65,7 @@ class Settings:
         lim = {
             "per_session": _count(env.get("REMINDKIT_MAX_PER_SESSION"), limits.per_session),
             "total": _count(env.get("REMINDKIT_MAX_TOTAL"), limits.total),
+            "per_project": _count(env.get("REMINDKIT_MAX_PER_PROJECT"), limits.per_project),
             "min_period_s": int(env.get("REMINDKIT_MIN_PERIOD", limits.min_period_s)),
             "horizon_s": int(float(env.get("REMINDKIT_HORIZON_DAYS", 366)) * 86_400),
             "text_max": int(env.get("REMINDKIT_MAX_TEXT", limits.text_max)),

@@ -29,6 +29,7 @@ from ..schedules import format_countdown
 from ..settings import Settings
 from ..store import SqlStore, open_store
 from . import alerts as alert_cmds
+from . import api as api_cmds
 from . import chat as chat_cmds
 from . import sessions as session_cmds
 
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     session_cmds.add_parser(sub, common)
     chat_cmds.add_parsers(sub, common)
     alert_cmds.add_parser(sub, common)
+    api_cmds.add_parsers(sub, common)
     return p
 
 
@@ -283,6 +285,12 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         return chat_cmds.run_chat(args, api, out, sys.stdin)
     if cmd == "alerts":
         return alert_cmds.run(args, api, out)
+    if cmd == "api":
+        return api_cmds.run_api_command(args, api, out)
+    if cmd == "token":
+        return api_cmds.run_token(args, api, out)
+    if cmd == "projects":
+        return api_cmds.run_projects(args, api, out)
     raise CliError(f"unknown command {cmd!r}")
 
 
@@ -332,17 +340,25 @@ def _pause_resume(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     return 0
 
 
-def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool = False) -> int:
-    """Run an engine in the foreground until SIGINT or SIGTERM."""
+def build_engine(api: Reminders, *, no_alerts: bool = False, role: str = "serve") -> Any:
+    """The engine of a long-running process (``serve``, ``api``): the local alerter
+    unless ``no_alerts``, which then also takes mute and quiet hours from the store."""
     from ..engine import Engine
 
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     alerter = None if no_alerts else _default_alerter()
-    engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role="serve",
+    engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role=role,
                     can_alert=not no_alerts and alerter is not None)
     if alerter is not None and hasattr(alerter, "attach"):
         alerter.attach(engine)  # mute/quiet hours from the store; notifications for every fire
+    return engine
+
+
+def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool = False) -> int:
+    """Run an engine in the foreground until SIGINT or SIGTERM."""
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    engine = build_engine(api, no_alerts=no_alerts, role="serve")
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -53,6 +53,7 @@ from ..settings import Limits, Settings
 from . import schema as t
 from .claims import ClaimOps
 from .db import WRITE, dispose_quietly, make_engine, migrate
+from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION, ProjectOps
 from .rows import (
     occurrence_from_row,
     reminder_from_row,
@@ -70,7 +71,7 @@ PAUSED_ALL = "paused_all"
 # Statements on the create path, built once: building a statement per call costs
 # more than running it on SQLite (SQLAlchemy derives a cache key from each new one).
 _R = t.reminders.c
-_SESSION_STATE = select(t.sessions.c.state).where(t.sessions.c.id == bindparam("sid"))
+_SESSION_STATE = select(t.sessions.c.state, t.sessions.c.project).where(t.sessions.c.id == bindparam("sid"))
 _INSERT_SESSION = insert(t.sessions)
 _INSERT_REMINDER = insert(t.reminders)
 _LIVE_LABEL = select(_R.id).where(
@@ -82,7 +83,7 @@ _COUNT_LIVE_IN_SESSION = select(func.count()).select_from(t.reminders).where(
 _COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
 
 
-class SqlStore(ClaimOps, TranscriptOps):
+class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
     def __init__(self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None) -> None:
         self.engine = engine
         self.settings = settings or Settings.from_env()
@@ -147,21 +148,25 @@ class SqlStore(ClaimOps, TranscriptOps):
     # -- reminders -----------------------------------------------------------------------
 
     def add_reminder(
-        self, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool = True
+        self, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool = True, project: str | None = None,
     ) -> tuple[Reminder, list[str]]:
         """Insert ``rem``; an active reminder with the same label in its session is
-        cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``."""
+        cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
+        With ``project``, a new session is made in that project, and a session of
+        another project is not found (``session_not_found``)."""
         for attempt in range(3):
             try:
                 with self.write() as conn:
-                    return self._add_reminder(conn, rem, limits=limits, now_us=now_us, replace_label=replace_label)
+                    return self._add_reminder(conn, rem, limits=limits, now_us=now_us, replace_label=replace_label,
+                                              project=project)
             except IntegrityError:
                 if attempt == 2:
                     raise Conflict("another process changed this label at the same moment; retry", code="conflict") from None
         raise AssertionError("unreachable")
 
     def _add_reminder(
-        self, conn: Connection, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool
+        self, conn: Connection, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool,
+        project: str | None = None,
     ) -> tuple[Reminder, list[str]]:
         if self.is_postgres:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LIMIT_LOCK})
@@ -169,7 +174,13 @@ class SqlStore(ClaimOps, TranscriptOps):
         if rem.session is not None:
             sess = conn.execute(_SESSION_STATE, {"sid": rem.session}).first()
             if sess is None:
-                conn.execute(_INSERT_SESSION, _new_session_row(rem.session, now_us))
+                row = _new_session_row(rem.session, now_us)
+                if project is not None:
+                    row["project"] = project
+                conn.execute(_INSERT_SESSION, row)
+            elif project is not None and sess.project != project:
+                raise NotFound(f"No session by the id of {rem.session!r} in project {project!r} was found",
+                               code="session_not_found", session=rem.session)
             elif sess.state == SESSION_DELETED:
                 raise Conflict(f"session {rem.session!r} was deleted", code="session_deleted", session=rem.session)
         if rem.label is not None and replace_label:
@@ -193,6 +204,14 @@ class SqlStore(ClaimOps, TranscriptOps):
                     f"session {rem.session!r} already has {n} active reminders (limit {limits.per_session}); "
                     "cancel one first",
                     code="too_many_reminders", limit=limits.per_session, scope="session",
+                )
+        if limits.per_project is not None and rem.session is not None:
+            project = conn.execute(PROJECT_OF_SESSION, {"sid": rem.session}).scalar_one()
+            n = conn.execute(LIVE_IN_PROJECT, {"p": project}).scalar_one()
+            if n >= limits.per_project:
+                raise LimitExceeded(
+                    f"project {project!r} already has {n} active reminders (limit {limits.per_project})",
+                    code="too_many_reminders", limit=limits.per_project, scope="project",
                 )
         if limits.total is not None:
             n = conn.execute(_COUNT_LIVE).scalar_one()
@@ -295,8 +314,26 @@ class SqlStore(ClaimOps, TranscriptOps):
         ``fn`` returns the new value, or None to leave it unchanged; it may raise
         a ``RemindkitError``, which rolls everything back. Returns (old, new)
         pairs of the reminders that changed. With ``ids`` and ``require_all``, an
-        unknown id raises ``not_found`` and nothing changes.
+        unknown id raises ``not_found`` and nothing changes. A new label that a live
+        reminder of the session has already raises ``already_exists``.
         """
+        try:
+            return self._modify(fn, now_us=now_us, ids=ids, session=session, label=label, states=states,
+                                require_all=require_all)
+        except IntegrityError:
+            raise Conflict("a live reminder of this session already has that label", code="already_exists") from None
+
+    def _modify(
+        self,
+        fn: Callable[[Reminder], Reminder | None],
+        *,
+        now_us: int,
+        ids: Sequence[str] | None,
+        session: str | None | type[Any],
+        label: str | None,
+        states: Iterable[str] | None,
+        require_all: bool,
+    ) -> list[tuple[Reminder, Reminder]]:
         with self.write() as conn:
             stmt = _filter(select(t.reminders), session=session, states=states, label=label, ids=ids)
             stmt = self.for_update(stmt.order_by(t.reminders.c.created_at, t.reminders.c.id))
