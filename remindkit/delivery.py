@@ -144,7 +144,7 @@ class Dispatcher:
             if fired:
                 self.store.mark_fired(fired)
             if outcomes:
-                stale = self.store.finish(outcomes)
+                stale = self.store.finish(outcomes, now_us=now_us(self.clock))
         except Exception:
             self._outcomes.extendleft(reversed(outcomes))  # keep them for the next flush
             self._fired.extendleft(reversed(fired))

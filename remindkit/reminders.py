@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import re
 import secrets
+import socket
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from .audit import Event, EventKind, Surface, parse_surface
 from .clock import Clock, SystemClock, format_utc, parse_utc, to_us
 from .engine.plan import resume_next
 from .errors import Conflict, InvalidInput, NotFound
@@ -46,15 +49,27 @@ MAX_HISTORY = 100_000
 
 @dataclass(frozen=True)
 class Created:
+    """A new reminder, the ids it replaced, and whether it is armed: an engine is
+    alive on the store to fire it (when not, it waits until one starts)."""
+
     reminder: Reminder
     replaced: tuple[str, ...] = ()
+    armed: bool = True
 
 
 class Reminders:
-    def __init__(self, store: SqlStore, *, clock: Clock | None = None, settings: Settings | None = None) -> None:
+    """``surface`` names who makes the changes (recorded in each event); a call may
+    name another with its own ``surface=``."""
+
+    def __init__(self, store: SqlStore, *, clock: Clock | None = None, settings: Settings | None = None,
+                 surface: Surface | str = Surface.API) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self.settings = settings or store.settings
+        self.surface = parse_surface(surface)
+
+    def _surface(self, surface: Surface | str | None) -> Surface:
+        return self.surface if surface is None else parse_surface(surface)
 
     @property
     def default_tz(self) -> str:
@@ -88,9 +103,11 @@ class Reminders:
         slot: int | None = None,
         replace_label: bool = True,
         min_period_s: int | None = None,
+        surface: Surface | str | None = None,
         project: str | None = None,
     ) -> Created:
         limits = self.settings.limits
+        by = self._surface(surface)
         now = self.clock.now()
         text = check_text(text, limits.text_max)
         session = check_session_id(session)
@@ -113,8 +130,15 @@ class Reminders:
             on_busy=on_busy, created_at=now, updated_at=now, source=source, slot=slot,
         )
         rem, replaced = self.store.add_reminder(rem, limits=limits, now_us=to_us(now), replace_label=replace_label,
-                                                project=project)
-        return Created(rem, tuple(replaced))
+                                                surface=by, project=project)
+        return Created(rem, tuple(replaced), armed=self.armed())
+
+    def armed(self) -> bool:
+        """Is an engine alive on this store (its heartbeat is recent, and, on this
+        host, its process exists)? Reminders fire only while one runs."""
+        since = to_us(self.clock.now()) - int(self.settings.lease_s * 2e6)
+        host = socket.gethostname()
+        return any(e["host"] != host or _process_exists(e["pid"]) for e in self.store.live_engines(since_us=since))
 
     # -- read ----------------------------------------------------------------------------
 
@@ -140,9 +164,21 @@ class Reminders:
             self.get(reminder_id)
         return self.store.history(reminder_id=reminder_id, session=session, limit=limit)
 
+    def events(self, reminder_id: str | None = None, *, session: str | None = None, limit: int = 50,
+               after: int | None = None) -> builtins.list[Event]:
+        """The audit trail, oldest first: the newest ``limit`` events, or with ``after``
+        the first ``limit`` events whose id is above it (tailing)."""
+        session = check_session_id(session)
+        if reminder_id is not None:
+            reminder_id = check_id(reminder_id)
+        if after is not None:
+            return self.store.events_after(after, limit=limit, reminder_id=reminder_id, session=session)
+        return self.store.recent_events(limit=limit, reminder_id=reminder_id, session=session)
+
     # -- change --------------------------------------------------------------------------
 
-    def cancel(self, ids: Sequence[str], *, session: Any = Any, reason: str | None = None) -> builtins.list[Reminder]:
+    def cancel(self, ids: Sequence[str], *, session: Any = Any, reason: str | None = None,
+               surface: Surface | str | None = None) -> builtins.list[Reminder]:
         """Cancel reminders by id. An unknown id, or one already finished, refuses the
         whole call (``not_found`` / ``not_active``) and nothing changes."""
         ids = [check_id(i) for i in ids]
@@ -152,24 +188,28 @@ class Reminders:
                 raise Conflict(f"reminder {r.id} is {r.state}; there is nothing to cancel", code="not_active", reminder_id=r.id)
             return replace(r, state=CANCELLED, next_fire_at=None, last_error=reason or r.last_error)
 
-        return self._modify(fn, ids=ids, session=session)
+        return self._modify(fn, EventKind.CANCELLED, surface, ids=ids, session=session)
 
-    def cancel_label(self, session: str | None, label: str) -> builtins.list[Reminder]:
+    def cancel_label(self, session: str | None, label: str, *,
+                     surface: Surface | str | None = None) -> builtins.list[Reminder]:
         label = check_label(label, self.settings.limits.label_max) or ""
         session = check_session_id(session)
         changed = self._modify(
-            lambda r: replace(r, state=CANCELLED, next_fire_at=None), session=session, label=label, states=LIVE_STATES,
+            lambda r: replace(r, state=CANCELLED, next_fire_at=None), EventKind.CANCELLED, surface,
+            session=session, label=label, states=LIVE_STATES,
         )
         if not changed:
             where = f" in session {session!r}" if session else ""
             raise NotFound(f"No active reminder labelled {label!r}{where} was found", code="not_found", label=label)
         return changed
 
-    def cancel_session(self, session: str | None) -> builtins.list[Reminder]:
+    def cancel_session(self, session: str | None, *, surface: Surface | str | None = None) -> builtins.list[Reminder]:
         session = check_session_id(session)
-        return self._modify(lambda r: replace(r, state=CANCELLED, next_fire_at=None), session=session, states=LIVE_STATES)
+        return self._modify(lambda r: replace(r, state=CANCELLED, next_fire_at=None), EventKind.CANCELLED, surface,
+                            session=session, states=LIVE_STATES)
 
-    def pause(self, ids: Sequence[str], *, session: Any = Any) -> builtins.list[Reminder]:
+    def pause(self, ids: Sequence[str], *, session: Any = Any,
+              surface: Surface | str | None = None) -> builtins.list[Reminder]:
         def fn(r: Reminder) -> Reminder | None:
             if r.state == PAUSED:
                 return None
@@ -177,10 +217,11 @@ class Reminders:
                 raise Conflict(f"reminder {r.id} is {r.state}; only active reminders can be paused", code="not_active", reminder_id=r.id)
             return replace(r, state=PAUSED)
 
-        self._modify(fn, ids=[check_id(i) for i in ids], session=session)
+        self._modify(fn, EventKind.PAUSED, surface, ids=[check_id(i) for i in ids], session=session)
         return [self.get(i) for i in ids]
 
-    def resume(self, ids: Sequence[str], *, session: Any = Any) -> builtins.list[Reminder]:
+    def resume(self, ids: Sequence[str], *, session: Any = Any,
+               surface: Surface | str | None = None) -> builtins.list[Reminder]:
         now = self.clock.now()
 
         def fn(r: Reminder) -> Reminder | None:
@@ -197,10 +238,11 @@ class Reminders:
                 return replace(r, state=DONE, next_fire_at=None)
             return replace(r, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False)
 
-        self._modify(fn, ids=[check_id(i) for i in ids], session=session)
+        self._modify(fn, EventKind.RESUMED, surface, ids=[check_id(i) for i in ids], session=session)
         return [self.get(i) for i in ids]
 
-    def snooze(self, reminder_id: str, duration: str | int, *, session: Any = Any) -> Reminder:
+    def snooze(self, reminder_id: str, duration: str | int, *, session: Any = Any,
+               surface: Surface | str | None = None) -> Reminder:
         """Fire this reminder again after ``duration`` (a fired one-shot comes back;
         a repeating one gets one extra fire, then its series goes on)."""
         seconds = parse_duration(duration)
@@ -213,11 +255,11 @@ class Reminders:
                 raise Conflict(f"reminder {r.id} is cancelled", code="not_active", reminder_id=r.id)
             return replace(r, state=ACTIVE, next_fire_at=when, snoozed=True, last_error=None)
 
-        self._modify(fn, ids=[check_id(reminder_id)], session=session)
+        self._modify(fn, EventKind.SNOOZED, surface, ids=[check_id(reminder_id)], session=session)
         return self.get(reminder_id)
 
     def edit(self, reminder_id: str, *, text: str | None = None, label: Any = Any, session: Any = Any,
-             version: int | None = None) -> Reminder:
+             version: int | None = None, surface: Surface | str | None = None) -> Reminder:
         """Change a reminder's text and/or label (``label=None`` removes it). With
         ``version``, a reminder changed since that version refuses (``conflict``)."""
         limits = self.settings.limits
@@ -235,25 +277,26 @@ class Reminders:
             return replace(r, text=r.text if new_text is None else new_text,
                            label=r.label if keep_label else new_label)
 
-        self._modify(fn, ids=[check_id(reminder_id)], session=session)
+        self._modify(fn, EventKind.MODIFIED, surface, ids=[check_id(reminder_id)], session=session)
         return self.get(reminder_id)
 
-    def pause_all(self) -> None:
+    def pause_all(self, *, surface: Surface | str | None = None) -> None:
         """Stop all firing (persisted; survives restarts). Reminders keep their state."""
-        self.store.set_paused_all(True, now_us=to_us(self.clock.now()))
+        self.store.set_paused_all(True, now_us=to_us(self.clock.now()), surface=self._surface(surface))
 
-    def resume_all(self) -> None:
+    def resume_all(self, *, surface: Surface | str | None = None) -> None:
         """Resume firing; what came due while paused fires per each reminder's policy."""
-        self.store.set_paused_all(False, now_us=to_us(self.clock.now()))
+        self.store.set_paused_all(False, now_us=to_us(self.clock.now()), surface=self._surface(surface))
 
     @property
     def paused_all(self) -> bool:
         return self.store.paused_all()
 
-    def _modify(self, fn: Any, **select: Any) -> builtins.list[Reminder]:
+    def _modify(self, fn: Any, kind: EventKind, surface: Surface | str | None, **select: Any) -> builtins.list[Reminder]:
+        by = self._surface(surface)
         if select.get("session", Any) is not Any:  # a scope is checked like any session id
             select["session"] = check_session_id(select["session"])
-        pairs = self.store.modify(fn, now_us=to_us(self.clock.now()), **select)
+        pairs = self.store.modify(fn, now_us=to_us(self.clock.now()), event=kind, surface=by, **select)
         return [new for _old, new in pairs]
 
     # -- export / import -----------------------------------------------------------------
@@ -271,7 +314,8 @@ class Reminders:
         for r in rems:
             yield json.dumps(_export_reminder(r), ensure_ascii=False)
 
-    def import_(self, lines: Iterable[str], *, replace_existing: bool = False) -> int:
+    def import_(self, lines: Iterable[str], *, replace_existing: bool = False,
+                surface: Surface | str = Surface.IMPORT) -> int:
         """Validate every line first, then insert all in one transaction."""
         reminders: builtins.list[Reminder] = []
         sessions: builtins.list[Session] = []
@@ -303,7 +347,8 @@ class Reminders:
                 raise InvalidInput(f"line {number}: {exc.message}", code="invalid_import") from None
             except (ValueError, KeyError, TypeError) as exc:
                 raise InvalidInput(f"line {number}: {exc}", code="invalid_import") from None
-        return self.store.import_rows(reminders, sessions, replace_existing=replace_existing)
+        return self.store.import_rows(reminders, sessions, replace_existing=replace_existing,
+                                      now_us=to_us(self.clock.now()), surface=parse_surface(surface))
 
 
 def _export_reminder(r: Reminder) -> dict[str, Any]:
@@ -352,6 +397,18 @@ def _import_session(d: dict[str, Any]) -> Session:
         last_active_at=parse_utc(d["last_active_at"]) if d.get("last_active_at") else None,
         parent_id=d.get("parent_id"), title=d.get("title"),
     )
+
+
+def _process_exists(pid: int) -> bool:
+    if os.name != "posix":  # signal 0 is CTRL_C_EVENT on Windows: the heartbeat alone decides
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
 
 
 # -- validation (pure) --------------------------------------------------------------------

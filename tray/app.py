@@ -72,7 +72,7 @@ class TrayApp:
         self.store = store
         self.settings = settings or store.settings
         self.clock: Clock = clock or SystemClock()
-        self.api = Reminders(store, clock=self.clock, settings=self.settings)
+        self.api = Reminders(store, clock=self.clock, settings=self.settings, surface="tray")
         self.alerter = alerter if alerter is not None else default_alerter()
         self.engine = Engine(store, clock=self.clock, settings=self.settings, alerter=self.alerter,
                              role="tray", alert_priority=TRAY_PRIORITY, can_alert=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..audit import Surface
 from ..errors import RemindkitError
 from ..models import Reminder
 from ..protocol.tags import CancelTag, ParsedTags, ScheduleTag, parse_tags
@@ -63,17 +64,17 @@ def _schedule(api: Reminders, session: str | None, tag: ScheduleTag, snippet: st
     created = api.add(
         tag.text, session=session, label=tag.label, in_=tag.delay, at=tag.at, every=tag.every, cron=tag.cron,
         tz=tag.tz, repeat=tag.repeat, until=tag.until, alarm=tag.alarm, announce=tag.announce,
-        on_busy=tag.on_busy or "wait", source="tag",
+        on_busy=tag.on_busy or "wait", source="tag", surface=Surface.TAG,
     )
     return TagOutcome(True, "schedule", snippet, reminder=created.reminder, replaced=created.replaced)
 
 
 def _cancel(api: Reminders, session: str | None, tag: CancelTag, snippet: str) -> TagOutcome:
     if tag.id is not None:
-        done = api.cancel([tag.id], session=session)
+        done = api.cancel([tag.id], session=session, surface=Surface.TAG)
     else:
         assert tag.label is not None
-        done = api.cancel_label(session, tag.label)
+        done = api.cancel_label(session, tag.label, surface=Surface.TAG)
     return TagOutcome(True, "cancel", snippet, cancelled=tuple(r.id for r in done))
 
 

@@ -69,9 +69,10 @@ def _set(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     used = {r.slot for r in callbacks(ctx)}
     for slot in (s for s in range(CALLBACK_SLOTS) if s not in used):
         try:
-            ctx.api.add(
+            created = ctx.api.add(
                 message, session=ctx.session, label=f"callback-{slot}", every=delay, repeat=repeat,
                 on_busy="rebase", source="callback", slot=slot, replace_label=False, min_period_s=CALLBACK_DELAY_MIN,
+                surface=ctx.surface,
             )
         except Conflict as exc:
             if exc.code == "conflict":
@@ -83,7 +84,7 @@ def _set(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             text = f"Callback scheduled: fires once in {delay}s."
         else:
             text = f"Callback scheduled: fires every {delay}s, repeats {repeat} times."
-        return ToolResult(text, ok=True, data={"slot": slot})
+        return ToolResult(text, ok=True, data={"slot": slot, "armed": created.armed})
     return _err("callback_slots_full", f"all callback slots full (max {CALLBACK_SLOTS})")
 
 
@@ -108,7 +109,7 @@ def _cancel(ctx: ToolContext, callback_id: object) -> ToolResult:
     live = callbacks(ctx)
     if callback_id is None:
         if live:
-            ctx.api.cancel([r.id for r in live], session=ctx.session)
+            ctx.api.cancel([r.id for r in live], session=ctx.session, surface=ctx.surface)
         n = len(live)
         return ToolResult(f"Cancelled {n} callback{'' if n == 1 else 's'}.", ok=True)
     if isinstance(callback_id, bool) or not isinstance(callback_id, int):
@@ -118,7 +119,7 @@ def _cancel(ctx: ToolContext, callback_id: object) -> ToolResult:
     match = [r for r in live if r.slot == callback_id]
     if not match:
         return _err("callback_not_active", f"callback slot {callback_id} is not active")
-    ctx.api.cancel([match[0].id], session=ctx.session)
+    ctx.api.cancel([match[0].id], session=ctx.session, surface=ctx.surface)
     return ToolResult(f'Cancelled callback slot {callback_id}: "{_preview(match[0].text, CANCEL_PREVIEW)}"', ok=True)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..audit import Surface
 from ..clock import format_utc
 from ..errors import RemindkitError
 from ..models import Reminder
@@ -31,10 +32,12 @@ _SELECTORS = ("after", "at", "every", "cron")
 
 @dataclass(frozen=True)
 class ToolContext:
-    """The session a tool call acts for, and the API it acts through."""
+    """The session a tool call acts for, the API it acts through, and the surface
+    its changes are recorded under (``tool``; ``mcp`` for an MCP server)."""
 
     api: Reminders
     session: str
+    surface: Surface = Surface.TOOL
 
 
 @dataclass(frozen=True)
@@ -101,9 +104,9 @@ def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         args["prompt"], session=ctx.session, label=args.get("label"), in_=args.get("after"), at=args.get("at"),
         every=args.get("every"), cron=args.get("cron"), tz=args.get("time_zone"), repeat=args.get("repeat"),
         until=args.get("until"), alarm=alarm, announce=args.get("announce"),
-        on_busy=args.get("on_busy") or "wait", source="tool",
+        on_busy=args.get("on_busy") or "wait", source="tool", surface=ctx.surface,
     )
-    data = {"ok": True, "reminder": reminder_view(created.reminder)}
+    data = {"ok": True, "reminder": reminder_view(created.reminder), "armed": created.armed}
     if created.replaced:
         data["replaced"] = list(created.replaced)
     return _ok(data)
@@ -124,7 +127,7 @@ def _delete(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     rid = args.get("id")
     if not isinstance(rid, str) or not rid.strip():
         return _error("invalid_argument", "id must be a reminder id such as rem_3f9a1c2e7b04")
-    (done,) = ctx.api.cancel([rid.strip()], session=ctx.session)
+    (done,) = ctx.api.cancel([rid.strip()], session=ctx.session, surface=ctx.surface)
     return _ok({"ok": True, "deleted": done.id, "reminder": reminder_view(done)})
 
 

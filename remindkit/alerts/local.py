@@ -170,7 +170,8 @@ class LocalAlerter:
             return
         from ..reminders import Reminders
 
-        rem = Reminders(self.store, clock=self.clock).snooze(reminder_id, self.config.snooze)
+        # the desktop notification's Snooze button: the tray's surface (the desktop)
+        rem = Reminders(self.store, clock=self.clock, surface="tray").snooze(reminder_id, self.config.snooze)
         log.info("snoozed %s (%s) from its notification; next at %s", reminder_id, key, rem.next_fire_at)
 
     def close(self) -> None:

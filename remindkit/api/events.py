@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.2  # between reads when no hint comes (fires of other engines on the store)
 BURST_S = 0.002  # re-read this soon after a hint or a new event (a fire's outcomes follow it)
-BURST_READS = 25
+BURST_READS = 100
 QUEUE_MAX = 1_000  # events queued for one stream before it re-reads from the store
 STREAMS_MAX = 1_000  # streams one server keeps open
 PAGE = 500

@@ -45,6 +45,7 @@ def run_api(api: Reminders, out: TextIO, *, host: str = "127.0.0.1", port: int =
     from .app import create_app
     from .events import EventFeed
 
+    api = Reminders(api.store, clock=api.clock, settings=api.settings, surface="api")
     loopback = is_loopback(host)
     if not loopback and api.store.count_tokens() == 0:
         raise InvalidInput(

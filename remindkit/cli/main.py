@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from ..audit import Surface
 from ..clock import SystemClock, format_utc
 from ..errors import InvalidInput, NotFound, RemindkitError
 from ..models import Occurrence, Reminder
@@ -31,6 +32,8 @@ from ..store import SqlStore, open_store
 from . import alerts as alert_cmds
 from . import api as api_cmds
 from . import chat as chat_cmds
+from . import log as log_cmds
+from . import service as service_cmds
 from . import sessions as session_cmds
 
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -129,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--headless", action="store_true", help="no icon: the engine and its alerts only")
     tr.add_argument("-v", "--verbose", action="store_true")
 
+    log_cmds.add_parser(sub, common)
+    service_cmds.add_parser(sub, common)
     session_cmds.add_parser(sub, common)
     chat_cmds.add_parsers(sub, common)
     alert_cmds.add_parser(sub, common)
@@ -152,10 +157,12 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             return 0
         if args.command == "demo":  # a store of its own unless --db is given
             return chat_cmds.run_demo_command(args, out)
+        if args.command == "service":  # files and systemd; the store is only named
+            return service_cmds.run(args, out)
         settings = Settings.from_env()
         store = open_store(args.db, settings=settings)
-        api = Reminders(store, clock=SystemClock(), settings=settings)
-        return run_command(args, api, out)
+        api = Reminders(store, clock=SystemClock(), settings=settings, surface=Surface.CLI)
+        return run_command(args, api, out, err)
     except RemindkitError as exc:
         _print_error(exc, want_json, out, err)
         return 1
@@ -173,7 +180,7 @@ def _print_error(exc: RemindkitError, want_json: bool, out: TextIO, err: TextIO)
         err.write(f"error: {exc.code}: {printable(exc.message)}\n")
 
 
-def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
+def run_command(args: argparse.Namespace, api: Reminders, out: TextIO, err: TextIO | None = None) -> int:
     cmd = args.command
     if cmd in ("remind", "add"):
         created = api.add(
@@ -186,11 +193,14 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         if args.json:
             data = rem.to_dict()
             data["replaced"] = list(created.replaced)
+            data["armed"] = created.armed
             _json(out, data)
         else:
             out.write(f"{rem.id}  next: {_when(api, rem)}  ({rem.schedule.describe()})\n")
             for old in created.replaced:
                 out.write(f"replaced {old} (same label)\n")
+        if not created.armed:
+            (err or sys.stderr).write(f"warning: {not_armed_hint(args.db)}\n")
         return 0
     if cmd in ("ls", "list"):
         rems = api.list(session=scope(args), all=args.all)
@@ -204,14 +214,18 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     if cmd == "show":
         rem = _get_in(api, args.id, scope(args))
         hist = api.history(rem.id, limit=20)
+        events = api.events(rem.id, limit=50)
         if args.json:
             data = rem.to_dict()
             data["history"] = [o.to_dict() for o in hist]
+            data["events"] = [e.to_dict() for e in events]
             _json(out, data)
         else:
             for key, value in rem.to_dict().items():
                 out.write(f"{key:16} {printable(value)}\n")
             _history(out, hist)
+            out.write("events:\n")
+            log_cmds.write_events(out, events, printable)
         return 0
     if cmd in ("pause", "resume"):
         return _pause_resume(args, api, out)
@@ -274,11 +288,13 @@ def run_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     if cmd == "serve":
         return serve(api, out, no_alerts=args.no_alerts, verbose=args.verbose)
     if cmd == "status":
-        return _status(api, out, args.json, scope(args))
+        return _status(api, out, args.json, scope(args), db=args.db)
     if cmd == "tray":
         from tray.app import run_tray
 
         return run_tray(api, out, headless=args.headless, verbose=args.verbose)
+    if cmd == "log":
+        return log_cmds.run(args, api, out, within=scope(args), get_in=_get_in, printable=printable)
     if cmd == "session":
         return session_cmds.run(args, api, out)
     if cmd == "chat":
@@ -376,6 +392,13 @@ def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool
     return 0
 
 
+def not_armed_hint(db: str | None) -> str:
+    """What to say when no engine runs on the store: nothing will fire until one does."""
+    where = "" if not db else f" --db {printable(db)}"
+    return (f"no engine is running on this store, so nothing fires until one starts: run `remindkit serve{where}`, "
+            f"or `remindkit service install{where}` to keep one running")
+
+
 def _default_alerter() -> Any:
     try:
         from ..alerts.local import default_alerter
@@ -384,7 +407,7 @@ def _default_alerter() -> Any:
     return default_alerter()
 
 
-def _status(api: Reminders, out: TextIO, as_json: bool, within: Any = Any) -> int:
+def _status(api: Reminders, out: TextIO, as_json: bool, within: Any = Any, *, db: str | None = None) -> int:
     store = api.store
     now = api.clock.now()
     from ..clock import to_us
@@ -398,6 +421,7 @@ def _status(api: Reminders, out: TextIO, as_json: bool, within: Any = Any) -> in
         "paused": store.count_reminders(states=["paused"]),
         "engines": [{"id": e["id"], "role": e["role"], "pid": e["pid"], "host": e["host"]} for e in engines],
         "alerter": holder[0] if holder else None,
+        "armed": api.armed(),
         "quarantined": [{"id": rid, "reason": why} for rid, why in store.quarantined()],
     }
     nxt = api.list(session=within, states=["active"], order="next")
@@ -408,6 +432,8 @@ def _status(api: Reminders, out: TextIO, as_json: bool, within: Any = Any) -> in
         out.write(f"store:    {data['store']}\n")
         out.write(f"active:   {data['active']}   paused: {data['paused']}" + ("   (everything paused)" if data["paused_all"] else "") + "\n")
         out.write(f"engines:  {len(engines)}" + "".join(f"\n  {e['id']} ({e['role']})" for e in engines) + "\n")
+        if not data["armed"]:
+            out.write(f"armed:    no: {not_armed_hint(db)}\n")
         out.write(f"alerter:  {data['alerter'] or '-'}\n")
         for rid, why in store.quarantined():
             out.write(f"quarantined: {rid}: {why}\n")

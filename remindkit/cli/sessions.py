@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any, TextIO
 
+from ..audit import Surface
 from ..clock import format_utc, to_us
 from ..errors import InvalidInput, NotFound
 from ..models import Session
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         return 0
     if action == "rm":
         check_session_id(args.id)
-        paused = store.delete_session(args.id, now_us=now_us)
+        paused = store.delete_session(args.id, now_us=now_us, surface=Surface.CLI)
         _emit(out, args.json, {"deleted": args.id, "paused": paused},
               f"deleted session {args.id}; paused {len(paused)} reminder(s)")
         return 0

@@ -83,6 +83,7 @@ class Engine:
         self.role = role
         self.alert_priority = alert_priority
         self.can_alert = can_alert
+        self._alerter = alerter
         self.adapters = adapters or default_adapters(store, clock=self.clock, settings=self.settings)
         self._pokes = {name: _Pipe() for name in ("store", "fire")}
         self.dispatcher = dispatcher_factory(
@@ -255,7 +256,7 @@ class Engine:
                                     turn_tokens=self.dispatcher.turn_tokens())
         self.store.heartbeat(engine_id=self.id, host=socket.gethostname(), pid=os.getpid(), role=self.role,
                              priority=self.alert_priority, now_us=t)
-        if self.can_alert:
+        if self.alert_ready():
             holder, _prio, until = self.store.hold_lease(
                 ALERTER, holder=self.id, priority=self.alert_priority, until_us=t + lease, now_us=t
             )
@@ -264,6 +265,9 @@ class Engine:
             if not self.is_alerter:  # its holder may have died: look again the moment its lease ends
                 self._housekeeping_us = min(self._housekeeping_us, until + 1)
         else:
+            if self.is_alerter:  # it had a way to alert and lost it: another engine may alert now
+                self.store.drop_lease(ALERTER, holder=self.id)
+                self.is_alerter = False
             self._alerter_status(t)
         # Re-read the next due time (which also depends on leave_alerts) and the earliest
         # lease (a safety net for a missed hint); an expired lease found there is taken
@@ -291,6 +295,27 @@ class Engine:
             log.warning("engine %s: took back %d claim(s) it had lost track of", self.id, len(fires))
             self._push(fires)
 
+    def alert_ready(self) -> bool:
+        """Can this engine alert now? Not without an alerter, nor while its alerter
+        says it has nowhere to play (``ready()``: a notebook kernel with no panel
+        shown). An engine that cannot alert never holds the alerter lease."""
+        if not self.can_alert:
+            return False
+        ready = getattr(self._alerter, "ready", None)
+        if ready is None:
+            return True
+        try:
+            return bool(ready())
+        except Exception:
+            log.exception("engine %s: asking the alerter whether it can alert failed", self.id)
+            return False
+
+    def alerter_changed(self) -> None:
+        """The alerter gained or lost its way to alert (from any thread): take or drop
+        the alerter lease at the next store step rather than the next housekeeping."""
+        self._housekeeping_us = min(self._housekeeping_us, 1)
+        self.poke()
+
     def _alerter_status(self, t: int) -> None:
         """Leave alerting reminders to another engine that holds the alerter lease."""
         current = self.store.lease_holder(ALERTER, now_us=t)
@@ -298,7 +323,7 @@ class Engine:
         if current is None:
             self.leave_alerts = False
         elif not self.is_alerter:
-            self.leave_alerts = not self.can_alert or current[1] >= self.alert_priority
+            self.leave_alerts = not self.alert_ready() or current[1] >= self.alert_priority
         else:
             self.leave_alerts = False
 

@@ -22,7 +22,7 @@ import math
 import struct
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -49,14 +49,34 @@ class BrowserAlerter:
         self._targets: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()
         self.sent: list[str] = []  # occurrence keys handed to a page (for tests and status)
+        self.on_change: Callable[[], None] | None = None  # called when ready() may have changed
 
     def add(self, target: AlertTarget) -> None:
         with self._lock:
+            first = not self._targets
             self._targets.add(target)
+        if first:
+            self._changed()
 
     def discard(self, target: AlertTarget) -> None:
         with self._lock:
+            had = len(self._targets) > 0
             self._targets.discard(target)
+            last = had and not self._targets
+        if last:
+            self._changed()
+
+    def ready(self) -> bool:
+        """A panel is shown to play alerts in. Without one the engine leaves the
+        alerter lease (and alerting reminders) to an engine that can sound them."""
+        return self.targets > 0
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:
+                log.exception("telling the engine that the panels changed failed")
 
     @property
     def targets(self) -> int:

@@ -45,7 +45,7 @@ class Panel(widgets.VBox):
         self.chat = chat
         self.session = chat.id if chat is not None else session
         settings = chat.settings if chat is not None else runtime.settings
-        self.api = Reminders(runtime.store, clock=runtime.clock, settings=settings)
+        self.api = Reminders(runtime.store, clock=runtime.clock, settings=settings, surface="notebook")
         zone = get_zone(settings.tz or local_zone_name())
         hub = runtime.hub
         self.pills = PillsWidget(self.api, hub, session=self.session, snooze=snooze,

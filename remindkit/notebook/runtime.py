@@ -8,7 +8,9 @@ the alerter lease at :data:`NOTEBOOK_ALERT_PRIORITY`: above a headless
 ``remindkit serve`` engine, below the tray (:data:`TRAY_ALERT_PRIORITY`). So
 while the tray runs, this engine leaves alerting reminders to it (the tray
 plays the alarm and speaks); when no tray runs, it alerts through the panels'
-browser (:class:`~remindkit.notebook.alerts.BrowserAlerter`).
+browser (:class:`~remindkit.notebook.alerts.BrowserAlerter`). While no panel is
+shown it has nowhere to play, so it neither takes nor keeps the lease: a
+``serve`` engine sounds those alerts instead of them being recorded ``muted``.
 
 Needs no ipywidgets: ``rk.chat`` works in any Python process.
 """
@@ -52,6 +54,7 @@ class KernelRuntime:
         self.engine = Engine(store, clock=self.clock, settings=self.settings, alerter=self.alerter, role="notebook",
                              alert_priority=NOTEBOOK_ALERT_PRIORITY, can_alert=True, inline=inline)
         self.engine.events.subscribe("*", self._on_event)
+        self.alerter.on_change = self.engine.alerter_changed  # a panel shown or gone: the lease follows
         self._closed = False
 
     def start(self) -> KernelRuntime:

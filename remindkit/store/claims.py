@@ -40,7 +40,8 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .. import failpoints
-from ..clock import from_us
+from ..audit import EventKind, Surface
+from ..clock import format_utc, from_us
 from ..models import (
     ACTIVE,
     CLAIMED,
@@ -54,6 +55,7 @@ from ..models import (
     Session,
 )
 from . import schema as t
+from .events import EventRow, defer_events, event_row, write_events
 from .projects import disabled_projects_sessions
 from .rows import reminder_from_row
 
@@ -166,7 +168,7 @@ def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) 
         )
 
 
-def quarantine(conn: Connection, reminder_id: str, exc: BaseException) -> None:
+def quarantine(conn: Connection, reminder_id: str, exc: BaseException, *, now_us: int) -> None:
     """A reminder row that cannot be read (a hand edit, a newer remindkit, damage)
     is set aside as ``failed`` with the reason, never deleted, and never again
     stops the engine that tried to claim it."""
@@ -177,14 +179,16 @@ def quarantine(conn: Connection, reminder_id: str, exc: BaseException) -> None:
         .where(t.reminders.c.id == reminder_id)
         .values(state=FAILED, next_fire_at=None, last_error=why, version=t.reminders.c.version + 1)
     )
+    defer_events(conn, [event_row(EventKind.FAILED, Surface.ENGINE, at_us=now_us, session=None,
+                                  reminder_id=reminder_id, detail={"error": why})])
 
 
-def _readable_fire(conn: Connection, row: Any, token: str) -> Fire | None:
+def _readable_fire(conn: Connection, row: Any, token: str, now_us: int) -> Fire | None:
     try:
         return _fire_from_joined(row, token)
     except Exception as exc:
         m = row._mapping
-        quarantine(conn, m["id"], exc)
+        quarantine(conn, m["id"], exc, now_us=now_us)
         conn.execute(
             update(t.occurrences)
             .where(t.occurrences.c.id == m["occ_id"])
@@ -250,8 +254,9 @@ class ClaimOps:
                 try:
                     rems.append(reminder_from_row(r))
                 except Exception as exc:  # never let one bad row stop every reminder
-                    quarantine(conn, r._mapping["id"], exc)
+                    quarantine(conn, r._mapping["id"], exc, now_us=now_us)
             if not rems:
+                write_events(conn, [])  # a quarantine's
                 return [], 0
             occ_rows: list[dict[str, Any]] = []
             rem_updates: list[dict[str, Any]] = []
@@ -261,7 +266,7 @@ class ClaimOps:
                 try:
                     planned.append((rem, plan(rem)))
                 except Exception as exc:  # a schedule that cannot be computed (bad zone, bad cron)
-                    quarantine(conn, rem.id, exc)
+                    quarantine(conn, rem.id, exc, now_us=now_us)
             for rem, p in planned:
                 for f in p.fires:
                     occ_rows.append({
@@ -308,6 +313,13 @@ class ClaimOps:
             if rem_updates:
                 conn.execute(upd, rem_updates)
             failpoints.hit("in_claim_txn")
+            skipped_keys = {(rid, due) for _i, rid, due, st in inserted if st == "skipped"}
+            write_events(conn, [
+                    event_row(EventKind.SKIPPED, Surface.ENGINE, at_us=now_us, session=row["session_id"],
+                              reminder_id=row["reminder_id"], detail={"due_at": format_utc(from_us(row["due_at"])),
+                                                                      "error": row["error"]})
+                for row in occ_rows if (row["reminder_id"], row["due_at"]) in skipped_keys
+            ])
             by_id = {r.id: r for r in rems}
             by_key = {(row["reminder_id"], row["due_at"]): row for row in occ_rows}
             for occ_id, rid, due_us, state in inserted:
@@ -361,7 +373,8 @@ class ClaimOps:
                     .where(o.id.in_(chunk), o.state == CLAIMED)
                     .values(owner=owner, token=token, lease_until=now_us + lease_us, attempts=o.attempts + 1)
                 )
-            fires = [f for f in (_readable_fire(conn, r, token) for r in rows) if f is not None]
+            fires = [f for f in (_readable_fire(conn, r, token, now_us) for r in rows) if f is not None]
+            write_events(conn, [])  # a quarantine's
         return fires
 
     def own_claims(self, *, owner: str) -> list[int]:
@@ -413,7 +426,9 @@ class ClaimOps:
                 .values(state=CLAIMED, owner=owner, token=token, lease_until=now_us + lease_us,
                         attempts=o.attempts + 1)
             )
-            return [f for f in (_readable_fire(conn, r, token) for r in rows) if f is not None]
+            fires = [f for f in (_readable_fire(conn, r, token, now_us) for r in rows) if f is not None]
+            write_events(conn, [])  # a quarantine's
+            return fires
 
     def waiting_sessions(self) -> list[str | None]:
         """Sessions that have fired occurrences waiting for delivery."""
@@ -423,8 +438,10 @@ class ClaimOps:
 
     # -- acknowledging -------------------------------------------------------------------
 
-    def finish(self, outcomes: Sequence[Outcome]) -> list[int]:
-        """Write outcomes with their tokens in one transaction. Returns the ids whose
+    def finish(self, outcomes: Sequence[Outcome], *, now_us: int | None = None) -> list[int]:
+        """Write outcomes with their tokens in one transaction, each with its event
+        (``fired`` the first time a fire time is recorded, then the outcome; a fire
+        that keeps waiting for the same reason adds none). Returns the ids whose
         token no longer matched (the lease was taken over): those writes are refused."""
         if not outcomes:
             return []
@@ -458,19 +475,21 @@ class ClaimOps:
         with self.write(notify=any(o.state == WAITING for o in outcomes)) as conn:
             # Which ones still hold their claim (locked on PostgreSQL, under the write
             # lock on SQLite); the others were taken over or cancelled: refused.
-            held: dict[int, str] = {}
+            held: dict[int, Any] = {}
             ids = [r["b_id"] for r in rows]
             for i in range(0, len(ids), 500):
-                q = select(o.id, o.token).where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED).order_by(o.id)
+                q = (select(o.id, o.token, o.fired_at, o.reminder_id, o.session_id, o.due_at, o.error)
+                     .where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED).order_by(o.id))
                 if self.is_postgres:
                     q = q.with_for_update()  # in id order, as every writer of these rows locks them
-                held.update((row[0], row[1]) for row in conn.execute(q))
-            ok = [r for r in rows if held.get(r["b_id"]) == r["b_token"]]
+                held.update((row[0], row) for row in conn.execute(q))
+            ok = [r for r in rows if (h := held.get(r["b_id"])) is not None and h.token == r["b_token"]]
             if ok:
                 conn.execute(stmt, ok)
                 stamps = [v for r in ok for v in (r["b_fired"], r["b_delivered"]) if v is not None]
                 settle(conn, [r["b_id"] for r in ok], max(stamps) if stamps else None)
-            return [r["b_id"] for r in rows if held.get(r["b_id"]) != r["b_token"]]
+                write_events(conn, _outcome_events(ok, held, now_us))
+            return [r["b_id"] for r in rows if (h := held.get(r["b_id"])) is None or h.token != r["b_token"]]
 
     def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool:
         """Compare-and-set the alert state; an alert plays only after winning ``pending -> playing``."""
@@ -489,6 +508,13 @@ class ClaimOps:
             return
         o = t.occurrences.c
         with self.write() as conn:
+            tokens = {i: tok for i, tok, _f in items}
+            fresh: dict[int, Any] = {}  # not yet marked: these get a `fired` event
+            ids = sorted(tokens)
+            for k in range(0, len(ids), 500):
+                q = select(o.id, o.token, o.reminder_id, o.session_id, o.due_at).where(
+                    o.id.in_(ids[k : k + 500]), o.fired_at.is_(None))
+                fresh.update((row[0], row) for row in conn.execute(q) if row[1] == tokens[row[0]])
             conn.execute(
                 update(t.occurrences)
                 .where(o.id == bindparam("b_id"), o.token == bindparam("b_token"), o.fired_at.is_(None))
@@ -496,6 +522,7 @@ class ClaimOps:
                 [{"b_id": i, "b_token": tok, "b_fired": f} for i, tok, f in items],
             )
             settle(conn, [i for i, _tok, _f in items], max(f for _i, _tok, f in items))
+            write_events(conn, [_fired_event(fresh[i], f) for i, _tok, f in items if i in fresh])
 
     def renew_leases(self, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None = None) -> int:
         """Extend the owner's claims and session turns. ``turn_tokens``: only those
@@ -649,9 +676,44 @@ class ClaimOps:
             rows = conn.execute(select(t.engines).where(t.engines.c.heartbeat_at >= since_us)).all()
         return [dict(r._mapping) for r in rows]
 
-    def set_paused_all(self, paused: bool, *, now_us: int) -> None:
+    def set_paused_all(self, paused: bool, *, now_us: int, surface: Surface | str = Surface.API) -> None:
+        """Pause or resume all firing; the event (``paused``/``resumed``, no reminder) says ``all``."""
         with self.write() as conn:
             self._set_flag(conn, PAUSED_ALL, "1" if paused else "0", now_us)
+            write_events(conn, [event_row(EventKind.PAUSED if paused else EventKind.RESUMED, surface, at_us=now_us,
+                                          session=None, reminder_id=None, detail={"all": True})])
+
+
+_OUTCOME_KINDS = {
+    "delivered": EventKind.DELIVERED, "failed": EventKind.FAILED, "skipped": EventKind.SKIPPED,
+    WAITING: EventKind.WAITING, "cancelled": EventKind.CANCELLED,
+}
+
+
+def _fired_event(held: Any, fired_us: int) -> EventRow:
+    return event_row(EventKind.FIRED, Surface.ENGINE, at_us=fired_us, session=held.session_id,
+                     reminder_id=held.reminder_id, occurrence_id=held.id,
+                     detail={"due_at": format_utc(from_us(held.due_at)), "late_ms": (fired_us - held.due_at) // 1000})
+
+
+def _outcome_events(ok: Sequence[dict[str, Any]], held: dict[int, Any], now_us: int | None) -> list[EventRow]:
+    out: list[EventRow] = []
+    for r in ok:
+        h = held[r["b_id"]]
+        if h.fired_at is None and r["b_fired"] is not None:
+            out.append(_fired_event(h, r["b_fired"]))
+        kind = _OUTCOME_KINDS.get(r["state"])
+        if kind is None or (kind == EventKind.WAITING and r["error"] == h.error):
+            continue
+        at = now_us or r["b_delivered"] or r["b_fired"] or h.fired_at or h.due_at
+        detail: dict[str, Any] = {"due_at": format_utc(from_us(h.due_at))}
+        if r["b_to"] is not None:
+            detail["to"] = r["b_to"]
+        if r["error"] is not None:
+            detail["error"] = r["error"]
+        out.append(event_row(kind, Surface.ENGINE, at_us=at, session=h.session_id, reminder_id=h.reminder_id,
+                             occurrence_id=h.id, detail=detail))
+    return out
 
 
 def _paused_all(conn: Connection) -> bool:

@@ -178,3 +178,21 @@ message_keys = Table(
     Column("message_id", Integer, nullable=False),
     Column("created_at", BigInteger, nullable=False),
 )
+
+# The audit trail (remindkit.audit): one row per change, written in the change's own
+# transaction. AUTOINCREMENT on SQLite so an id is never reused; readers tail by id.
+events = Table(
+    "events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", BigInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("surface", Text, nullable=False),
+    Column("session_id", Text, nullable=True),
+    Column("reminder_id", Text, nullable=True),
+    Column("occurrence_id", Integer, nullable=True),
+    Column("detail", Text, nullable=True),  # JSON, bounded (audit.DETAIL_MAX)
+    sqlite_autoincrement=True,
+)
+Index("ix_events_reminder", events.c.reminder_id, events.c.id)
+Index("ix_events_session", events.c.session_id, events.c.id)

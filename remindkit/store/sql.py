@@ -33,7 +33,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from ..clock import from_us, to_us
+from ..audit import EventKind, Surface
+from ..clock import format_utc, from_us, to_us
 from ..errors import Conflict, LimitExceeded, NotFound, StoreError
 from ..models import (
     ACTIVE,
@@ -53,6 +54,7 @@ from ..settings import Limits, Settings
 from . import schema as t
 from .claims import ClaimOps
 from .db import WRITE, dispose_quietly, make_engine, migrate
+from .events import EventOps, changes, event_row, forget_deferred, write_events
 from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION, ProjectOps
 from .rows import (
     occurrence_from_row,
@@ -83,7 +85,7 @@ _COUNT_LIVE_IN_SESSION = select(func.count()).select_from(t.reminders).where(
 _COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
 
 
-class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
+class SqlStore(ClaimOps, TranscriptOps, EventOps, ProjectOps):
     def __init__(self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None) -> None:
         self.engine = engine
         self.settings = settings or Settings.from_env()
@@ -116,6 +118,7 @@ class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
         """One write transaction; commits on success, hints engines afterwards."""
         try:
             with self.engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
+                forget_deferred(conn)  # left by a transaction that rolled back
                 yield conn
         except IntegrityError:
             raise
@@ -148,17 +151,26 @@ class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
     # -- reminders -----------------------------------------------------------------------
 
     def add_reminder(
-        self, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool = True, project: str | None = None,
+        self, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool = True,
+        surface: Surface | str = Surface.API, project: str | None = None,
     ) -> tuple[Reminder, list[str]]:
         """Insert ``rem``; an active reminder with the same label in its session is
         cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
+        Writes a ``created`` event (and ``replaced`` for each one replaced).
         With ``project``, a new session is made in that project, and a session of
         another project is not found (``session_not_found``)."""
         for attempt in range(3):
             try:
                 with self.write() as conn:
-                    return self._add_reminder(conn, rem, limits=limits, now_us=now_us, replace_label=replace_label,
-                                              project=project)
+                    rem, replaced = self._add_reminder(conn, rem, limits=limits, now_us=now_us,
+                                                       replace_label=replace_label, project=project)
+                    events = [event_row(EventKind.REPLACED, surface, at_us=now_us, session=rem.session,
+                                        reminder_id=old, detail={"by": rem.id, "label": rem.label})
+                              for old in replaced]
+                    events.append(event_row(EventKind.CREATED, surface, at_us=now_us, session=rem.session,
+                                            reminder_id=rem.id, detail=_created_detail(rem)))
+                    write_events(conn, events)
+                    return rem, replaced
             except IntegrityError:
                 if attempt == 2:
                     raise Conflict("another process changed this label at the same moment; retry", code="conflict") from None
@@ -223,8 +235,10 @@ class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
         conn.execute(_INSERT_REMINDER, reminder_to_row(rem))
         return rem, replaced
 
-    def import_rows(self, reminders: Sequence[Reminder], sessions: Sequence[Session], *, replace_existing: bool) -> int:
-        """Bulk insert in one transaction (``remindkit import``)."""
+    def import_rows(self, reminders: Sequence[Reminder], sessions: Sequence[Session], *, replace_existing: bool,
+                    now_us: int = 0, surface: Surface | str = Surface.IMPORT) -> int:
+        """Bulk insert in one transaction (``remindkit import``), with a ``created``
+        event per reminder."""
         with self.write() as conn:
             ids = [r.id for r in reminders]
             existing: set[str] = set()
@@ -260,6 +274,12 @@ class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
                 sql = f"INSERT INTO reminders ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
                 for chunk in _chunks(rows, 5000):
                     conn.exec_driver_sql(sql, [tuple(r[c] for c in cols) for r in chunk])
+            write_events(conn, [
+                event_row(EventKind.CREATED, surface, at_us=now_us, session=r.session, reminder_id=r.id,
+                          detail={"imported": True, "state": r.state, **({"replaced_existing": True}
+                                                                         if r.id in existing else {})})
+                for r in reminders
+            ])
         return len(rows)
 
     def get_reminder(self, reminder_id: str) -> Reminder | None:
@@ -308,18 +328,21 @@ class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
         label: str | None = None,
         states: Iterable[str] | None = None,
         require_all: bool = True,
+        event: EventKind = EventKind.MODIFIED,
+        surface: Surface | str = Surface.ENGINE,
     ) -> list[tuple[Reminder, Reminder]]:
         """Apply ``fn`` to each selected reminder under the write lock.
 
         ``fn`` returns the new value, or None to leave it unchanged; it may raise
         a ``RemindkitError``, which rolls everything back. Returns (old, new)
         pairs of the reminders that changed. With ``ids`` and ``require_all``, an
-        unknown id raises ``not_found`` and nothing changes. A new label that a live
+        unknown id raises ``not_found`` and nothing changes. Each change writes an
+        ``event`` (by ``surface``) in the same transaction. A new label that a live
         reminder of the session has already raises ``already_exists``.
         """
         try:
             return self._modify(fn, now_us=now_us, ids=ids, session=session, label=label, states=states,
-                                require_all=require_all)
+                                require_all=require_all, event=event, surface=surface)
         except IntegrityError:
             raise Conflict("a live reminder of this session already has that label", code="already_exists") from None
 
@@ -333,6 +356,8 @@ class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
         label: str | None,
         states: Iterable[str] | None,
         require_all: bool,
+        event: EventKind,
+        surface: Surface | str,
     ) -> list[tuple[Reminder, Reminder]]:
         with self.write() as conn:
             stmt = _filter(select(t.reminders), session=session, states=states, label=label, ids=ids)
@@ -361,6 +386,11 @@ class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
             ended = [new.id for old, new in changed if new.state == CANCELLED and old.state != CANCELLED]
             if ended:
                 self._cancel_pending(conn, ended, now_us=now_us)
+            write_events(conn, [
+                event_row(event, surface, at_us=now_us, session=new.session, reminder_id=new.id,
+                          detail={k: [_plain(a), _plain(b)] for k, (a, b) in changes(old, new)})
+                for old, new in changed
+            ])
             return changed
 
     def _cancel_pending(self, conn: Connection, reminder_ids: Sequence[str], *, now_us: int) -> None:
@@ -476,7 +506,7 @@ class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
         assert got is not None
         return got
 
-    def delete_session(self, session_id: str, *, now_us: int) -> list[str]:
+    def delete_session(self, session_id: str, *, now_us: int, surface: Surface | str = Surface.API) -> list[str]:
         """Mark the session deleted and pause its live reminders (``last_error`` says why)."""
         with self.write() as conn:
             row = conn.execute(self.for_update(select(t.sessions).where(t.sessions.c.id == session_id))).first()
@@ -498,6 +528,11 @@ class SqlStore(ClaimOps, TranscriptOps, ProjectOps):
                         updated_at=now_us, version=t.reminders.c.version + 1,
                     )
                 )
+                write_events(conn, [
+                    event_row(EventKind.PAUSED, surface, at_us=now_us, session=session_id, reminder_id=rid,
+                              detail={"why": f"session {session_id} was deleted"})
+                    for rid in ids
+                ])
             return ids
 
     # -- history -------------------------------------------------------------------------
@@ -557,6 +592,18 @@ def _filter(stmt, *, session=Any, states=None, label=None, ids=None):
     if ids is not None:
         stmt = stmt.where(c.id.in_(list(ids)))
     return stmt
+
+
+def _created_detail(rem: Reminder) -> dict[str, Any]:
+    out: dict[str, Any] = {"schedule": rem.schedule.describe(), "next_fire_at": format_utc(rem.next_fire_at),
+                           "source": rem.source}
+    if rem.label is not None:
+        out["label"] = rem.label
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return format_utc(value) if hasattr(value, "tzinfo") else value
 
 
 def _new_session_row(session_id: str, now_us: int) -> dict[str, Any]:

@@ -6,14 +6,14 @@ the SHA-256 of the token; ``project`` NULL is an admin token, ``session`` NULL a
 project token.
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0004
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0002"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,288 @@
+"""``remindkit service install|uninstall|status``: keep an engine running.
+
+``install`` writes a systemd user unit that runs ``remindkit serve`` (with this
+Python interpreter and the store named by ``--db`` or ``REMINDKIT_DB``) and, on
+a desktop, an XDG autostart entry for the tray. When a user systemd instance is
+reachable it enables and starts the unit at once; otherwise it says what it
+wrote and how to start it. A second ``install`` with the same settings changes
+nothing. ``uninstall`` stops and removes what ``install`` wrote (only files that
+carry its mark). ``status`` reports both files and the unit's state.
+
+Paths follow ``XDG_CONFIG_HOME`` (default ``~/.config``):
+``systemd/user/remindkit.service`` and ``autostart/remindkit-tray.desktop``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import Conflict, InvalidInput
+
+UNIT_NAME = "remindkit.service"
+DESKTOP_NAME = "remindkit-tray.desktop"
+MARK = "Written by `remindkit service install`"
+SYSTEMCTL_TIMEOUT = 20.0  # seconds for one systemctl call
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    sv = sub.add_parser("service", parents=[common],
+                        help="keep an engine running: a systemd user unit for `serve` (and the tray on a desktop)")
+    sv.add_argument("action", choices=["install", "uninstall", "status"])
+    tray = sv.add_mutually_exclusive_group()
+    tray.add_argument("--tray", dest="tray", action="store_true", default=None,
+                      help="also write the tray's autostart entry (default: when a desktop is detected)")
+    tray.add_argument("--no-tray", dest="tray", action="store_false", help="no tray autostart entry")
+
+
+@dataclass(frozen=True)
+class Paths:
+    unit: Path
+    desktop: Path
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Paths:
+        env = dict(os.environ) if env is None else env
+        base = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+        return cls(unit=base / "systemd" / "user" / UNIT_NAME, desktop=base / "autostart" / DESKTOP_NAME)
+
+
+def serve_argv(db: str | None) -> list[str]:
+    """The command the unit runs: this interpreter, ``-m remindkit serve``."""
+    argv = [sys.executable, "-m", "remindkit", "serve"]
+    return argv + (["--db", db] if db else [])
+
+
+def _check_arg(value: str) -> str:
+    if _CONTROL.search(value):
+        raise InvalidInput("a store URL or path for the service cannot contain control characters",
+                           code="invalid_argument")
+    return value
+
+
+def systemd_quote(arg: str) -> str:
+    """One ExecStart/Environment word: ``%`` and ``$`` escaped (specifiers and
+    variables), double-quoted when it holds spaces, quotes or backslashes."""
+    arg = _check_arg(arg).replace("%", "%%").replace("$", "$$")
+    if arg and not re.search(r'[\s"\'\\;]', arg):
+        return arg
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def desktop_quote(arg: str) -> str:
+    """One word of a desktop entry's Exec key (the Desktop Entry Specification)."""
+    arg = _check_arg(arg)
+    if arg and not re.search(r'[\s"\'\\><~|&;$*?#()`=%]', arg):
+        return arg
+    return '"' + re.sub(r'(["`$\\])', r"\\\1", arg).replace("%", "%%") + '"'
+
+
+def _pythonpath() -> str | None:
+    """PYTHONPATH when remindkit is imported through it (a source checkout), so
+    that the unit's interpreter finds the same code; None when it is installed."""
+    here = str(Path(__file__).resolve().parents[2])
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if any(Path(p).resolve() == Path(here) for p in parts):
+        return os.pathsep.join(str(Path(p).resolve()) for p in parts)
+    return None
+
+
+def unit_text(db: str | None) -> str:
+    lines = [
+        f"# {MARK}; `remindkit service uninstall` removes it.",
+        "[Unit]",
+        "Description=remindkit engine: fires reminders and hands them to their sessions",
+        "",
+        "[Service]",
+        "Type=simple",
+        "ExecStart=" + " ".join(systemd_quote(a) for a in serve_argv(db)),
+        "Restart=on-failure",
+        "RestartSec=5",
+        "Environment=PYTHONUNBUFFERED=1",
+    ]
+    path = _pythonpath()
+    if path:
+        lines.append("Environment=" + systemd_quote(f"PYTHONPATH={path}"))
+    lines += ["", "[Install]", "WantedBy=default.target", ""]
+    return "\n".join(lines)
+
+
+def desktop_text(db: str | None) -> str:
+    argv = [sys.executable, "-m", "remindkit", "tray"] + (["--db", db] if db else [])
+    return "\n".join([
+        f"# {MARK}; `remindkit service uninstall` removes it.",
+        "[Desktop Entry]",
+        "Type=Application",
+        "Name=remindkit tray",
+        "Comment=Reminders: alarm, speech and a menu in the system tray",
+        "Exec=" + " ".join(desktop_quote(a) for a in argv),
+        "Terminal=false",
+        "NoDisplay=true",
+        "X-GNOME-Autostart-enabled=true",
+        "",
+    ])
+
+
+def on_desktop(env: dict[str, str] | None = None) -> bool:
+    env = dict(os.environ) if env is None else env
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY") or env.get("XDG_CURRENT_DESKTOP"))
+
+
+# -- systemctl ---------------------------------------------------------------------------------
+
+
+def _systemctl(*args: str) -> tuple[int, str]:
+    exe = shutil.which("systemctl")
+    if exe is None:
+        return 127, "systemctl is not installed"
+    try:
+        proc = subprocess.run([exe, "--user", *args], capture_output=True, text=True, timeout=SYSTEMCTL_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 1, str(exc)
+    return proc.returncode, (proc.stdout.strip() or proc.stderr.strip())
+
+
+def systemd_reachable() -> bool:
+    """A user systemd instance answers (a login session; not a container or CI box)."""
+    code, _ = _systemctl("show-environment")
+    return code == 0
+
+
+def unit_state() -> dict[str, str]:
+    _, enabled = _systemctl("is-enabled", UNIT_NAME)
+    _, active = _systemctl("is-active", UNIT_NAME)
+    return {"enabled": enabled or "unknown", "active": active or "unknown"}
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+def _write(path: Path, text: str) -> bool:
+    """Write ``text`` unless the file already holds it; True when it changed."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return True
+
+
+def _ours(path: Path) -> bool:
+    try:
+        return MARK in path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
+        return False
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    paths = Paths.from_env()
+    db = args.db or os.environ.get("REMINDKIT_DB") or None
+    if args.action == "install":
+        report = install(paths, db, tray=on_desktop() if args.tray is None else args.tray)
+    elif args.action == "uninstall":
+        report = uninstall(paths)
+    else:
+        report = status(paths)
+    if args.json:
+        out.write(json.dumps(report) + "\n")
+    else:
+        for line in report["messages"]:
+            out.write(line + "\n")
+    return 0
+
+
+def install(paths: Paths, db: str | None, *, tray: bool) -> dict[str, Any]:
+    for path in (paths.unit, paths.desktop):
+        if path.exists() and not _ours(path):
+            raise Conflict(f"{path} exists and was not written by remindkit; move it away first",
+                           code="already_exists")
+    messages: list[str] = []
+    unit_changed = _write(paths.unit, unit_text(db))
+    desktop_changed = False
+    if tray:
+        desktop_changed = _write(paths.desktop, desktop_text(db))
+    messages.append(f"{'wrote' if unit_changed else 'unchanged'}: {paths.unit}")
+    if tray:
+        messages.append(f"{'wrote' if desktop_changed else 'unchanged'}: {paths.desktop} (the tray starts at login)")
+    started = False
+    reachable = systemd_reachable()
+    if reachable:
+        state = unit_state()
+        if unit_changed:
+            _systemctl("daemon-reload")
+        if unit_changed or state["enabled"] != "enabled" or state["active"] != "active":
+            code, said = _systemctl("enable", "--now", UNIT_NAME)
+            if code == 0 and unit_changed:
+                code, said = _systemctl("restart", UNIT_NAME)  # pick up a changed unit
+            if code != 0:
+                messages.append(f"systemctl --user enable --now {UNIT_NAME} failed: {said}")
+            else:
+                started = True
+                messages.append(f"enabled and started {UNIT_NAME} (systemctl --user)")
+        else:
+            messages.append(f"{UNIT_NAME} is already enabled and running")
+    else:
+        messages.append("no user systemd instance is reachable here; to start the engine now run "
+                        f"`systemctl --user daemon-reload && systemctl --user enable --now {UNIT_NAME}` "
+                        "in a login session, or `remindkit serve`")
+    changed = unit_changed or desktop_changed or started
+    if not changed:
+        messages.insert(0, "already installed; nothing changed")
+    return {"action": "install", "changed": changed, "unit": str(paths.unit),
+            "desktop": str(paths.desktop) if tray else None, "systemd": reachable, "started": started,
+            "messages": messages}
+
+
+def uninstall(paths: Paths) -> dict[str, Any]:
+    messages: list[str] = []
+    reachable = systemd_reachable()
+    removed: list[str] = []
+    if reachable and paths.unit.exists() and _ours(paths.unit):
+        code, said = _systemctl("disable", "--now", UNIT_NAME)
+        messages.append(f"stopped and disabled {UNIT_NAME}" if code == 0 else f"systemctl disable failed: {said}")
+    for path in (paths.unit, paths.desktop):
+        if not path.exists():
+            continue
+        if not _ours(path):
+            messages.append(f"left {path}: it was not written by remindkit")
+            continue
+        path.unlink()
+        removed.append(str(path))
+        messages.append(f"removed: {path}")
+    if reachable and removed:
+        _systemctl("daemon-reload")
+    if not removed:
+        messages.insert(0, "not installed; nothing to remove")
+    return {"action": "uninstall", "changed": bool(removed), "removed": removed, "systemd": reachable,
+            "messages": messages}
+
+
+def status(paths: Paths) -> dict[str, Any]:
+    reachable = systemd_reachable()
+    unit = paths.unit.exists() and _ours(paths.unit)
+    desktop = paths.desktop.exists() and _ours(paths.desktop)
+    state = unit_state() if reachable and unit else None
+    messages = [f"unit:      {paths.unit if unit else 'not installed'}"]
+    if state is not None:
+        messages.append(f"state:     {state['enabled']}, {state['active']}")
+    elif unit:
+        messages.append("state:     unknown (no user systemd instance is reachable here)")
+    messages.append(f"autostart: {paths.desktop if desktop else 'none'}")
+    return {"action": "status", "installed": unit, "unit": str(paths.unit), "desktop": desktop,
+            "systemd": reachable, "state": state, "messages": messages}
+
+
+__all__ = ["Paths", "desktop_text", "install", "serve_argv", "status", "systemd_quote", "uninstall", "unit_text"]

@@ -1,0 +1,150 @@
+"""Writing and reading the audit trail (``events`` table; values in ``remindkit.audit``).
+
+Every writer calls :func:`write_events` inside the transaction of the change it
+records, as that transaction's last statement. On PostgreSQL it first takes a
+transaction advisory lock, so that event ids are handed out in commit order and a
+reader tailing by id never skips one that commits late; the lock is held only
+from that insert to the commit. SQLite writers are serialised anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, select, text
+
+from ..audit import READ_MAX, Event, EventKind, Surface, detail_json
+from ..clock import from_us
+from ..errors import InvalidInput
+from . import schema as t
+
+log = logging.getLogger(__name__)
+_EVENTS_LOCK = int(hashlib.sha1(b"remindkit-events").hexdigest()[:15], 16)
+_COLUMNS = ("at", "kind", "surface", "session_id", "reminder_id", "occurrence_id", "detail")
+_PENDING = "remindkit_events"
+EventRow = tuple[int, str, str, "str | None", "str | None", "int | None", "str | None"]
+
+
+def event_row(
+    kind: EventKind, surface: Surface | str, *, at_us: int, session: str | None, reminder_id: str | None,
+    occurrence_id: int | None = None, detail: Mapping[str, Any] | None = None,
+) -> EventRow:
+    return (at_us, str(kind), str(surface), session, reminder_id, occurrence_id, detail_json(detail))
+
+
+def defer_events(conn: Connection, rows: Sequence[EventRow]) -> None:
+    """Queue events to be written by this transaction's :func:`write_events` (for a
+    change made in the middle of a transaction, e.g. a quarantine during a claim)."""
+    conn.info.setdefault(_PENDING, []).extend(rows)
+
+
+def forget_deferred(conn: Connection) -> None:
+    conn.info.pop(_PENDING, None)
+
+
+def write_events(conn: Connection, rows: Sequence[EventRow]) -> None:
+    """Insert event rows (and any deferred ones) in the caller's transaction, as its
+    last statement."""
+    pending = conn.info.pop(_PENDING, None)
+    if pending:
+        rows = [*pending, *rows]
+    if not rows:
+        return
+    postgres = conn.dialect.name == "postgresql"
+    if postgres:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _EVENTS_LOCK})
+    mark = "%s" if postgres else "?"
+    # Plain executemany: 10,000 outcomes at once must cost little beside their own writes.
+    sql = f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join([mark] * len(_COLUMNS))})"
+    for i in range(0, len(rows), 5000):
+        conn.exec_driver_sql(sql, list(rows[i : i + 5000]))
+
+
+def event_from_row(row: Any) -> Event:
+    m = row._mapping
+    try:
+        detail = json.loads(m["detail"]) if m["detail"] else {}
+    except ValueError:
+        detail = {"unreadable": True}
+    kind: EventKind | str
+    surface: Surface | str
+    try:
+        kind = EventKind(m["kind"])
+    except ValueError:  # written by a newer remindkit: shown as it is
+        kind = m["kind"]
+    try:
+        surface = Surface(m["surface"])
+    except ValueError:
+        surface = m["surface"]
+    return Event(id=m["id"], at=from_us(m["at"]), kind=kind, surface=surface,  # type: ignore[arg-type]
+                 session=m["session_id"], reminder_id=m["reminder_id"],
+                 detail=detail if isinstance(detail, dict) else {"value": detail})
+
+
+def _check_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= READ_MAX:
+        raise InvalidInput(f"limit must be 1-{READ_MAX} (got {limit!r})", code="invalid_argument")
+    return limit
+
+
+class EventOps:
+    """Reading the audit trail, mixed into SqlStore."""
+
+    if TYPE_CHECKING:
+        def read(self) -> contextlib.AbstractContextManager[Connection]: ...
+
+    def events_after(
+        self, after_id: int = 0, *, limit: int = 100, reminder_id: str | None = None, session: str | None = None,
+    ) -> list[Event]:
+        """Events with an id above ``after_id``, oldest first, at most ``limit``
+        (1-1000) per call: a reader tails the trail by passing the last id it saw."""
+        limit = _check_limit(limit)
+        if isinstance(after_id, bool) or not isinstance(after_id, int) or after_id < 0:
+            raise InvalidInput(f"after_id must be a whole number >= 0 (got {after_id!r})", code="invalid_argument")
+        e = t.events.c
+        stmt = select(t.events).where(e.id > after_id)
+        stmt = _scoped(stmt, reminder_id=reminder_id, session=session).order_by(e.id).limit(limit)
+        with self.read() as conn:
+            return [event_from_row(r) for r in conn.execute(stmt)]
+
+    def recent_events(
+        self, *, limit: int = 50, reminder_id: str | None = None, session: str | None = None,
+    ) -> list[Event]:
+        """The newest ``limit`` events (1-1000), oldest first."""
+        limit = _check_limit(limit)
+        e = t.events.c
+        stmt = _scoped(select(t.events), reminder_id=reminder_id, session=session).order_by(e.id.desc()).limit(limit)
+        with self.read() as conn:
+            rows = [event_from_row(r) for r in conn.execute(stmt)]
+        rows.reverse()
+        return rows
+
+    def last_event_id(self) -> int:
+        with self.read() as conn:
+            return int(conn.execute(select(t.events.c.id).order_by(t.events.c.id.desc()).limit(1)).scalar() or 0)
+
+
+def _scoped(stmt: Any, *, reminder_id: str | None, session: str | None) -> Any:
+    e = t.events.c
+    if reminder_id is not None:
+        stmt = stmt.where(e.reminder_id == reminder_id)
+    if session is not None:
+        stmt = stmt.where(e.session_id == session)
+    return stmt
+
+
+def changes(old: Any, new: Any, fields: Sequence[str] = ("state", "next_fire_at", "label", "last_error", "snoozed")
+            ) -> Iterator[tuple[str, list[Any]]]:
+    """(field, [before, after]) for the fields that differ between two reminders."""
+    for name in fields:
+        a, b = getattr(old, name), getattr(new, name)
+        if a != b:
+            yield name, [a, b]
+
+
+__all__ = ["EventOps", "EventRow", "changes", "defer_events", "event_from_row", "forget_deferred", "event_row", "write_events"]
