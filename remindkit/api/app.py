@@ -268,36 +268,43 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
     # -- events ----------------------------------------------------------------------------
 
     if feed is not None:
-        @app.get("/v1/events", response_class=EventSourceResponse, tags=["events"])
-        async def events(request: Request, who: Who,
-                         project: str | None = None, session: str | None = None,
+        def stream_scope(who: Who, project: str | None = None, session: str | None = None,
                          last_event_id: Annotated[str | None, Header()] = None,
                          after: Annotated[int | None, Query(ge=0, description="resume after this id")] = None,
-                         ) -> AsyncIterator[ServerSentEvent]:
-            scope = feed_scope(who, project, session)
+                         ) -> tuple[str | None, str | None, int | None]:
+            """Checked before the stream starts, so a refusal is an ordinary error answer."""
+            feed.check_room()
+            if who.scope != "admin":
+                project = project or who.project
+            if who.scope == "session":
+                session = session or who.session
             start = after
             if last_event_id is not None:
                 try:
                     start = int(last_event_id)
                 except ValueError:
                     raise InvalidInput("Last-Event-ID must be an event id", code="invalid_argument") from None
-            async for item in feed.stream(request, scope, start):
-                yield item
-
-        def feed_scope(who: tk.Principal, project: str | None, session: str | None) -> tuple[str | None, str | None]:
-            if who.scope != "admin":
-                project = project or who.project
-            if who.scope == "session":
-                session = session or who.session
             if project is not None:
                 check_project(project)
                 sid = None if session is None else check_session_id(session)
                 who.may_use(project, sid)
                 tk.require_project(store, project)
-                return project, sid
+                return project, sid, start
             if session is not None:
                 raise InvalidInput("give project= with session=", code="invalid_argument")
-            return None, None
+            return None, None, start
+
+        @app.get("/v1/events", response_class=EventSourceResponse, tags=["events"])
+        async def events(request: Request,
+                         scope: Annotated[tuple[str | None, str | None, int | None], Depends(stream_scope)],
+                         ) -> AsyncIterator[ServerSentEvent]:
+            """Server-sent events: created, modified, paused, resumed, snoozed, cancelled,
+            replaced, fired (with the reminder's alarm and announce), delivered, failed,
+            skipped, waiting. Each has the store's event id: reconnect with
+            ``Last-Event-ID`` (or ``?after=``) to get what was missed."""
+            project, session, start = scope
+            async for item in feed.stream(request, (project, session), start):
+                yield item
 
     # -- the web page ----------------------------------------------------------------------
 

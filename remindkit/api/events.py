@@ -149,6 +149,12 @@ class EventFeed:
 
     # -- one stream ----------------------------------------------------------------------
 
+    def check_room(self) -> None:
+        with self._lock:
+            if len(self._streams) >= STREAMS_MAX:
+                raise LimitExceeded(f"this server has {STREAMS_MAX} event streams open; try again later",
+                                    code="too_many_streams")
+
     async def stream(self, request: Request, scope: tuple[str | None, str | None],
                      after: int | None) -> AsyncIterator[ServerSentEvent]:
         project, session = scope

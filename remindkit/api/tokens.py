@@ -93,3 +93,26 @@ def require_project(store: SqlStore, project: str) -> dict:
         raise Forbidden(f"the reminders feature is off for project {project!r}", code="feature_disabled",
                         project=project)
     return got
+
+
+class AgentTokens:
+    """``REMINDKIT_TOKEN`` for the agent commands an engine runs: one session token
+    per session, made on first use and kept in this process only (the store has its
+    hash); :meth:`revoke_all` removes them when the process ends."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self._made: dict[str, tuple[str, str]] = {}
+
+    def env(self, session: str, *, now_us: int) -> dict[str, str]:
+        """The environment entries to add for a command run for ``session``."""
+        if session not in self._made:
+            project = self.store.project_of(session) or "default"
+            self._made[session] = create_token(self.store, project=project, session=session, read_only=False,
+                                               now_us=now_us)
+        return {"REMINDKIT_TOKEN": self._made[session][1]}
+
+    def revoke_all(self) -> None:
+        for token_id, _token in self._made.values():
+            self.store.remove_token(token_id)
+        self._made.clear()

@@ -23,7 +23,7 @@ _LISTENING = re.compile(r"listening on (http://\S+)")
 
 class ApiServer:
     def __init__(self, url: str, home: Path, *, env: dict[str, str] | None = None, args: tuple[str, ...] = (),
-                 name: str = "api") -> None:
+                 name: str = "api", port: int = 0) -> None:
         self.db = url
         self.log = home / f"{name}-{time.monotonic_ns()}.log"
         full = dict(os.environ)
@@ -32,7 +32,7 @@ class ApiServer:
         full.update(env or {})
         self.fh = open(self.log, "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "remindkit", "api", "--db", url, "--port", "0", "--no-alerts", *args],
+            [sys.executable, "-m", "remindkit", "api", "--db", url, "--port", str(port), "--no-alerts", *args],
             stdout=self.fh, stderr=subprocess.STDOUT, env=full, start_new_session=True,
         )
         self.base_url = ""
@@ -79,6 +79,14 @@ def api_server(tmp_path: Path) -> Iterator[Callable[..., ApiServer]]:
     yield start
     for s in started:
         s.stop()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def cli(*args: str, db: str, home: Path) -> subprocess.CompletedProcess[str]:
