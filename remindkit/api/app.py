@@ -38,6 +38,7 @@ STATUS = {InvalidInput: 400, Unauthorized: 401, Forbidden: 403, NotFound: 404, C
           LimitExceeded: 409, StoreError: 503}
 STATIC = Path(__file__).with_name("static")
 NOTEBOOK_STATIC = Path(__file__).parent.parent / "notebook" / "static"
+ASSETS = Path(__file__).parent.parent / "assets"
 
 
 def status_of(exc: RemindkitError) -> int:
@@ -198,6 +199,20 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
             raise NotFound(f"No session by the id of {sid!r} was found", code="session_not_found", session=sid)
         return session_out(got, project)
 
+    @app.get(base + "/{session}/view", tags=["sessions"])
+    def session_view(project: str, session: str, who: Who) -> dict[str, Any]:
+        """What the web page shows: the live reminders as pills (``due_ms``) and the
+        conversation as lines, a fired turn as one marker (the notebook panel's view)."""
+        from ..notebook.state import TRANSCRIPT_LINES, chat_lines, pills
+        from ..schedules.zones import get_zone
+
+        sid = in_project(who, project, session)
+        assert sid is not None
+        if store.session_in_project(project, sid) is None:
+            return {"pills": [], "lines": []}
+        lines = chat_lines(store.messages(sid, last=TRANSCRIPT_LINES * 4), get_zone(api.default_tz))
+        return {"pills": [p.to_json() for p in pills(api.list(session=sid))], "lines": [ln.to_json() for ln in lines]}
+
     # -- reminders -------------------------------------------------------------------------
 
     @app.get(base + "/{session}/reminders", tags=["reminders"])
@@ -317,7 +332,7 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
 
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> Response:
-        for folder in (STATIC, NOTEBOOK_STATIC):
+        for folder in (STATIC, NOTEBOOK_STATIC, ASSETS):
             path = folder / name
             if "/" not in name and not name.startswith(".") and path.is_file():
                 return FileResponse(path)
