@@ -92,19 +92,18 @@ class EventFeed:
             while not self._stop.is_set():
                 ready = sel.select(BURST_S if burst else self.poll_s)
                 for key, _ in ready:
-                    if key.data == "poke":
+                    if key.data == "poke":  # this engine fired: its events are written soon after
                         with contextlib.suppress(OSError):
                             os.read(self._poke_r, 4096)
-                    elif listener is not None:
+                        burst = BURST_READS
+                    elif listener is not None:  # a write committed: one read finds it
                         listener.drain()
-                if ready:
-                    burst = BURST_READS
                 try:
                     got = self._read_new()
                 except Exception:  # the store is away: try again at the next round
                     log.warning("event feed: reading the store failed", exc_info=True)
                     got = 0
-                burst = BURST_READS if got else max(0, burst - 1)
+                burst = BURST_READS if got and burst else max(0, burst - 1)
         finally:
             sel.close()
             if listener is not None:
