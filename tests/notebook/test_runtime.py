@@ -240,3 +240,44 @@ def test_import_remindkit_needs_no_ipywidgets(tmp_path: Path) -> None:
     lines = out.stdout.splitlines()
     assert lines[0] == "hello"
     assert lines[1].startswith("ImportError: remindkit's notebook widgets need ipywidgets and anywidget")
+
+
+def test_a_kernel_with_no_panel_leaves_alerting_to_an_engine_that_can(runtime: KernelRuntime, clock: FakeClock,
+                                                                      comm_log: CommLog) -> None:
+    """With no panel shown the kernel engine has nowhere to play an alarm: it does not
+    take the alerter lease, so a `serve` engine sounds the alert instead of it being
+    recorded `muted`. A panel shown takes the lease at once; closed, it gives it back."""
+    from remindkit.alerts import NullAlerter
+    from remindkit.engine import Engine
+
+    store, api = runtime.store, _api(runtime)
+    played = NullAlerter()
+    serve = Engine(store, clock=clock, settings=runtime.settings, alerter=played, role="serve", inline=True)
+    try:
+        serve.tick()  # a `serve` engine runs on the store; the kernel starts its engine
+        runtime.engine.tick()
+        assert not runtime.engine.is_alerter and serve.is_alerter and runtime.engine.leave_alerts
+        assert store.lease_holder("alerter", now_us=to_us(clock.now())) == (serve.id, 0)
+        loud = api.create("Stand up", session="s1", label="stretch", in_="2s", alarm=True)
+        clock.advance(2)
+        for engine in (runtime.engine, serve):  # the store's hint, as a running engine gets it
+            engine.notice_change()
+            engine.tick()
+        (occ,) = api.history()
+        assert (occ.reminder_id, occ.alert) == (loud.id, "done")  # sounded by serve, not muted in the kernel
+        assert len(played.played) == 1 and played.played[0].startswith(loud.id)
+        assert runtime.alerter.sent == []
+
+        panel = Panel(runtime, session="s1")  # somewhere to play: the kernel engine (priority 5) takes over
+        runtime.engine.tick()
+        assert runtime.engine.is_alerter
+        assert store.lease_holder("alerter", now_us=to_us(clock.now()))[0] == runtime.engine.id
+
+        panel.close()  # nowhere again: the lease is given back at the next step, not at its expiry
+        runtime.engine.tick()
+        assert not runtime.engine.is_alerter
+        clock.advance(runtime.settings.lease_s / 3 + 1)
+        serve.tick()
+        assert serve.is_alerter
+    finally:
+        serve.shutdown()
