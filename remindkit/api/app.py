@@ -1,6 +1,8 @@
 """The FastAPI application: routes over :class:`~remindkit.reminders.Reminders`.
 
-Every refusal is ``{"error": {"code", "message"}}`` with the codes of the
+The credential check and the reminder routes run on the event loop: their store
+calls are short, and a hop to the thread pool and back costs more than they do on
+a busy machine (``bench/api_speed.py``). Every refusal is ``{"error": {"code", "message"}}`` with the codes of the
 reminders API; the status says its family (400 bad input, 401 no credential,
 403 outside the credential's scope or the feature off, 404 unknown, 409 limits
 and conflicts, 503 store unavailable).
@@ -127,7 +129,7 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_argument")
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
 
-    def principal(request: Request, authorization: Annotated[str | None, Header()] = None,
+    async def principal(request: Request, authorization: Annotated[str | None, Header()] = None,
                   access_token: Annotated[str | None, Query(include_in_schema=False)] = None) -> tk.Principal:
         token = None
         if authorization:
@@ -200,7 +202,7 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         return session_out(got, project)
 
     @app.get(base + "/{session}/view", tags=["sessions"])
-    def session_view(project: str, session: str, who: Who) -> dict[str, Any]:
+    def session_view(project: str, session: str, who: Who) -> Response:
         """What the web page shows: the live reminders as pills (``due_ms``) and the
         conversation as lines, a fired turn as one marker (the notebook panel's view)."""
         from ..notebook.state import TRANSCRIPT_LINES, chat_lines, pills
@@ -209,23 +211,24 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         sid = in_project(who, project, session)
         assert sid is not None
         if store.session_in_project(project, sid) is None:
-            return {"pills": [], "lines": []}
+            return JSONResponse({"pills": [], "lines": []})
         lines = chat_lines(store.messages(sid, last=TRANSCRIPT_LINES * 4), get_zone(api.default_tz))
-        return {"pills": [p.to_json() for p in pills(api.list(session=sid))], "lines": [ln.to_json() for ln in lines]}
+        return JSONResponse({"pills": [p.to_json() for p in pills(api.list(session=sid))],
+                             "lines": [ln.to_json() for ln in lines]})
 
     # -- reminders -------------------------------------------------------------------------
 
     @app.get(base + "/{session}/reminders", tags=["reminders"])
-    def list_reminders(project: str, session: str, who: Who,
-                       all: Annotated[bool, Query(description="finished ones too")] = False) -> builtins.list[dict[str, Any]]:
+    async def list_reminders(project: str, session: str, who: Who,
+                       all: Annotated[bool, Query(description="finished ones too")] = False) -> Response:
         sid = in_project(who, project, session)
         assert sid is not None
         if store.session_in_project(project, sid, now_us=now_us()) is None:
-            return []
-        return [reminder_out(r) for r in api.list(session=sid, all=all)]
+            return JSONResponse([])
+        return JSONResponse([reminder_out(r) for r in api.list(session=sid, all=all)])
 
     @app.post(base + "/{session}/reminders", status_code=201, tags=["reminders"])
-    def create_reminder(project: str, session: str, body: ReminderIn, who: Who, response: Response) -> dict[str, Any]:
+    async def create_reminder(project: str, session: str, body: ReminderIn, who: Who) -> Response:
         sid = in_project(who, project, session, write=True)
         assert sid is not None
         created = api.add(
@@ -235,18 +238,18 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
             source="http", project=project,
         )
         rem = created.reminder
-        response.headers["Location"] = f"/v1/projects/{project}/sessions/{sid}/reminders/{rem.id}"
         data = reminder_out(rem)
         data["replaced"] = list(created.replaced)
-        return data
+        return JSONResponse(data, status_code=201,
+                            headers={"Location": f"/v1/projects/{project}/sessions/{sid}/reminders/{rem.id}"})
 
     @app.get(base + "/{session}/reminders/{reminder_id}", tags=["reminders"])
-    def get_reminder(project: str, session: str, reminder_id: str, who: Who) -> dict[str, Any]:
+    async def get_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
         sid = in_project(who, project, session)
-        return reminder_out(own(api.get(reminder_id), project, sid))
+        return JSONResponse(reminder_out(own(api.get(reminder_id), project, sid)))
 
     @app.patch(base + "/{session}/reminders/{reminder_id}", tags=["reminders"])
-    def patch_reminder(project: str, session: str, reminder_id: str, body: ReminderPatch, who: Who) -> dict[str, Any]:
+    async def patch_reminder(project: str, session: str, reminder_id: str, body: ReminderPatch, who: Who) -> Response:
         sid = in_project(who, project, session, write=True)
         rem = own(api.get(reminder_id), project, sid)
         if body.version is not None and body.version != rem.version:
@@ -264,10 +267,10 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
             rem = api.resume([rem.id], session=sid)[0]
         if body.snooze is not None:
             rem = api.snooze(rem.id, body.snooze, session=sid)
-        return reminder_out(rem)
+        return JSONResponse(reminder_out(rem))
 
     @app.delete(base + "/{session}/reminders/{reminder_id}", status_code=204, tags=["reminders"])
-    def delete_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
+    async def delete_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
         sid = in_project(who, project, session, write=True)
         own(api.get(reminder_id), project, sid)
         api.cancel([reminder_id], session=sid)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import selectors
 import threading
@@ -137,6 +138,7 @@ class EventFeed:
                 if rem is not None:
                     data["reminder"] = {"text": rem.text, "label": rem.label, "alarm": rem.alarm,
                                         "announce": rem.announce, "urgency": rem.urgency}
+        data["_json"] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # once, not once per stream
         return data
 
     def _project_of(self, session: str) -> str | None:
@@ -228,7 +230,7 @@ def _drain(q: asyncio.Queue[Any]) -> None:
 
 
 def _sse(item: dict[str, Any]) -> ServerSentEvent:
-    return ServerSentEvent(data=item, event=item["kind"], id=str(item["id"]))
+    return ServerSentEvent(raw_data=item["_json"], event=item["kind"], id=str(item["id"]))
 
 
 def _pipe() -> tuple[int, int]:
