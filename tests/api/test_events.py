@@ -42,9 +42,8 @@ def test_events_in_order_and_resumed_after_a_sigkill_restart(api_server, sqlite_
     port = free_port()
     srv = api_server(sqlite_url, port=port)
     client = Client(srv.base_url)
-    got = Collector(client, project="default")
+    got = Collector(client, project="default", last_event_id=0)  # from the first event of the store
     rems = client.session("default", "s1").reminders
-    # the stream is connected once a change made now shows up
     first = rems.create("warm up", in_="1h")
     assert wait_for(lambda: got.kinds(first["id"]) == ["created"], 30), (got.items, got.error)
     fired = rems.create("fire me", in_="2s", alarm=True, announce="time to go")
@@ -90,8 +89,8 @@ def test_streams_are_scoped_by_token(api_server, sqlite_url, tmp_path):
     admin = cli("token", "create", "--admin", db=sqlite_url, home=tmp_path).stdout.split()[0]
     srv = api_server(sqlite_url)
     with Client(srv.base_url, token) as c1, Client(srv.base_url, admin) as root:
-        got = Collector(c1)
-        everything = Collector(root)
+        got = Collector(c1, last_event_id=0)
+        everything = Collector(root, last_event_id=0)
         other = root.session("default", "s2").reminders.create("someone else's", in_="1h")
         own = c1.session("default", "s1").reminders.create("my own", in_="1h")
         assert wait_for(lambda: got.kinds(own["id"]) == ["created"], 30), (got.items, got.error)
@@ -114,7 +113,7 @@ def test_a_stream_sees_fires_made_by_another_server_on_a_shared_postgres_store(a
     firer = api_server(pg_schema_url)
     with Client(watcher.base_url) as w, Client(firer.base_url) as f:
         assert w.status()["engine"] is None and f.status()["engine"] is not None
-        got = Collector(w, project="default")
+        got = Collector(w, project="default", last_event_id=0)
         warm = w.session("default", "s").reminders.create("warm up", in_="1h")
         assert wait_for(lambda: got.kinds(warm["id"]), 30), (got.items, got.error)
         rem = f.session("default", "s").reminders.create("fired by the other", in_="2s")
