@@ -16,8 +16,6 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-pytestmark = pytest.mark.processes
-
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
 

@@ -17,6 +17,8 @@ from remindkit.store import open_store
 
 from .conftest import cli, free_port, wait_for
 
+pytestmark = [pytest.mark.api, pytest.mark.processes]
+
 
 class Collector:
     """Reads ``client.events(...)`` on a thread into a list."""

@@ -4,12 +4,15 @@ project fires; on again, what was missed fires once."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from remindkit.client import Client
 from remindkit.settings import Settings
 from remindkit.store import open_store
 
 from .conftest import cli, wait_for
+
+pytestmark = [pytest.mark.api, pytest.mark.processes]
 
 
 def test_a_disabled_project_refuses_and_does_not_fire_until_enabled(api_server, sqlite_url, tmp_path):

@@ -13,9 +13,10 @@ from remindkit.client import Client
 from remindkit.settings import Settings
 from remindkit.store import open_store
 
-from .conftest import wait_for
+from ..processes.openai_server import ScriptedOpenAI, text
+from .conftest import cli, wait_for
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.api, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -30,6 +31,11 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (scripts/setup --test does)")
     sync_api = pytest.importorskip("playwright.sync_api")
     ARTIFACTS.mkdir(exist_ok=True)
+    model = ScriptedOpenAI(lambda body: text("Stretched. Back to the deploy."))
+    model.__enter__()
+    added = cli("session", "add", "web", "--openai", "--base-url", model.base_url, "--model", "scripted",
+                db=sqlite_url, home=tmp_path)
+    assert added.returncode == 0, added.stderr
     srv = api_server(sqlite_url)
     store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path / "h"))
     client = Client(srv.base_url)
@@ -71,6 +77,11 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
                 " return b && b.dataset.audio !== 'starting'; }", timeout=30_000)
             assert banner.get_attribute("data-audio") in ("played", "blocked"), banner.get_attribute("data-audio")
             assert banner.get_attribute("data-speech") in ("spoken", "unavailable")
+            # the agent's reply to the hidden fired turn, below its marker, from the stream
+            page.wait_for_selector(".rk-chat .rk-line.rk-agent", timeout=60_000)
+            assert page.locator(".rk-chat .rk-line.rk-fired").count() == 1
+            assert "standup" in (page.locator(".rk-chat .rk-line.rk-fired").text_content() or "")
+            assert "Back to the deploy" in (page.locator(".rk-chat .rk-line.rk-agent").text_content() or "")
             page.screenshot(path=str(ARTIFACTS / "api-page.png"), full_page=True)
             assert wait_for(lambda: store.get_reminder(made[0].id).state == "done", 30)
             page.click(".rk-alert[data-label='standup'] .rk-alert-snooze")
@@ -85,3 +96,4 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
             browser.close()
             client.close()
             store.close()
+            model.__exit__(None, None, None)

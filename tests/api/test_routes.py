@@ -21,6 +21,8 @@ from remindkit.store import open_store
 
 from .conftest import cli
 
+pytestmark = [pytest.mark.api, pytest.mark.processes]
+
 
 def _err(resp: httpx.Response, status: int, code: str) -> None:
     assert resp.status_code == status, resp.text

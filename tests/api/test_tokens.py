@@ -8,6 +8,8 @@ from remindkit.api.tokens import AgentTokens, authenticate, create_token, digest
 from remindkit.errors import Forbidden, Unauthorized
 from remindkit.reminders import Reminders
 
+pytestmark = pytest.mark.api
+
 
 def test_only_the_hash_is_stored_and_scopes_hold(store):
     token_id, token = create_token(store, project="acme", session="s1", read_only=True, now_us=1)

@@ -12,6 +12,8 @@ import pytest
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 
+pytestmark = [pytest.mark.api, pytest.mark.processes]
+
 
 def test_the_typescript_client_against_a_live_server(api_server, sqlite_url):
     npm = shutil.which("npm")
