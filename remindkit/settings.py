@@ -8,7 +8,7 @@ REMINDKIT_DB               SQLAlchemy URL of the store            SQLite in home
 REMINDKIT_TZ               zone for reminders that give none      local zone
 REMINDKIT_MAX_PER_SESSION  active reminders per session           20
 REMINDKIT_MAX_TOTAL        active reminders in the store          200
-REMINDKIT_MAX_PER_PROJECT  active reminders per project           200
+REMINDKIT_MAX_PER_PROJECT  active reminders per project           200 (api)
 REMINDKIT_MIN_PERIOD       shortest repeat period (seconds)       60
 REMINDKIT_HORIZON_DAYS     how far ahead a reminder may reach     366
 REMINDKIT_MAX_TEXT         longest reminder text (characters)     8000
@@ -18,7 +18,9 @@ REMINDKIT_SQLITE_SYNC      SQLite synchronous: FULL or NORMAL     FULL
 REMINDKIT_BUSY_TIMEOUT_MS  how long SQLite waits for its lock     30000
 =========================  =====================================  ==========
 
-``0`` or ``none`` disables a count limit.
+``0`` or ``none`` disables a count limit. The per-project limit applies where
+projects are served (``remindkit api``: 200 unless set); set it to hold every
+surface to it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 class Limits:
     per_session: int | None = 20
     total: int | None = 200
-    per_project: int | None = 200
+    per_project: int | None = None  # `remindkit api` makes it PROJECT_LIMIT unless set
     min_period_s: int = 60
     horizon_s: int = 366 * 86_400
     text_max: int = 8_000

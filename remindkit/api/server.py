@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import socket
 from typing import Any, TextIO
 
@@ -11,6 +12,7 @@ from ..errors import InvalidInput
 from ..reminders import Reminders
 
 log = logging.getLogger(__name__)
+PROJECT_LIMIT = 200  # live reminders per project, unless REMINDKIT_MAX_PER_PROJECT says otherwise
 
 
 def is_loopback(host: str) -> bool:
@@ -45,7 +47,10 @@ def run_api(api: Reminders, out: TextIO, *, host: str = "127.0.0.1", port: int =
     from .app import create_app
     from .events import EventFeed
 
-    api = Reminders(api.store, clock=api.clock, settings=api.settings, surface="api")
+    settings = api.settings
+    if settings.limits.per_project is None and "REMINDKIT_MAX_PER_PROJECT" not in os.environ:
+        settings = settings.with_limits(per_project=PROJECT_LIMIT)
+    api = Reminders(api.store, clock=api.clock, settings=settings, surface="api")
     loopback = is_loopback(host)
     if not loopback and api.store.count_tokens() == 0:
         raise InvalidInput(
