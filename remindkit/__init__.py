@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .audit import Event, EventKind, Surface
 from .clock import Clock, FakeClock, SystemClock
 from .engine import Engine
 from .errors import (
@@ -66,6 +67,8 @@ __all__ = [
     "Clock",
     "Conflict",
     "Engine",
+    "Event",
+    "EventKind",
     "Events",
     "FakeClock",
     "Fire",
@@ -83,6 +86,7 @@ __all__ = [
     "Settings",
     "SqlStore",
     "StoreError",
+    "Surface",
     "SystemClock",
     "chat",
     "open_store",

@@ -110,4 +110,4 @@ def parse_surface(value: object) -> Surface:
         raise InvalidInput(f"surface must be one of {allowed} (got {value!r})", code="invalid_argument") from None
 
 
-__all__ = ["DETAIL_MAX", "READ_MAX", "Event", "EventKind", "Surface", "detail_json", "parse_surface"]
+__all__ = ["DETAIL_MAX", "DETAIL_VALUE_MAX", "READ_MAX", "Event", "EventKind", "Surface", "detail_json", "parse_surface"]

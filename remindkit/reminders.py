@@ -129,16 +129,18 @@ class Reminders:
             catchup_cap=catchup_cap if catchup_cap is not None else self.settings.catchup_cap,
             on_busy=on_busy, created_at=now, updated_at=now, source=source, slot=slot,
         )
-        rem, replaced = self.store.add_reminder(rem, limits=limits, now_us=to_us(now), replace_label=replace_label,
-                                                surface=by, project=project)
-        return Created(rem, tuple(replaced), armed=self.armed())
+        added = self.store.add_reminder(rem, limits=limits, now_us=to_us(now), replace_label=replace_label,
+                                        surface=by, alive_since_us=self._alive_since(now), project=project)
+        return Created(added.reminder, tuple(added.replaced), armed=_any_alive(added.engines))
 
     def armed(self) -> bool:
         """Is an engine alive on this store (its heartbeat is recent, and, on this
         host, its process exists)? Reminders fire only while one runs."""
-        since = to_us(self.clock.now()) - int(self.settings.lease_s * 2e6)
-        host = socket.gethostname()
-        return any(e["host"] != host or _process_exists(e["pid"]) for e in self.store.live_engines(since_us=since))
+        engines = self.store.live_engines(since_us=self._alive_since(self.clock.now()))
+        return _any_alive((e["host"], e["pid"]) for e in engines)
+
+    def _alive_since(self, now: datetime) -> int:
+        return to_us(now) - int(self.settings.lease_s * 2e6)  # engines heartbeat every quarter lease
 
     # -- read ----------------------------------------------------------------------------
 
@@ -397,6 +399,11 @@ def _import_session(d: dict[str, Any]) -> Session:
         last_active_at=parse_utc(d["last_active_at"]) if d.get("last_active_at") else None,
         parent_id=d.get("parent_id"), title=d.get("title"),
     )
+
+
+def _any_alive(engines: Iterable[tuple[str, int]]) -> bool:
+    host = socket.gethostname()
+    return any(h != host or _process_exists(pid) for h, pid in engines)
 
 
 def _process_exists(pid: int) -> bool:

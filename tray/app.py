@@ -110,7 +110,8 @@ class TrayApp:
         if self.backend is not None and not self.backend.has_menu:
             note = "menu unavailable (install PyGObject)"
         return build_view(reminders, fires, now=now, paused_all=self.api.paused_all, muted=self.switches.muted,
-                          sounding=self.alerter.sounding, names=self._names, tz=self.settings.tz, note=note)
+                          sounding=self.alerter.sounding, names=self._names, tz=self.settings.tz, note=note,
+                          armed=self.api.armed())
 
     def show(self, view: View) -> None:
         """Bring the icon up to date with ``view`` (GTK work happens on its loop)."""

@@ -110,7 +110,10 @@ def build_view(
     names: Mapping[str, str] | None = None,
     tz: str | None = None,
     note: str | None = None,
+    armed: bool = True,
 ) -> View:
+    """``armed``: an engine is alive on the store; when not, the tooltip (and the
+    menu's first line) says that nothing will fire."""
     live = sorted(
         (r for r in reminders if r.state in (ACTIVE, PAUSED)),
         key=lambda r: (r.state != ACTIVE, r.next_fire_at is None, r.next_fire_at or now, r.id),
@@ -126,6 +129,8 @@ def build_view(
     known.update(names or {})
     lines = tuple(fire_line(o, known.get(o.reminder_id, o.reminder_id), tz) for o in fires)
     tip = tooltip(active, now, paused_all=paused_all, muted=muted, failed=failed)
+    if not armed:
+        tip += " · no engine running"
     if note:
         tip += f" · {note}"
     return View(

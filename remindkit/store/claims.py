@@ -15,6 +15,8 @@ old owner's acknowledgement then matches no row and is refused.
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -40,7 +42,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .. import failpoints
-from ..audit import EventKind, Surface
+from ..audit import DETAIL_VALUE_MAX, EventKind, Surface
 from ..clock import format_utc, from_us
 from ..models import (
     ACTIVE,
@@ -684,16 +686,29 @@ class ClaimOps:
                                           session=None, reminder_id=None, detail={"all": True})])
 
 
+# Outcome events are built here without the general detail_json: a burst writes
+# thousands at once, and their details are known to be small (only an error is cut).
+_ENGINE = Surface.ENGINE.value
+_FIRED = EventKind.FIRED.value
 _OUTCOME_KINDS = {
-    "delivered": EventKind.DELIVERED, "failed": EventKind.FAILED, "skipped": EventKind.SKIPPED,
-    WAITING: EventKind.WAITING, "cancelled": EventKind.CANCELLED,
+    "delivered": EventKind.DELIVERED.value, "failed": EventKind.FAILED.value, "skipped": EventKind.SKIPPED.value,
+    WAITING: EventKind.WAITING.value, "cancelled": EventKind.CANCELLED.value,
 }
 
 
+@functools.lru_cache(maxsize=4096)  # fires of a burst share their due times
+def _due_json(due_us: int) -> str:
+    return '{"due_at":' + f'"{format_utc(from_us(due_us))}"'
+
+
+@functools.lru_cache(maxsize=4096)  # ... and their sessions and reasons
+def _json_str(value: str) -> str:
+    return json.dumps(value[:DETAIL_VALUE_MAX], ensure_ascii=False)
+
+
 def _fired_event(held: Any, fired_us: int) -> EventRow:
-    return event_row(EventKind.FIRED, Surface.ENGINE, at_us=fired_us, session=held.session_id,
-                     reminder_id=held.reminder_id, occurrence_id=held.id,
-                     detail={"due_at": format_utc(from_us(held.due_at)), "late_ms": (fired_us - held.due_at) // 1000})
+    detail = f'{_due_json(held.due_at)},"late_ms":{(fired_us - held.due_at) // 1000}}}'
+    return (fired_us, _FIRED, _ENGINE, held.session_id, held.reminder_id, held.id, detail)
 
 
 def _outcome_events(ok: Sequence[dict[str, Any]], held: dict[int, Any], now_us: int | None) -> list[EventRow]:
@@ -703,16 +718,15 @@ def _outcome_events(ok: Sequence[dict[str, Any]], held: dict[int, Any], now_us: 
         if h.fired_at is None and r["b_fired"] is not None:
             out.append(_fired_event(h, r["b_fired"]))
         kind = _OUTCOME_KINDS.get(r["state"])
-        if kind is None or (kind == EventKind.WAITING and r["error"] == h.error):
+        if kind is None or (kind == _OUTCOME_KINDS[WAITING] and r["error"] == h.error):
             continue
         at = now_us or r["b_delivered"] or r["b_fired"] or h.fired_at or h.due_at
-        detail: dict[str, Any] = {"due_at": format_utc(from_us(h.due_at))}
+        detail = _due_json(h.due_at)
         if r["b_to"] is not None:
-            detail["to"] = r["b_to"]
+            detail += ',"to":' + _json_str(r["b_to"])
         if r["error"] is not None:
-            detail["error"] = r["error"]
-        out.append(event_row(kind, Surface.ENGINE, at_us=at, session=h.session_id, reminder_id=h.reminder_id,
-                             occurrence_id=h.id, detail=detail))
+            detail += ',"error":' + _json_str(r["error"])
+        out.append((at, kind, _ENGINE, h.session_id, h.reminder_id, h.id, detail + "}"))
     return out
 
 

@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Connection,
@@ -69,6 +69,7 @@ from .wake import Wake, make_wake
 log = logging.getLogger(__name__)
 _LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)
 PAUSED_ALL = "paused_all"
+_REPLACED = ',"replaced_existing":true'
 
 # Statements on the create path, built once: building a statement per call costs
 # more than running it on SQLite (SQLAlchemy derives a cache key from each new one).
@@ -83,6 +84,13 @@ _LIVE_LABEL_NO_SESSION = select(_R.id).where(
 _COUNT_LIVE_IN_SESSION = select(func.count()).select_from(t.reminders).where(
     _R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
 _COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
+_LIVE_ENGINES = select(t.engines.c.host, t.engines.c.pid).where(t.engines.c.heartbeat_at >= bindparam("since"))
+
+
+class Added(NamedTuple):
+    reminder: Reminder
+    replaced: list[str]
+    engines: list[tuple[str, int]]  # (host, pid) of live engines, when asked for
 
 
 class SqlStore(ClaimOps, TranscriptOps, EventOps, ProjectOps):
@@ -152,13 +160,15 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ProjectOps):
 
     def add_reminder(
         self, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool = True,
-        surface: Surface | str = Surface.API, project: str | None = None,
-    ) -> tuple[Reminder, list[str]]:
+        surface: Surface | str = Surface.API, alive_since_us: int | None = None, project: str | None = None,
+    ) -> Added:
         """Insert ``rem``; an active reminder with the same label in its session is
         cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
-        Writes a ``created`` event (and ``replaced`` for each one replaced).
-        With ``project``, a new session is made in that project, and a session of
-        another project is not found (``session_not_found``)."""
+        Writes a ``created`` event (and ``replaced`` for each one replaced). With
+        ``alive_since_us``, also reads (host, pid) of the engines whose heartbeat is
+        that recent, in the same transaction (is the new reminder armed?). With
+        ``project``, a new session is made in that project, and a session of another
+        project is not found (``session_not_found``)."""
         for attempt in range(3):
             try:
                 with self.write() as conn:
@@ -170,7 +180,10 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ProjectOps):
                     events.append(event_row(EventKind.CREATED, surface, at_us=now_us, session=rem.session,
                                             reminder_id=rem.id, detail=_created_detail(rem)))
                     write_events(conn, events)
-                    return rem, replaced
+                    engines: list[tuple[str, int]] = []
+                    if alive_since_us is not None:
+                        engines = [(r[0], r[1]) for r in conn.execute(_LIVE_ENGINES, {"since": alive_since_us})]
+                    return Added(rem, replaced, engines)
             except IntegrityError:
                 if attempt == 2:
                     raise Conflict("another process changed this label at the same moment; retry", code="conflict") from None
@@ -274,10 +287,12 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ProjectOps):
                 sql = f"INSERT INTO reminders ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
                 for chunk in _chunks(rows, 5000):
                     conn.exec_driver_sql(sql, [tuple(r[c] for c in cols) for r in chunk])
+            # Rows built directly (the detail is known to be small): an import of
+            # 100,000 reminders writes as many events.
+            by, created = str(surface), EventKind.CREATED.value
             write_events(conn, [
-                event_row(EventKind.CREATED, surface, at_us=now_us, session=r.session, reminder_id=r.id,
-                          detail={"imported": True, "state": r.state, **({"replaced_existing": True}
-                                                                         if r.id in existing else {})})
+                (now_us, created, by, r.session, r.id, None,
+                 f'{{"imported":true,"state":"{r.state}"{_REPLACED if r.id in existing else ""}}}')
                 for r in reminders
             ])
         return len(rows)

@@ -73,3 +73,11 @@ def test_a_view_is_the_same_for_the_same_moment(api: Reminders) -> None:
     assert a == b and a != c and a.entries[0].id == c.entries[0].id
 
 
+
+
+def test_the_tooltip_says_when_no_engine_runs(api: Reminders) -> None:
+    api.create("Check the deploy", label="deploy", in_="299s")
+    assert not api.armed()  # nothing runs on this store
+    view = build_view(api.list(), [], now=NOW, paused_all=False, muted=False, armed=api.armed())
+    assert view.tooltip == "1 active · next: deploy in 4:59 · no engine running" and view.header == view.tooltip
+    assert "no engine" not in build_view(api.list(), [], now=NOW, paused_all=False, muted=False).tooltip
