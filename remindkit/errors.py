@@ -14,11 +14,12 @@
     │                                    invalid_session, invalid_on_busy, invalid_urgency,
     │                                    invalid_misfire, invalid_command, invalid_setting,
     │                                    key_env_not_allowed, invalid_store_url,
-    │                                    telegram_token_missing, telegram_not_installed, missing_dependency
+    │                                    telegram_token_missing, telegram_not_installed, missing_dependency, invalid_project
     ├── LimitExceeded                    too_many_reminders
-    ├── NotFound (LookupError)           not_found, session_not_found
+    ├── NotFound (LookupError)           not_found, session_not_found, project_not_found
     ├── Conflict                         not_active, already_exists, session_deleted, conflict
-    ├── Forbidden (PermissionError)      forbidden
+    ├── Unauthorized                     unauthorized
+    ├── Forbidden (PermissionError)      forbidden, read_only, feature_disabled
     └── StoreError (RuntimeError)        store_unavailable, schema_too_new, unreadable_row
 
 Adapters (CLI, tools, HTTP) turn these into results: ``error: <code>: <message>``
@@ -74,9 +75,15 @@ class Conflict(RemindkitError):
     code = "conflict"
 
 
+class Unauthorized(RemindkitError):
+    """No credential, or one that is not known (HTTP 401)."""
+
+    code = "unauthorized"
+
+
 class Forbidden(RemindkitError, PermissionError):
-    """Outside a session scope: another session, the store's settings or the session
-    definitions, asked for from inside ``REMINDKIT_SESSION``."""
+    """A known credential outside its scope, a read-only one that writes, or a
+    project whose ``reminders`` feature is off (HTTP 403)."""
 
     code = "forbidden"
 

@@ -121,6 +121,7 @@ class Reminders:
         replace_label: bool = True,
         min_period_s: int | None = None,
         surface: Surface | str | None = None,
+        project: str | None = None,
     ) -> Created:
         limits = self.settings.limits
         by = self._surface(surface)
@@ -146,7 +147,7 @@ class Reminders:
             on_busy=on_busy, created_at=now, updated_at=now, source=source, slot=slot,
         )
         added = self.store.add_reminder(rem, limits=limits, now_us=to_us(now), replace_label=replace_label,
-                                        surface=by, alive_since_us=self._alive_since(now))
+                                        surface=by, alive_since_us=self._alive_since(now), project=project)
         return Created(added.reminder, tuple(added.replaced), armed=_any_alive(added.engines))
 
     def armed(self) -> bool:
@@ -274,6 +275,28 @@ class Reminders:
             return replace(r, state=ACTIVE, next_fire_at=when, snoozed=True, last_error=None)
 
         self._modify(fn, EventKind.SNOOZED, surface, ids=[check_id(reminder_id)], session=session)
+        return self.get(reminder_id)
+
+    def edit(self, reminder_id: str, *, text: str | None = None, label: Any = Any, session: Any = Any,
+             version: int | None = None, surface: Surface | str | None = None) -> Reminder:
+        """Change a reminder's text and/or label (``label=None`` removes it). With
+        ``version``, a reminder changed since that version refuses (``conflict``)."""
+        limits = self.settings.limits
+        new_text = None if text is None else check_text(text, limits.text_max)
+        keep_label = label is Any
+        new_label = None if keep_label else check_label(label, limits.label_max)
+
+        def fn(r: Reminder) -> Reminder:
+            if version is not None and r.version != version:
+                raise Conflict(f"reminder {r.id} is at version {r.version}, not {version}; read it again",
+                               code="conflict", reminder_id=r.id)
+            if r.state not in LIVE_STATES:
+                raise Conflict(f"reminder {r.id} is {r.state}; only live reminders can be changed",
+                               code="not_active", reminder_id=r.id)
+            return replace(r, text=r.text if new_text is None else new_text,
+                           label=r.label if keep_label else new_label)
+
+        self._modify(fn, EventKind.MODIFIED, surface, ids=[check_id(reminder_id)], session=session)
         return self.get(reminder_id)
 
     def pause_all(self, *, surface: Surface | str | None = None) -> None:

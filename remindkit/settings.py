@@ -8,6 +8,7 @@ REMINDKIT_DB               SQLAlchemy URL of the store            SQLite in home
 REMINDKIT_TZ               zone for reminders that give none      local zone
 REMINDKIT_MAX_PER_SESSION  active reminders per session           20
 REMINDKIT_MAX_TOTAL        active reminders in the store          200
+REMINDKIT_MAX_PER_PROJECT  active reminders per project           200 (api)
 REMINDKIT_MIN_PERIOD       shortest repeat period (seconds)       60
 REMINDKIT_HORIZON_DAYS     how far ahead a reminder may reach     366
                            (days)
@@ -22,7 +23,9 @@ REMINDKIT_CATCHUP_MAX      most occurrences one claim may fire    1000
 
 ``0`` or ``none`` disables a count limit. The four times take a plain number in the
 unit shown, or a duration as the command line writes it (``5m``, ``30s``, ``366d``,
-``1h30m``). A value that cannot be read raises ``invalid_setting`` naming the variable.
+``1h30m``). A value that cannot be read raises ``invalid_setting`` naming the variable. The per-project limit applies where
+projects are served (``remindkit api``: 200 unless set); set it to hold every
+surface to it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from .errors import InvalidInput
 class Limits:
     per_session: int | None = 20
     total: int | None = 200
+    per_project: int | None = None  # `remindkit api` makes it PROJECT_LIMIT unless set
     min_period_s: int = 60
     horizon_s: int = 366 * 86_400
     text_max: int = 8_000
@@ -72,6 +76,7 @@ class Settings:
             "min_period_s": int(_duration(env, "REMINDKIT_MIN_PERIOD", limits.min_period_s, unit=1, zero=True)),
             "horizon_s": int(_duration(env, "REMINDKIT_HORIZON_DAYS", limits.horizon_s, unit=86_400)),
             "text_max": _integer(env, "REMINDKIT_MAX_TEXT", limits.text_max),
+            "per_project": _count(env, "REMINDKIT_MAX_PER_PROJECT", limits.per_project),
         }
         home = Path(env["REMINDKIT_HOME"]).expanduser() if env.get("REMINDKIT_HOME") else default_home()
         settings = cls(

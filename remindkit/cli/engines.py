@@ -36,18 +36,25 @@ def tray_command(cx: Context) -> int:
     return run_tray(cx.api, cx.out, headless=cx.args.headless, verbose=cx.args.verbose)
 
 
-def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool = False,
-          as_json: bool = False) -> int:
-    """Run an engine in the foreground until SIGINT or SIGTERM."""
+def build_engine(api: Reminders, *, no_alerts: bool = False, role: str = "serve") -> Any:
+    """The engine of a long-running process (``serve``, ``api``): the local alerter
+    unless ``no_alerts``; the alerter takes mute and quiet hours from the store."""
     from ..engine import Engine
 
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     alerter = None if no_alerts else default_alerter()
-    engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role="serve",
+    engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role=role,
                     can_alert=not no_alerts and alerter is not None)
     if alerter is not None and hasattr(alerter, "attach"):
         alerter.attach(engine)  # mute/quiet hours from the store; notifications for every fire
+    return engine
+
+
+def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool = False,
+          as_json: bool = False) -> int:
+    """Run an engine in the foreground until SIGINT or SIGTERM."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    engine = build_engine(api, no_alerts=no_alerts, role="serve")
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -23,6 +23,7 @@ from typing import TextIO
 
 from ..errors import RemindkitError
 from . import alerts as alert_cmds
+from . import api as api_cmds
 from . import backup as backup_cmds
 from . import chat as chat_cmds
 from . import engines as engine_cmds
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     service_cmds.add_parser(sub, common)
     telegram_cmds.add_parser(sub, common)
     mcp_cmds.add_parser(sub, common)
+    api_cmds.add_parsers(sub, common)
     return p
 
 

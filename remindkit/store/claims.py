@@ -61,6 +61,7 @@ from ..models import (
 )
 from . import schema as t
 from .events import EventRow, defer_events, event_row, write_events
+from .projects import disabled_projects_sessions
 from .rows import reminder_from_row, reminder_to_row
 
 PAUSED_ALL = "paused_all"
@@ -113,6 +114,12 @@ def _not_claimed_yet():
     yet fired, keeps the reminder active at its time: see claim_due)."""
     o, c = t.occurrences.c, t.reminders.c
     return ~exists().where(o.reminder_id == c.id, o.due_at == c.next_fire_at)
+
+
+def _project_on():
+    """Reminders of a project whose ``reminders`` feature is off are not claimed."""
+    c = t.reminders.c
+    return or_(c.session_id.is_(None), c.session_id.not_in(disabled_projects_sessions()))
 
 
 def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) -> None:
@@ -245,7 +252,7 @@ class ClaimOps:
         with self.write(notify=False) as conn:
             if _paused_all(conn):
                 return [], 0
-            due = [c.state == ACTIVE, c.next_fire_at <= horizon_us, _not_claimed_yet()]
+            due = [c.state == ACTIVE, c.next_fire_at <= horizon_us, _not_claimed_yet(), _project_on()]
             if leave_alerts:
                 due += [c.alarm.is_(False), c.announce.is_(None)]
             stmt = select(t.reminders).where(*due).order_by(c.next_fire_at).limit(limit)
@@ -686,7 +693,7 @@ class ClaimOps:
             if _paused_all(conn):
                 due = None
             else:
-                stmt = select(func.min(c.next_fire_at)).where(c.state == ACTIVE, _not_claimed_yet())
+                stmt = select(func.min(c.next_fire_at)).where(c.state == ACTIVE, _not_claimed_yet(), _project_on())
                 if leave_alerts:
                     stmt = stmt.where(c.alarm.is_(False), c.announce.is_(None))
                 due = conn.execute(stmt).scalar()

@@ -106,6 +106,29 @@ sessions = Table(
     Column("fallback", Text, nullable=False, server_default="fresh"),  # FallbackPolicy
     Column("failures", Integer, nullable=False, server_default="0"),  # failed turns in a row
     Column("last_error", Text, nullable=True),
+    Column("project", Text, nullable=False, server_default="default"),
+)
+Index("ix_sessions_project", sessions.c.project, sessions.c.state)
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("reminders", Boolean, nullable=False, server_default=text("true")),  # the feature flag
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("hash", Text, nullable=False, unique=True),  # sha256 hex of the bearer token
+    Column("project", Text, nullable=True),  # NULL: admin
+    Column("session", Text, nullable=True),  # NULL: the whole project
+    Column("read_only", Boolean, nullable=False, server_default=text("false")),
+    Column("created_at", BigInteger, nullable=False),
+    Column("last_used_at", BigInteger, nullable=True),
 )
 
 flags = Table(

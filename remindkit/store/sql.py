@@ -56,6 +56,7 @@ from . import schema as t
 from .claims import ClaimOps
 from .db import WRITE, dispose_quietly, make_engine, migrate
 from .events import EventOps, changes, event_row, forget_deferred, write_events
+from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION, ProjectOps
 from .reports import ReportOps
 from .rows import (
     occurrence_from_row,
@@ -75,7 +76,7 @@ _REPLACED = ',"replaced_existing":true'
 # Statements on the create path, built once: building a statement per call costs
 # more than running it on SQLite (SQLAlchemy derives a cache key from each new one).
 _R = t.reminders.c
-_SESSION_STATE = select(t.sessions.c.state).where(t.sessions.c.id == bindparam("sid"))
+_SESSION_STATE = select(t.sessions.c.state, t.sessions.c.project).where(t.sessions.c.id == bindparam("sid"))
 _INSERT_SESSION = insert(t.sessions)
 _INSERT_REMINDER = insert(t.reminders)
 _LIVE_LABEL = select(_R.id).where(
@@ -116,7 +117,7 @@ def _check_import_limits(conn: Connection, reminders: Sequence[Reminder], limits
                                    "active reminders", code="invalid_import", limit=limits.per_session, scope="session")
 
 
-class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps):
+class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
     def __init__(self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None) -> None:
         self.engine = engine
         self.settings = settings or Settings.from_env()
@@ -183,18 +184,20 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps):
 
     def add_reminder(
         self, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool = True,
-        surface: Surface | str = Surface.API, alive_since_us: int | None = None,
+        surface: Surface | str = Surface.API, alive_since_us: int | None = None, project: str | None = None,
     ) -> Added:
         """Insert ``rem``; an active reminder with the same label in its session is
         cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
         Writes a ``created`` event (and ``replaced`` for each one replaced). With
         ``alive_since_us``, also reads (host, pid) of the engines whose heartbeat is
-        that recent, in the same transaction (is the new reminder armed?)."""
+        that recent, in the same transaction (is the new reminder armed?). With
+        ``project``, a new session is made in that project, and a session of another
+        project is not found (``session_not_found``)."""
         for attempt in range(3):
             try:
                 with self.write() as conn:
                     rem, replaced = self._add_reminder(conn, rem, limits=limits, now_us=now_us,
-                                                       replace_label=replace_label)
+                                                       replace_label=replace_label, project=project)
                     events = [event_row(EventKind.REPLACED, surface, at_us=now_us, session=rem.session,
                                         reminder_id=old, detail={"by": rem.id, "label": rem.label})
                               for old in replaced]
@@ -211,7 +214,8 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps):
         raise AssertionError("unreachable")
 
     def _add_reminder(
-        self, conn: Connection, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool
+        self, conn: Connection, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool,
+        project: str | None = None,
     ) -> tuple[Reminder, list[str]]:
         if self.is_postgres:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LIMIT_LOCK})
@@ -219,7 +223,13 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps):
         if rem.session is not None:
             sess = conn.execute(_SESSION_STATE, {"sid": rem.session}).first()
             if sess is None:
-                conn.execute(_INSERT_SESSION, _new_session_row(rem.session, now_us))
+                row = _new_session_row(rem.session, now_us)
+                if project is not None:
+                    row["project"] = project
+                conn.execute(_INSERT_SESSION, row)
+            elif project is not None and sess.project != project:
+                raise NotFound(f"No session by the id of {rem.session!r} in project {project!r} was found",
+                               code="session_not_found", session=rem.session)
             elif sess.state == SESSION_DELETED:
                 raise Conflict(f"session {rem.session!r} was deleted", code="session_deleted", session=rem.session)
         if rem.label is not None and replace_label:
@@ -243,6 +253,14 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps):
                     f"session {rem.session!r} already has {n} active reminders (limit {limits.per_session}); "
                     "cancel one first",
                     code="too_many_reminders", limit=limits.per_session, scope="session",
+                )
+        if limits.per_project is not None and rem.session is not None:
+            project = conn.execute(PROJECT_OF_SESSION, {"sid": rem.session}).scalar_one()
+            n = conn.execute(LIVE_IN_PROJECT, {"p": project}).scalar_one()
+            if n >= limits.per_project:
+                raise LimitExceeded(
+                    f"project {project!r} already has {n} active reminders (limit {limits.per_project})",
+                    code="too_many_reminders", limit=limits.per_project, scope="project",
                 )
         if limits.total is not None:
             n = conn.execute(_COUNT_LIVE).scalar_one()
@@ -381,8 +399,28 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps):
         a ``RemindkitError``, which rolls everything back. Returns (old, new)
         pairs of the reminders that changed. With ``ids`` and ``require_all``, an
         unknown id raises ``not_found`` and nothing changes. Each change writes an
-        ``event`` (by ``surface``) in the same transaction.
+        ``event`` (by ``surface``) in the same transaction. A new label that a live
+        reminder of the session has already raises ``already_exists``.
         """
+        try:
+            return self._modify(fn, now_us=now_us, ids=ids, session=session, label=label, states=states,
+                                require_all=require_all, event=event, surface=surface)
+        except IntegrityError:
+            raise Conflict("a live reminder of this session already has that label", code="already_exists") from None
+
+    def _modify(
+        self,
+        fn: Callable[[Reminder], Reminder | None],
+        *,
+        now_us: int,
+        ids: Sequence[str] | None,
+        session: str | None | type[Any],
+        label: str | None,
+        states: Iterable[str] | None,
+        require_all: bool,
+        event: EventKind,
+        surface: Surface | str,
+    ) -> list[tuple[Reminder, Reminder]]:
         with self.write() as conn:
             stmt = _filter(select(t.reminders), session=session, states=states, label=label, ids=ids)
             # Locked in id order, as every writer of reminders locks them (no deadlocks).

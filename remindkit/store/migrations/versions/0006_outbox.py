@@ -7,14 +7,14 @@ sender claims a row with ``owner`` and ``lease_until`` so two processes never
 send it at once.
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision = "0004"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,177 @@
+"""The HTTP API against the in-process reminders API, in one run, on SQLite files.
+
+    .venv/bin/python bench/api_speed.py            # 2,000 creates, 100 SSE clients, 20 fires
+    .venv/bin/python bench/api_speed.py --quick    # smaller
+
+1. create: one keep-alive connection (httpx) posting reminders one after another,
+   beside ``Reminders.create`` in this process on a store of its own (target
+   >= 1,500/s over HTTP);
+2. list of 200: ``GET …/reminders`` of a session with 200 live reminders, beside
+   ``Reminders.list`` (target <= 5 ms);
+3. fire -> event: 100 clients on ``GET /v1/events``; reminders fire one at a time;
+   the lateness of each event at each client is its arrival minus the fire time the
+   engine recorded (the event's ``at``) (target p99 <= 20 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import percentiles  # noqa: E402
+from remindkit.reminders import Reminders  # noqa: E402
+from remindkit.settings import Settings  # noqa: E402
+from remindkit.store import open_store  # noqa: E402
+
+UNLIMITED = {"REMINDKIT_MAX_PER_SESSION": "none", "REMINDKIT_MAX_TOTAL": "none", "REMINDKIT_MAX_PER_PROJECT": "none"}
+
+
+def start_server(db: str, home: Path) -> tuple[subprocess.Popen[bytes], str]:
+    env = dict(os.environ, REMINDKIT_HOME=str(home), PYTHONPATH=str(ROOT), **UNLIMITED)
+    log = home / "api.log"
+    proc = subprocess.Popen([sys.executable, "-m", "remindkit", "api", "--db", db, "--port", "0", "--no-alerts"],
+                            stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        m = re.search(r"listening on (http://\S+)", log.read_text())
+        if m:
+            return proc, m.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(log.read_text())
+        time.sleep(0.05)
+    raise RuntimeError("remindkit api did not start")
+
+
+def bench_create(url: str, api: Reminders, n: int) -> dict:
+    with httpx.Client(base_url=url, timeout=30) as http:
+        path = "/v1/projects/default/sessions/bench/reminders"
+        http.post(path, json={"prompt": "warm", "in": "1h"}).raise_for_status()
+        t0 = time.perf_counter()
+        for i in range(n):
+            r = http.post(path, json={"prompt": f"reminder {i}", "in": "1h"})
+            if r.status_code != 201:
+                raise RuntimeError(r.text)
+        http_rate = n / (time.perf_counter() - t0)
+    api.create("warm", session="bench", in_="1h")
+    t0 = time.perf_counter()
+    for i in range(n):
+        api.create(f"reminder {i}", session="bench", in_="1h")
+    local_rate = n / (time.perf_counter() - t0)
+    return {"http_per_s": http_rate, "in_process_per_s": local_rate}
+
+
+def bench_list(url: str, api: Reminders, rounds: int) -> dict:
+    with httpx.Client(base_url=url, timeout=30) as http:
+        path = "/v1/projects/default/sessions/list200/reminders"
+        for i in range(200):
+            http.post(path, json={"prompt": f"item {i}", "in": "2h"}).raise_for_status()
+            api.create(f"item {i}", session="list200", in_="2h")
+        assert len(http.get(path).json()) == 200
+        http_ms = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            body = http.get(path).json()
+            http_ms.append((time.perf_counter() - t0) * 1000)
+            assert len(body) == 200
+    local_ms = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        got = api.list(session="list200")
+        local_ms.append((time.perf_counter() - t0) * 1000)
+        assert len(got) == 200
+    return {"http_median_ms": statistics.median(http_ms), "http_p99_ms": percentiles(http_ms)["p99_ms"],
+            "in_process_median_ms": statistics.median(local_ms)}
+
+
+async def bench_events(url: str, clients: int, fires: int) -> dict:
+    from httpx_sse import aconnect_sse
+
+    lateness: list[float] = []
+    ready = 0
+    seen: dict[int, int] = {}
+    done = asyncio.Event()
+
+    async def listen(http: httpx.AsyncClient) -> None:
+        nonlocal ready
+        async with aconnect_sse(http, "GET", "/v1/events", params={"project": "default", "session": "fire"}) as src:
+            ready += 1
+            async for sse in src.aiter_sse():
+                now = time.time()
+                if sse.event != "fired":
+                    continue
+                item = sse.json()
+                at = datetime.fromisoformat(item["at"].replace("Z", "+00:00")).timestamp()
+                lateness.append((now - at) * 1000)
+                seen[item["id"]] = seen.get(item["id"], 0) + 1
+                if len(lateness) >= clients * fires:
+                    done.set()
+
+    limits = httpx.Limits(max_connections=clients + 10)
+    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(30, read=120), limits=limits) as http:
+        tasks = [asyncio.create_task(listen(http)) for _ in range(clients)]
+        while ready < clients:
+            await asyncio.sleep(0.05)
+        for i in range(fires):  # one at a time, half a second apart
+            r = await http.post("/v1/projects/default/sessions/fire/reminders",
+                                json={"prompt": f"fire {i}", "in": "2s"})
+            r.raise_for_status()
+            await asyncio.sleep(0.5)
+        try:
+            await asyncio.wait_for(done.wait(), timeout=60)
+        except TimeoutError:
+            pass
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    stats = percentiles(lateness)
+    return {"samples": len(lateness), "expected": clients * fires, "p50_ms": stats["p50_ms"],
+            "p99_ms": stats["p99_ms"], "max_ms": stats["max_ms"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sync", default="FULL", choices=["FULL", "NORMAL"],
+                        help="SQLite synchronous on both sides (FULL: an fsync per commit, the default)")
+    args = parser.parse_args()
+    UNLIMITED["REMINDKIT_SQLITE_SYNC"] = args.sync
+    n, rounds, clients, fires = (300, 20, 20, 5) if args.quick else (2000, 50, 100, 20)
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        proc, url = start_server(f"sqlite:///{home / 'api.db'}", home)
+        settings = Settings.from_env(env=UNLIMITED, home=home / "local")
+        store = open_store(f"sqlite:///{home / 'local.db'}", settings=settings)
+        api = Reminders(store, settings=settings)
+        try:
+            create = bench_create(url, api, n)
+            listing = bench_list(url, api, rounds)
+            events = asyncio.run(bench_events(url, clients, fires))
+        finally:
+            store.close()
+            proc.terminate()
+            proc.wait(30)
+    print(f"{'workload':34} {'HTTP API':>12} {'in-process':>12}  target")
+    print(f"{'create, one connection (/s)':34} {create['http_per_s']:12.0f} {create['in_process_per_s']:12.0f}  >= 1500/s")
+    print(f"{'list of 200, median (ms)':34} {listing['http_median_ms']:12.2f} {listing['in_process_median_ms']:12.2f}"
+          f"  <= 5 ms (HTTP p99 {listing['http_p99_ms']:.2f})")
+    print(f"{'fire -> SSE event, p99 (ms)':34} {events['p99_ms'] or float('nan'):12.1f} {'-':>12}  <= 20 ms"
+          f" ({clients} clients; p50 {events['p50_ms'] or float('nan'):.1f}, max {events['max_ms'] or float('nan'):.1f},"
+          f" {events['samples']}/{events['expected']} events)")
+
+
+if __name__ == "__main__":
+    main()

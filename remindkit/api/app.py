@@ -1,0 +1,344 @@
+"""The FastAPI application: routes over :class:`~remindkit.reminders.Reminders`.
+
+The credential check and the reminder routes run on the event loop: their store
+calls are short, and a hop to the thread pool and back costs more than they do on
+a busy machine (``bench/api_speed.py``). Every refusal is ``{"error": {"code", "message"}}`` with the codes of the
+reminders API; the status says its family (400 bad input, 401 no credential,
+403 outside the credential's scope or the feature off, 404 unknown, 409 limits
+and conflicts, 503 store unavailable).
+"""
+
+import builtins
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..clock import to_us
+from ..errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    RemindkitError,
+    StoreError,
+    Unauthorized,
+)
+from ..models import Reminder, Session
+from ..reminders import Reminders, check_session_id
+from ..store.projects import check_project
+from . import tokens as tk
+
+STATUS = {InvalidInput: 400, Unauthorized: 401, Forbidden: 403, NotFound: 404, Conflict: 409,
+          LimitExceeded: 409, StoreError: 503}
+STATIC = Path(__file__).with_name("static")
+NOTEBOOK_STATIC = Path(__file__).parent.parent / "notebook" / "static"
+ASSETS = Path(__file__).parent.parent / "assets"
+
+
+def status_of(exc: RemindkitError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 400  # InvalidSchedule and any other refusal of input
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+class ReminderIn(BaseModel):
+    """A new reminder: ``prompt``, and one of ``in``, ``at``, ``every`` (with ``in``
+    or ``at`` for its first fire) or ``cron`` (with ``timezone``)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    prompt: str = Field(description="what to remind about; handed back to the session when it fires")
+    name: str | None = Field(None, description="label; a new reminder with a live name replaces the old one")
+    in_: str | int | None = Field(None, alias="in", description="30s, 5m, 2h, 1h30m or seconds")
+    at: str | None = Field(None, description="RFC 3339 with offset, or a local date-time with timezone")
+    every: str | int | None = None
+    cron: str | None = Field(None, description="5 fields, or 6 with seconds first")
+    timezone: str | None = Field(None, description="IANA zone")
+    repeat: int | str | None = Field(None, description="number of fires, or forever / -1")
+    until: str | None = None
+    alarm: bool = False
+    announce: str | None = None
+    on_busy: str = "wait"
+    urgency: str = "normal"
+    misfire: str = "latest"
+
+
+class ReminderPatch(BaseModel):
+    """``enabled`` false pauses, true resumes; ``snooze`` a duration; ``prompt`` and
+    ``name`` change the text and label; ``version`` refuses a stale change."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool | None = None
+    snooze: str | int | None = None
+    prompt: str | None = None
+    name: str | None = None
+    version: int | None = None
+
+
+def reminder_out(rem: Reminder) -> dict[str, Any]:
+    data = rem.to_dict()
+    data["version"] = rem.version
+    return data
+
+
+def session_out(sess: Session, project: str) -> dict[str, Any]:
+    data = sess.to_dict()
+    data["project"] = project
+    return data
+
+
+def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None,
+               feed: Any = None) -> FastAPI:
+    """The application over ``api``. ``open_loopback``: with no token in the store a
+    request without one acts as admin (the server listens on loopback only)."""
+    store = api.store
+    app = FastAPI(title="remindkit", version="1", description=__doc__,
+                  responses={400: {"description": "bad input"}, 401: {"description": "no or unknown token"},
+                             403: {"description": "outside the token's scope, read-only, or feature_disabled"},
+                             404: {"description": "unknown"}, 409: {"description": "limits, conflicts"}})
+    app.state.api = api
+    app.state.engine = engine
+
+    @app.exception_handler(RemindkitError)
+    async def _refusal(_request: Request, exc: RemindkitError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+        return JSONResponse(error_body(exc.code, exc.message), status_code=status_of(exc), headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for err in exc.errors()[:5]:
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+            parts.append(f"{where}: {err.get('msg')}")
+        return JSONResponse(error_body("invalid_argument", "; ".join(parts) or "invalid request"), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_argument")
+        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
+
+    async def principal(request: Request, authorization: Annotated[str | None, Header()] = None,
+                  access_token: Annotated[str | None, Query(include_in_schema=False)] = None) -> tk.Principal:
+        token = None
+        if authorization:
+            scheme, _, value = authorization.partition(" ")
+            if scheme.lower() != "bearer":
+                raise Unauthorized("use Authorization: Bearer <token>", code="unauthorized")
+            token = value.strip()
+        elif access_token:  # EventSource and the web page cannot set headers
+            token = access_token
+        return tk.authenticate(store, token, open_when_none=open_loopback)
+
+    Who = Annotated[tk.Principal, Depends(principal)]
+
+    def in_project(who: tk.Principal, project: str, session: str | None, *, write: bool = False) -> str | None:
+        check_project(project)
+        sid = None if session is None else check_session_id(session)
+        who.may_use(project, sid)
+        if write:
+            who.may_write()
+        tk.require_project(store, project)
+        return sid
+
+    def own(rem: Reminder, project: str, session: str | None) -> Reminder:
+        if rem.session != session or store.project_of(session or "") != project:
+            raise NotFound.reminder(rem.id)
+        return rem
+
+    def now_us() -> int:
+        return to_us(api.clock.now())
+
+    base = "/v1/projects/{project}/sessions"
+
+    # -- service ---------------------------------------------------------------------------
+
+    @app.get("/healthz", tags=["service"])
+    def healthz() -> dict[str, Any]:
+        store.get_flag("paused_all")  # answers only if the store does
+        return {"ok": True}
+
+    @app.get("/v1/status", tags=["service"])
+    def status(who: Who) -> dict[str, Any]:
+        t = now_us()
+        engines = store.live_engines(since_us=t - int(api.settings.lease_s * 2e6))
+        holder = store.lease_holder("alerter", now_us=t)
+        paused = api.paused_all
+        return {
+            "paused_all": paused,
+            "armed": not paused and bool(engines),
+            "engines": [{"id": e["id"], "role": e["role"], "pid": e["pid"], "host": e["host"]} for e in engines],
+            "alerter": holder[0] if holder else None,
+            "engine": getattr(engine, "id", None),
+            "scope": {"scope": who.scope, "project": who.project, "session": who.session,
+                      "read_only": who.read_only},
+        }
+
+    # -- sessions --------------------------------------------------------------------------
+
+    @app.get(base, tags=["sessions"])
+    def list_sessions(project: str, who: Who) -> builtins.list[dict[str, Any]]:
+        in_project(who, project, None)
+        return [session_out(s, project) for s in store.project_sessions(project, now_us=now_us())]
+
+    @app.get(base + "/{session}", tags=["sessions"])
+    def get_session(project: str, session: str, who: Who) -> dict[str, Any]:
+        sid = in_project(who, project, session)
+        assert sid is not None
+        got = store.session_in_project(project, sid, now_us=now_us())
+        if got is None:
+            raise NotFound(f"No session by the id of {sid!r} was found", code="session_not_found", session=sid)
+        return session_out(got, project)
+
+    @app.get(base + "/{session}/view", tags=["sessions"])
+    def session_view(project: str, session: str, who: Who) -> Response:
+        """What the web page shows: the live reminders as pills (``due_ms``) and the
+        conversation as lines, a fired turn as one marker (the notebook panel's view)."""
+        from ..notebook.state import TRANSCRIPT_LINES, chat_lines, pills
+        from ..schedules.zones import get_zone
+
+        sid = in_project(who, project, session)
+        assert sid is not None
+        if store.session_in_project(project, sid) is None:
+            return JSONResponse({"pills": [], "lines": []})
+        lines = chat_lines(store.messages(sid, last=TRANSCRIPT_LINES * 4), get_zone(api.default_tz))
+        return JSONResponse({"pills": [p.to_json() for p in pills(api.list(session=sid))],
+                             "lines": [ln.to_json() for ln in lines]})
+
+    # -- reminders -------------------------------------------------------------------------
+
+    @app.get(base + "/{session}/reminders", tags=["reminders"])
+    async def list_reminders(project: str, session: str, who: Who,
+                       all: Annotated[bool, Query(description="finished ones too")] = False) -> Response:
+        sid = in_project(who, project, session)
+        assert sid is not None
+        if store.session_in_project(project, sid, now_us=now_us()) is None:
+            return JSONResponse([])
+        return JSONResponse([reminder_out(r) for r in api.list(session=sid, all=all)])
+
+    @app.post(base + "/{session}/reminders", status_code=201, tags=["reminders"])
+    async def create_reminder(project: str, session: str, body: ReminderIn, who: Who) -> Response:
+        sid = in_project(who, project, session, write=True)
+        assert sid is not None
+        created = api.add(
+            body.prompt, session=sid, label=body.name, in_=body.in_, at=body.at, every=body.every,
+            cron=body.cron, tz=body.timezone, repeat=body.repeat, until=body.until, alarm=body.alarm,
+            announce=body.announce, urgency=body.urgency, misfire=body.misfire, on_busy=body.on_busy,
+            source="http", project=project,
+        )
+        rem = created.reminder
+        data = reminder_out(rem)
+        data["replaced"] = list(created.replaced)
+        return JSONResponse(data, status_code=201,
+                            headers={"Location": f"/v1/projects/{project}/sessions/{sid}/reminders/{rem.id}"})
+
+    @app.get(base + "/{session}/reminders/{reminder_id}", tags=["reminders"])
+    async def get_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
+        sid = in_project(who, project, session)
+        return JSONResponse(reminder_out(own(api.get(reminder_id), project, sid)))
+
+    @app.patch(base + "/{session}/reminders/{reminder_id}", tags=["reminders"])
+    async def patch_reminder(project: str, session: str, reminder_id: str, body: ReminderPatch, who: Who) -> Response:
+        sid = in_project(who, project, session, write=True)
+        rem = own(api.get(reminder_id), project, sid)
+        if body.version is not None and body.version != rem.version:
+            raise Conflict(f"reminder {rem.id} is at version {rem.version}, not {body.version}; read it again",
+                           code="conflict", reminder_id=rem.id)
+        version = body.version
+        if body.prompt is not None or "name" in body.model_fields_set:
+            rem = api.edit(rem.id, text=body.prompt,
+                           label=body.name if "name" in body.model_fields_set else Any, session=sid,
+                           version=version)
+            version = None
+        if body.enabled is False:
+            rem = api.pause([rem.id], session=sid)[0]
+        elif body.enabled is True:
+            rem = api.resume([rem.id], session=sid)[0]
+        if body.snooze is not None:
+            rem = api.snooze(rem.id, body.snooze, session=sid)
+        return JSONResponse(reminder_out(rem))
+
+    @app.delete(base + "/{session}/reminders/{reminder_id}", status_code=204, tags=["reminders"])
+    async def delete_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
+        sid = in_project(who, project, session, write=True)
+        own(api.get(reminder_id), project, sid)
+        api.cancel([reminder_id], session=sid)
+        return Response(status_code=204)
+
+    @app.get(base + "/{session}/reminders/{reminder_id}/history", tags=["reminders"])
+    def reminder_history(project: str, session: str, reminder_id: str, who: Who,
+                         limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> builtins.list[dict[str, Any]]:
+        sid = in_project(who, project, session)
+        own(api.get(reminder_id), project, sid)
+        return [o.to_dict() for o in api.history(reminder_id, limit=limit)]
+
+    # -- events ----------------------------------------------------------------------------
+
+    if feed is not None:
+        def stream_scope(who: Who, project: str | None = None, session: str | None = None,
+                         last_event_id: Annotated[str | None, Header()] = None,
+                         after: Annotated[int | None, Query(ge=0, description="resume after this id")] = None,
+                         ) -> tuple[str | None, str | None, int | None]:
+            """Checked before the stream starts, so a refusal is an ordinary error answer."""
+            feed.check_room()
+            if who.scope != "admin":
+                project = project or who.project
+            if who.scope == "session":
+                session = session or who.session
+            start = after
+            if last_event_id is not None:
+                try:
+                    start = int(last_event_id)
+                except ValueError:
+                    raise InvalidInput("Last-Event-ID must be an event id", code="invalid_argument") from None
+            if project is not None:
+                check_project(project)
+                sid = None if session is None else check_session_id(session)
+                who.may_use(project, sid)
+                tk.require_project(store, project)
+                return project, sid, start
+            if session is not None:
+                raise InvalidInput("give project= with session=", code="invalid_argument")
+            return None, None, start
+
+        @app.get("/v1/events", response_class=EventSourceResponse, tags=["events"])
+        async def events(request: Request,
+                         scope: Annotated[tuple[str | None, str | None, int | None], Depends(stream_scope)],
+                         ) -> AsyncIterator[ServerSentEvent]:
+            """Server-sent events: created, modified, paused, resumed, snoozed, cancelled,
+            replaced, fired (with the reminder's alarm and announce), delivered, failed,
+            skipped, waiting. Each has the store's event id: reconnect with
+            ``Last-Event-ID`` (or ``?after=``) to get what was missed."""
+            project, session, start = scope
+            async for item in feed.stream(request, (project, session), start):
+                yield item
+
+    # -- the web page ----------------------------------------------------------------------
+
+    @app.get("/", include_in_schema=False)
+    def index() -> Response:
+        page = STATIC / "index.html"
+        if not page.exists():
+            return JSONResponse({"remindkit": "api", "docs": "/docs", "openapi": "/openapi.json"})
+        return FileResponse(page, media_type="text/html")
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        for folder in (STATIC, NOTEBOOK_STATIC, ASSETS):
+            path = folder / name
+            if "/" not in name and not name.startswith(".") and path.is_file():
+                return FileResponse(path)
+        raise NotFound(f"no file {name!r}", code="not_found")
+
+    return app

@@ -1,0 +1,243 @@
+"""The event stream: the store's audit trail (``events`` table) as server-sent events.
+
+One thread per server tails the trail by id and hands each new event to the
+connected streams (a bounded queue each). It reads at once when a wake-up hint
+comes (a change through any process on the store, a fire of this process's
+engine) and otherwise every ``POLL_S``, so fires made by another engine on a
+shared store reach the stream too. A stream that resumes (``Last-Event-ID``)
+reads what it missed from the store, so resuming works across restarts; a
+stream whose queue overflows does the same instead of dropping events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import selectors
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+from fastapi.sse import ServerSentEvent
+
+from ..errors import LimitExceeded
+from ..store import SqlStore
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.2  # between reads when no hint comes (fires of other engines on the store)
+BURST_S = 0.002  # re-read this soon after a hint or a new event (a fire's outcomes follow it)
+BURST_READS = 100
+QUEUE_MAX = 1_000  # events queued for one stream before it re-reads from the store
+STREAMS_MAX = 1_000  # streams one server keeps open
+PAGE = 500
+KEEPALIVE_S = 15.0
+
+
+@dataclass(eq=False)
+class _Stream:
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[dict[str, Any]]
+    project: str | None
+    session: str | None
+    overflow: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class EventFeed:
+    def __init__(self, store: SqlStore, *, poll_s: float = POLL_S) -> None:
+        self.store: Any = store  # the audit trail's readers (events_after, last_event_id)
+        self.poll_s = poll_s
+        self._streams: set[_Stream] = set()
+        self._lock = threading.Lock()
+        self._projects: dict[str, str | None] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._poke_r, self._poke_w = _pipe()
+        self.last_id = 0
+
+    # -- the tail ----------------------------------------------------------------------
+
+    def start(self) -> EventFeed:
+        self.last_id = self.store.last_event_id()
+        self._thread = threading.Thread(target=self._run, name="remindkit-event-feed", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.poke()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def poke(self) -> None:
+        with contextlib.suppress(OSError):
+            import os
+
+            os.write(self._poke_w, b"x")
+
+    def _run(self) -> None:
+        import os
+
+        listener = self.store.wake.listen()
+        sel = selectors.DefaultSelector()
+        sel.register(self._poke_r, selectors.EVENT_READ, "poke")
+        if listener is not None:
+            sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
+        burst = 0
+        try:
+            while not self._stop.is_set():
+                ready = sel.select(BURST_S if burst else self.poll_s)
+                for key, _ in ready:
+                    if key.data == "poke":  # this engine fired: its events are written soon after
+                        with contextlib.suppress(OSError):
+                            os.read(self._poke_r, 4096)
+                        burst = BURST_READS
+                    elif listener is not None:  # a write committed: one read finds it
+                        listener.drain()
+                try:
+                    got = self._read_new()
+                except Exception:  # the store is away: try again at the next round
+                    log.warning("event feed: reading the store failed", exc_info=True)
+                    got = 0
+                burst = BURST_READS if got and burst else max(0, burst - 1)
+        finally:
+            sel.close()
+            if listener is not None:
+                listener.close()
+
+    def _read_new(self) -> int:
+        total = 0
+        while True:
+            rows = self.store.events_after(self.last_id, limit=PAGE)
+            if not rows:
+                return total
+            items = [self.payload(e) for e in rows]
+            self.last_id = rows[-1].id
+            total += len(items)
+            with self._lock:
+                streams = list(self._streams)
+            for s in streams:
+                mine = [i for i in items if _visible(i, s.project, s.session)]
+                if mine:
+                    s.loop.call_soon_threadsafe(_offer, s, mine)
+            if len(rows) < PAGE:
+                return total
+
+    def payload(self, event: Any) -> dict[str, Any]:
+        data = event.to_dict()
+        sid = data.get("session")
+        data["project"] = self._project_of(sid) if sid else None
+        if data["kind"] == "fired" and data.get("reminder_id"):
+            with contextlib.suppress(Exception):
+                rem = self.store.get_reminder(data["reminder_id"])
+                if rem is not None:
+                    data["reminder"] = {"text": rem.text, "label": rem.label, "alarm": rem.alarm,
+                                        "announce": rem.announce, "urgency": rem.urgency}
+        data["_json"] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # once, not once per stream
+        return data
+
+    def _project_of(self, session: str) -> str | None:
+        if session not in self._projects:  # a session never changes project
+            if len(self._projects) > 100_000:
+                self._projects.clear()
+            self._projects[session] = self.store.project_of(session)
+        return self._projects[session]
+
+    # -- one stream ----------------------------------------------------------------------
+
+    def check_room(self) -> None:
+        with self._lock:
+            if len(self._streams) >= STREAMS_MAX:
+                raise LimitExceeded(f"this server has {STREAMS_MAX} event streams open; try again later",
+                                    code="too_many_streams")
+
+    async def stream(self, request: Request, scope: tuple[str | None, str | None],
+                     after: int | None) -> AsyncIterator[ServerSentEvent]:
+        project, session = scope
+        s = _Stream(asyncio.get_running_loop(), asyncio.Queue(QUEUE_MAX), project, session)
+        with self._lock:
+            if len(self._streams) >= STREAMS_MAX:
+                raise LimitExceeded(f"this server has {STREAMS_MAX} event streams open; try again later",
+                                    code="too_many_streams")
+            self._streams.add(s)
+        try:
+            last = self.last_id if after is None else after
+            yield ServerSentEvent(comment="connected", retry=1000)
+            if after is not None:
+                async for item in self._catch_up(s, last):
+                    last = item["id"]
+                    yield _sse(item)
+            while not await request.is_disconnected():
+                if s.overflow:  # the queue filled up: read the rest from the store
+                    s.overflow = False
+                    _drain(s.queue)
+                    async for item in self._catch_up(s, last):
+                        last = item["id"]
+                        yield _sse(item)
+                    continue
+                try:
+                    item = await asyncio.wait_for(s.queue.get(), timeout=KEEPALIVE_S)
+                except TimeoutError:
+                    yield ServerSentEvent(comment="ping")
+                    continue
+                if item["id"] > last:
+                    last = item["id"]
+                    yield _sse(item)
+        finally:
+            with self._lock:
+                self._streams.discard(s)
+
+    async def _catch_up(self, s: _Stream, after: int) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            rows = await asyncio.to_thread(self.store.events_after, after, limit=PAGE)
+            if not rows:
+                return
+            for e in rows:
+                item = await asyncio.to_thread(self.payload, e)
+                after = e.id
+                if _visible(item, s.project, s.session):
+                    yield item
+            if len(rows) < PAGE:
+                return
+
+
+def _visible(item: dict[str, Any], project: str | None, session: str | None) -> bool:
+    if project is not None and item.get("project") != project:
+        return False
+    return not (session is not None and item.get("session") != session)
+
+
+def _offer(s: _Stream, items: list[dict[str, Any]]) -> None:
+    for item in items:
+        try:
+            s.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            s.overflow = True
+            return
+
+
+def _drain(q: asyncio.Queue[Any]) -> None:
+    while True:
+        try:
+            q.get_nowait()
+        except asyncio.QueueEmpty:
+            return
+
+
+def _sse(item: dict[str, Any]) -> ServerSentEvent:
+    return ServerSentEvent(raw_data=item["_json"], event=item["kind"], id=str(item["id"]))
+
+
+def _pipe() -> tuple[int, int]:
+    import os
+
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    return r, w
+

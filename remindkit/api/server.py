@@ -1,0 +1,92 @@
+"""``remindkit api``: one process that serves HTTP (uvicorn) and runs an engine."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+from typing import Any, TextIO
+
+from ..errors import InvalidInput
+from ..reminders import Reminders
+
+log = logging.getLogger(__name__)
+PROJECT_LIMIT = 200  # live reminders per project, unless REMINDKIT_MAX_PER_PROJECT says otherwise
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # accepted connections inherit it: a response's head and body go out at once, not
+    # the body after the client's delayed ACK of the head
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}", code="invalid_argument") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_api(api: Reminders, out: TextIO, *, host: str = "127.0.0.1", port: int = 8765, no_alerts: bool = False,
+            engine: bool = True, verbose: bool = False) -> int:
+    """Serve until SIGINT/SIGTERM. Another address than loopback needs tokens."""
+    import uvicorn
+
+    from ..cli.engines import build_engine
+    from .app import create_app
+    from .events import EventFeed
+
+    settings = api.settings
+    if settings.limits.per_project is None and "REMINDKIT_MAX_PER_PROJECT" not in os.environ:
+        settings = settings.with_limits(per_project=PROJECT_LIMIT)
+    api = Reminders(api.store, clock=api.clock, settings=settings, surface="api")
+    loopback = is_loopback(host)
+    if not loopback and api.store.count_tokens() == 0:
+        raise InvalidInput(
+            f"{host} is not a loopback address: create a token first (`remindkit token create --project P`)",
+            code="tokens_required",
+        )
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    eng: Any = build_engine(api, no_alerts=no_alerts, role="api") if engine else None
+    feed = EventFeed(api.store) if hasattr(api.store, "events_after") else None
+    if eng is not None and feed is not None:
+        eng.events.subscribe("*", lambda *_a, **_k: feed.poke())  # this engine's fires: read at once
+    app = create_app(api, open_loopback=loopback, engine=eng, feed=feed)
+    sock = bind(host, port)
+    where = sock.getsockname()
+    config = uvicorn.Config(app, log_level="info" if verbose else "warning", access_log=verbose,
+                            timeout_graceful_shutdown=2, lifespan="off")
+    server = uvicorn.Server(config)
+    if eng is not None:
+        eng.start()
+    if feed is not None:
+        feed.start()
+    shown = f"[{where[0]}]" if ":" in where[0] else where[0]
+    out.write(f"remindkit api: listening on http://{shown}:{where[1]} "
+              f"(engine {getattr(eng, 'id', '-')}, store {api.store.url})\n")
+    out.flush()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if feed is not None:
+            feed.stop()
+        if eng is not None:
+            eng.stop()
+        sock.close()
+    out.write("remindkit api: stopped\n")
+    return 0

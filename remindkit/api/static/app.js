@@ -1,0 +1,123 @@
+// The web page of `remindkit api`: the notebook panel's pills and chat views
+// (pills.js, chat.js, served from the notebook package) on a small model that
+// stands in for the kernel's. It reads the API with fetch and updates when the
+// event stream says something changed: no polling.
+import pillsView from "/static/pills.js";
+import chatView from "/static/chat.js";
+
+const params = new URLSearchParams(location.search);
+const project = params.get("project") || "default";
+const session = params.get("session") || "default";
+if (params.get("token")) sessionStorage.setItem("rk-token", params.get("token"));
+const token = sessionStorage.getItem("rk-token");
+const base = `/v1/projects/${encodeURIComponent(project)}/sessions/${encodeURIComponent(session)}`;
+const SNOOZE = "5m";
+
+async function call(method, path, body) {
+  const headers = { accept: "application/json" };
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (r.status === 204) return null;
+  const data = await r.json().catch(() => null);
+  if (!r.ok) throw new Error(data?.error ? `${data.error.code}: ${data.error.message}` : `HTTP ${r.status}`);
+  return data;
+}
+
+// What an anywidget model offers a view: get, on/off change events, send, custom messages.
+function model(initial, onSend) {
+  const data = { ...initial };
+  const handlers = new Map();
+  const fire = (event, arg) => { for (const fn of handlers.get(event) || []) fn(arg); };
+  return {
+    get: (key) => data[key],
+    set(key, value) { data[key] = value; fire(`change:${key}`); },
+    on(event, fn) { if (!handlers.has(event)) handlers.set(event, []); handlers.get(event).push(fn); },
+    off(event, fn) { const l = handlers.get(event) || []; const i = l.indexOf(fn); if (i >= 0) l.splice(i, 1); },
+    send: (msg) => onSend(msg),
+    message: (msg) => fire("msg:custom", msg),
+  };
+}
+
+const pills = model(
+  { pills: [], snooze: SNOOZE, show_session: false, alarm_src: "/static/alarm.wav", alerts: "this page", notice: "" },
+  async ({ action, id }) => {
+    const change = { cancel: null, pause: { enabled: false }, resume: { enabled: true }, snooze: { snooze: SNOOZE } };
+    if (!(action in change)) return;
+    try {
+      if (action === "cancel") await call("DELETE", `${base}/reminders/${encodeURIComponent(id)}`);
+      else await call("PATCH", `${base}/reminders/${encodeURIComponent(id)}`, change[action]);
+      pills.set("notice", "");
+    } catch (e) {
+      pills.set("notice", String(e.message));
+    }
+    refresh();
+  },
+);
+const chat = model({ lines: [], busy: false, placeholder: "" }, () => {});
+
+pillsView.render({ model: pills, el: document.getElementById("pills") });
+chatView.render({ model: chat, el: document.getElementById("chat") });
+
+let pending = null;
+async function refresh() {
+  if (pending) return pending;
+  pending = (async () => {
+    try {
+      const view = await call("GET", `${base}/view`);
+      pills.set("pills", view.pills);
+      chat.set("lines", view.lines);
+    } catch (e) {
+      pills.set("notice", String(e.message));
+    } finally {
+      pending = null;
+    }
+  })();
+  return pending;
+}
+
+const live = document.getElementById("live");
+function connect() {
+  const q = new URLSearchParams({ project, session });
+  if (token) q.set("access_token", token);
+  const source = new EventSource(`/v1/events?${q}`);
+  source.onopen = () => { live.dataset.state = "live"; live.textContent = "live"; refresh(); };
+  source.onerror = () => { live.dataset.state = "reconnecting"; live.textContent = "reconnecting…"; };
+  const kinds = ["created", "modified", "paused", "resumed", "snoozed", "cancelled", "replaced", "fired",
+    "delivered", "failed", "skipped", "waiting"];
+  for (const kind of kinds) {
+    source.addEventListener(kind, (e) => {
+      const event = JSON.parse(e.data);
+      if (kind === "fired" && event.reminder) {
+        const r = event.reminder;
+        pills.message({ type: "alert", key: `event-${event.id}`, id: event.reminder_id, label: r.label,
+          text: r.text, announce: r.announce, alarm: r.alarm, urgency: r.urgency });
+      }
+      refresh();
+    });
+  }
+}
+
+const where = document.getElementById("where");
+where.project.value = project;
+where.session.value = session;
+
+const add = document.getElementById("add");
+add.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const f = add.elements;
+  const body = { prompt: f.prompt.value, alarm: f.alarm.checked };
+  for (const key of ["in", "every", "name", "announce"]) if (f[key].value.trim()) body[key] = f[key].value.trim();
+  const error = add.querySelector(".rk-form-error");
+  try {
+    await call("POST", `${base}/reminders`, body);
+    error.textContent = "";
+    add.reset();
+  } catch (e) {
+    error.textContent = String(e.message);
+  }
+  refresh();
+});
+
+refresh();
+connect();

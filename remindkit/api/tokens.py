@@ -1,0 +1,118 @@
+"""Bearer tokens: made once, printed once, stored as their SHA-256.
+
+A token is *admin* (every project), *project* (one project's sessions) or
+*session* (one session), and may be read-only (GET only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from ..errors import Forbidden, InvalidInput, Unauthorized
+from ..reminders import check_session_id
+from ..store import SqlStore
+from ..store.projects import check_project, project_not_found
+
+PREFIX = "rk_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts as."""
+
+    scope: str  # admin | project | session
+    project: str | None = None
+    session: str | None = None
+    read_only: bool = False
+    token_id: str | None = None
+
+    def may_use(self, project: str, session: str | None = None) -> None:
+        """Raise ``forbidden`` unless this principal may act on ``project`` (and ``session``)."""
+        if self.scope == "admin":
+            return
+        if self.project != project:
+            raise Forbidden(f"this token is for project {self.project!r}, not {project!r}", code="forbidden")
+        if self.scope == "session" and self.session != session:
+            what = f"session {session!r}" if session is not None else "the whole project"
+            raise Forbidden(f"this token is for session {self.session!r}, not {what}", code="forbidden")
+
+    def may_write(self) -> None:
+        if self.read_only:
+            raise Forbidden("this token is read-only", code="read_only")
+
+
+OPEN = Principal("admin")
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def create_token(store: SqlStore, *, project: str | None, session: str | None, read_only: bool,
+                 now_us: int) -> tuple[str, str]:
+    """Store a new token's hash; return (token id, the token). ``project`` None: admin."""
+    if project is not None:
+        project = check_project(project)
+        if store.get_project(project) is None:
+            store.create_project(project, now_us=now_us)
+    if session is not None:
+        if project is None:
+            raise InvalidInput("a session token needs --project", code="invalid_argument")
+        session = check_session_id(session)
+    token = PREFIX + secrets.token_urlsafe(32)
+    token_id = "tok_" + secrets.token_hex(4)
+    store.add_token(token_id=token_id, digest=digest(token), project=project, session=session,
+                    read_only=read_only, now_us=now_us)
+    return token_id, token
+
+
+def authenticate(store: SqlStore, token: str | None, *, open_when_none: bool) -> Principal:
+    """The principal of a bearer token. With no token at all: admin if
+    ``open_when_none`` and the store has no tokens, else ``unauthorized``."""
+    if not token:
+        if open_when_none and store.count_tokens() == 0:
+            return OPEN
+        raise Unauthorized("a bearer token is needed (Authorization: Bearer rk_…; `remindkit token create`)",
+                           code="unauthorized")
+    if len(token) > 200:
+        raise Unauthorized("that token is not known", code="unauthorized")
+    row = store.token_by_hash(digest(token))
+    if row is None:
+        raise Unauthorized("that token is not known", code="unauthorized")
+    return Principal(row["scope"], row["project"], row["session"], row["read_only"], row["id"])
+
+
+def require_project(store: SqlStore, project: str) -> dict:
+    check_project(project)
+    got = store.get_project(project)
+    if got is None:
+        raise project_not_found(project)
+    if not got["features"]["reminders"]:
+        raise Forbidden(f"the reminders feature is off for project {project!r}", code="feature_disabled",
+                        project=project)
+    return got
+
+
+class AgentTokens:
+    """``REMINDKIT_TOKEN`` for the agent commands an engine runs: one session token
+    per session, made on first use and kept in this process only (the store has its
+    hash); :meth:`revoke_all` removes them when the process ends."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self._made: dict[str, tuple[str, str]] = {}
+
+    def env(self, session: str, *, now_us: int) -> dict[str, str]:
+        """The environment entries to add for a command run for ``session``."""
+        if session not in self._made:
+            project = self.store.project_of(session) or "default"
+            self._made[session] = create_token(self.store, project=project, session=session, read_only=False,
+                                               now_us=now_us)
+        return {"REMINDKIT_TOKEN": self._made[session][1]}
+
+    def revoke_all(self) -> None:
+        for token_id, _token in self._made.values():
+            self.store.remove_token(token_id)
+        self._made.clear()

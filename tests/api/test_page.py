@@ -1,0 +1,99 @@
+"""The web page of `remindkit api` in Chromium (Playwright): the pill counts down,
+× cancels in the store, the add form creates, a fire shows the banner (alarm and
+announce), Snooze brings the reminder back; all from the event stream."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from remindkit.client import Client
+from remindkit.settings import Settings
+from remindkit.store import open_store
+
+from ..processes.openai_server import ScriptedOpenAI, text
+from .conftest import cli, wait_for
+
+pytestmark = [pytest.mark.api, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("REMINDKIT_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync",
+                 "--autoplay-policy=no-user-gesture-required"]
+
+
+def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (scripts/setup --test does)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+    model = ScriptedOpenAI(lambda body: text("Stretched. Back to the deploy."))
+    model.__enter__()
+    added = cli("session", "add", "web", "--openai", "--base-url", model.base_url, "--model", "scripted",
+                db=sqlite_url, home=tmp_path)
+    assert added.returncode == 0, added.stderr
+    srv = api_server(sqlite_url)
+    store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path / "h"))
+    client = Client(srv.base_url)
+    long = client.session("default", "web").reminders.create("a long one", name="long", in_="1h")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1000, "height": 800})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        try:
+            page.goto(f"{srv.base_url}/?project=default&session=web")
+            page.wait_for_selector("#live[data-state='live']", timeout=60_000)
+            left = page.locator(".rk-pill[data-label='long'] .rk-left")
+            left.wait_for(timeout=30_000)
+            first = left.text_content()
+            assert first and first.startswith(("59:", "1:00:")), first
+            page.wait_for_function(
+                "t => document.querySelector(\".rk-pill[data-label='long'] .rk-left\").textContent !== t",
+                arg=first, timeout=30_000)
+            # × cancels in the store
+            page.click(".rk-pill[data-label='long'] .rk-cancel")
+            assert wait_for(lambda: store.get_reminder(long["id"]).state == "cancelled", 30)
+            # the add form; the pill comes from the event stream
+            page.fill("#add input[name='prompt']", "stand up and stretch")
+            page.fill("#add input[name='in']", "4s")
+            page.fill("#add input[name='name']", "standup")
+            page.fill("#add input[name='announce']", "stand up now")
+            page.check("#add input[name='alarm']")
+            page.click("#add button[type='submit']")
+            page.wait_for_selector(".rk-pill[data-label='standup']", timeout=30_000)
+            made = [r for r in store.find_reminders(session="web") if r.label == "standup"]
+            assert len(made) == 1 and made[0].alarm and made[0].announce == "stand up now"
+            # the fire: a banner, the alarm through <audio>, the announcement spoken
+            banner = page.locator(".rk-alert[data-label='standup']")
+            banner.wait_for(timeout=60_000)
+            assert "stand up now" in (banner.text_content() or "")
+            page.wait_for_function(
+                "() => { const b = document.querySelector(\".rk-alert[data-label='standup']\");"
+                " return b && b.dataset.audio !== 'starting'; }", timeout=30_000)
+            assert banner.get_attribute("data-audio") in ("played", "blocked"), banner.get_attribute("data-audio")
+            assert banner.get_attribute("data-speech") in ("spoken", "unavailable")
+            # the agent's reply to the hidden fired turn, below its marker, from the stream
+            page.wait_for_selector(".rk-chat .rk-line.rk-agent", timeout=60_000)
+            assert page.locator(".rk-chat .rk-line.rk-fired").count() == 1
+            assert "standup" in (page.locator(".rk-chat .rk-line.rk-fired").text_content() or "")
+            assert "Back to the deploy" in (page.locator(".rk-chat .rk-line.rk-agent").text_content() or "")
+            page.screenshot(path=str(ARTIFACTS / "api-page.png"), full_page=True)
+            assert wait_for(lambda: store.get_reminder(made[0].id).state == "done", 30)
+            page.click(".rk-alert[data-label='standup'] .rk-alert-snooze")
+            assert wait_for(lambda: store.get_reminder(made[0].id).state == "active", 30)
+            page.wait_for_selector(".rk-pill[data-label='standup']", timeout=30_000)
+            assert page.locator(".rk-alert").count() == 0
+            assert not errors, errors
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "api-page-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+            client.close()
+            store.close()
+            model.__exit__(None, None, None)
