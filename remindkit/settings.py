@@ -15,6 +15,12 @@ REMINDKIT_LEASE            claim lease (seconds)                  30
 REMINDKIT_WAIT_CAP         longest engine sleep (seconds)         30
 REMINDKIT_SQLITE_SYNC      SQLite synchronous: FULL or NORMAL     FULL
 REMINDKIT_BUSY_TIMEOUT_MS  how long SQLite waits for its lock     30000
+REMINDKIT_MODEL_CONTEXT    context size of openai sessions'       from the server,
+                           models (tokens)                        else 4096
+REMINDKIT_MODEL_MAX_TOKENS longest model reply (tokens)           1024
+REMINDKIT_MODEL_MAX_BYTES  largest model response read (bytes)    4 MiB
+REMINDKIT_MODEL_MAX_MESSAGE longest stored model message (chars)  32000
+REMINDKIT_MODEL_MAX_TOOL_CALLS tool calls run per completion      16
 =========================  =====================================  ==========
 
 ``0`` or ``none`` disables a count limit.
@@ -42,6 +48,20 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class ModelLimits:
+    """Bounds on what an ``openai`` session's model server can make remindkit do."""
+
+    context_tokens: int | None = None  # None: ask the server, else DEFAULT_CONTEXT_TOKENS
+    max_tokens: int = 1024  # the reply's max_tokens (at most a quarter of the context)
+    max_response_bytes: int = 4 * 1024 * 1024
+    max_message_chars: int = 32_000
+    max_tool_calls: int = 16
+
+
+DEFAULT_CONTEXT_TOKENS = 4096
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=lambda: default_home())
     db_url: str | None = None
@@ -55,6 +75,7 @@ class Settings:
     sqlite_synchronous: str = "FULL"
     busy_timeout_ms: int = 30_000
     alert_timeout_s: float = 60.0
+    model: ModelLimits = field(default_factory=lambda: ModelLimits())
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> Settings:
@@ -77,6 +98,7 @@ class Settings:
             wait_cap_s=float(env.get("REMINDKIT_WAIT_CAP", 30)),
             sqlite_synchronous=env.get("REMINDKIT_SQLITE_SYNC", "FULL").upper(),
             busy_timeout_ms=int(env.get("REMINDKIT_BUSY_TIMEOUT_MS", 30_000)),
+            model=_model_limits(env),
         )
         return replace(settings, **overrides)  # type: ignore[arg-type]
 
@@ -90,6 +112,18 @@ class Settings:
     @property
     def url(self) -> str:
         return self.db_url or self.default_db_url
+
+
+def _model_limits(env: dict[str, str]) -> ModelLimits:
+    d = ModelLimits()
+    context = env.get("REMINDKIT_MODEL_CONTEXT", "").strip()
+    return ModelLimits(
+        context_tokens=int(context) if context else None,
+        max_tokens=int(env.get("REMINDKIT_MODEL_MAX_TOKENS", d.max_tokens)),
+        max_response_bytes=int(env.get("REMINDKIT_MODEL_MAX_BYTES", d.max_response_bytes)),
+        max_message_chars=int(env.get("REMINDKIT_MODEL_MAX_MESSAGE", d.max_message_chars)),
+        max_tool_calls=int(env.get("REMINDKIT_MODEL_MAX_TOOL_CALLS", d.max_tool_calls)),
+    )
 
 
 def default_home() -> Path:
