@@ -24,6 +24,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     c.add_argument("--model", required=True)
     c.add_argument("--session", help="session id (default: a new one); an existing openai session is resumed")
     c.add_argument("--api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)")
+    c.add_argument("--system", help="the session's system prompt, for typed and fired turns alike (default: the "
+                                    "session's own, else remindkit's, which explains the tags); \"\" for none")
     c.add_argument("--no-engine", action="store_true", help="do not run an engine here (another process delivers)")
     d = sub.add_parser("demo", parents=[common], help="the whole loop with a scripted local model (no model server)")
     d.add_argument("--delay", type=int, default=3, help="seconds until the demo reminder fires (default 3)")
@@ -41,9 +43,11 @@ def run_chat(args: argparse.Namespace, api: Reminders, out: TextIO, inp: TextIO)
         alerter = _default_alerter()
         engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role="chat",
                         can_alert=alerter is not None)
+    extra: dict[str, Any] = {} if args.system is None else {"system": args.system}
     chat = ChatSession(api.store, session=args.session, base_url=args.base_url, model=args.model,
-                       api_key_env=args.api_key_env, engine=engine, clock=api.clock, settings=api.settings)
+                       api_key_env=args.api_key_env, engine=engine, clock=api.clock, settings=api.settings, **extra)
     view = _ChatView(chat, out)
+    view.interactive = _is_tty(inp)
     out.write(f"remindkit chat: {args.model} at {args.base_url}, session {chat.id}. "
               "Reminders come back here while you are idle. /reminders lists them, /quit leaves.\n")
     out.flush()
@@ -52,7 +56,9 @@ def run_chat(args: argparse.Namespace, api: Reminders, out: TextIO, inp: TextIO)
     view.start()
     try:
         while True:
+            view.prompt()
             line = inp.readline()
+            view.typed()
             if not line:
                 break
             text = line.strip()
@@ -84,6 +90,9 @@ class _ChatView:
         self.seen = chat.last_seq()
         self._stop = threading.Event()
         self._own_turn = False
+        self._waiting = False  # the input prompt is on screen
+        self.interactive = False  # show an input prompt (a terminal)
+        self._noted: set[tuple[int, str, str]] = {(e.seq, e.who, e.text) for e in chat.delivery_notes()}
         self._thread = threading.Thread(target=self._poll, daemon=True, name="remindkit-chat-view")
 
     def start(self) -> None:
@@ -92,6 +101,24 @@ class _ChatView:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(2)
+        with self.lock:  # what landed since the last look is shown before leaving
+            self._waiting = False
+            try:
+                self._drain()
+            except Exception:  # the store may be away: nothing more to show
+                pass
+
+    def prompt(self) -> None:
+        if not self.interactive:
+            return
+        with self.lock:
+            self.out.write(PROMPT)
+            self.out.flush()
+            self._waiting = True
+
+    def typed(self) -> None:
+        with self.lock:
+            self._waiting = False
 
     def send(self, text: str) -> None:
         with self.lock:
@@ -140,15 +167,37 @@ class _ChatView:
                 continue
 
     def _drain(self) -> None:
+        lines: list[str] = []
         for entry in self.chat.entries(after_seq=self.seen):
             self.seen = max(self.seen, entry.seq)
             if entry.who == "fired":
-                self.out.write(f"{entry.text}\n")
+                lines.append(entry.text)
             elif entry.who == "agent":
-                self.out.write(f"agent> {entry.text}\n")
+                lines.append(f"agent> {entry.text}")
             elif entry.who == "you":
-                self.out.write(f"you> {entry.text}\n")
+                lines.append(f"{PROMPT}{entry.text}")
+        for note in self.chat.delivery_notes():  # failed fired turns, replies from a fallback session
+            if (note.seq, note.who, note.text) not in self._noted:
+                self._noted.add((note.seq, note.who, note.text))
+                lines.append(f"agent> {note.text}" if note.who == "fallback" else note.text)
+        if not lines:
+            return
+        if self._waiting:  # printed while you are at the prompt: above it, and the prompt again
+            self.out.write("\n")
+        self.out.write("".join(f"{line}\n" for line in lines))
+        if self._waiting:
+            self.out.write(PROMPT)
         self.out.flush()
+
+
+PROMPT = "you> "
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def run_demo_command(args: argparse.Namespace, out: TextIO) -> int:
