@@ -15,13 +15,14 @@ REMINDKIT_LEASE            claim lease (seconds)                  30
 REMINDKIT_WAIT_CAP         longest engine sleep (seconds)         30
 REMINDKIT_SQLITE_SYNC      SQLite synchronous: FULL or NORMAL     FULL
 REMINDKIT_BUSY_TIMEOUT_MS  how long SQLite waits for its lock     30000
-REMINDKIT_MODEL_CONTEXT    context size of openai sessions'       from the server,
-                           models (tokens)                        else 4096
-REMINDKIT_MODEL_MAX_TOKENS longest model reply (tokens)           1024
-REMINDKIT_MODEL_MAX_BYTES  largest model response read (bytes)    4 MiB
-REMINDKIT_MODEL_MAX_MESSAGE longest stored model message (chars)  32000
-REMINDKIT_MODEL_MAX_TOOL_CALLS tool calls run per completion      16
 =========================  =====================================  ==========
+
+``openai`` sessions' model servers (:class:`ModelLimits`): ``REMINDKIT_MODEL_CONTEXT``
+(context size in tokens; default: what the server says, else 4096),
+``REMINDKIT_MODEL_MAX_TOKENS`` (a reply's ``max_tokens``, 1024),
+``REMINDKIT_MODEL_MAX_BYTES`` (largest response read, 4 MiB),
+``REMINDKIT_MODEL_MAX_MESSAGE`` (longest stored model message, 32,000 characters),
+``REMINDKIT_MODEL_MAX_TOOL_CALLS`` (tool calls carried out per completion, 16).
 
 ``0`` or ``none`` disables a count limit.
 """
