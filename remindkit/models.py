@@ -391,7 +391,9 @@ class Message:
     created_at: datetime | None = None
 
     def to_openai(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        # "" and never null: llama-cpp-python's server refuses a null content (HTTP 500) and
+        # Ollama a null or missing one (400); OpenAI, llama.cpp and vLLM take "" too
+        out: dict[str, Any] = {"role": self.role, "content": self.content or ""}
         if self.tool_calls:
             out["tool_calls"] = [dict(c) for c in self.tool_calls]
         if self.tool_call_id is not None:

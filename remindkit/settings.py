@@ -21,6 +21,13 @@ REMINDKIT_CATCHUP_MAX      most occurrences one claim may fire    1000
                            (a row asking for more is quarantined)
 =========================  =====================================  ==========
 
+``openai`` sessions' model servers (:class:`ModelLimits`): ``REMINDKIT_MODEL_CONTEXT``
+(context size in tokens; default: what the server says, else 4096),
+``REMINDKIT_MODEL_MAX_TOKENS`` (a reply's ``max_tokens``, 1024),
+``REMINDKIT_MODEL_MAX_BYTES`` (largest response read, 4 MiB),
+``REMINDKIT_MODEL_MAX_MESSAGE`` (longest stored model message, 32,000 characters),
+``REMINDKIT_MODEL_MAX_TOOL_CALLS`` (tool calls carried out per completion, 16).
+
 ``0`` or ``none`` disables a count limit. The four times take a plain number in the
 unit shown, or a duration as the command line writes it (``5m``, ``30s``, ``366d``,
 ``1h30m``). A value that cannot be read raises ``invalid_setting`` naming the variable. The per-project limit applies where
@@ -51,6 +58,20 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class ModelLimits:
+    """Bounds on what an ``openai`` session's model server can make remindkit do."""
+
+    context_tokens: int | None = None  # None: ask the server, else DEFAULT_CONTEXT_TOKENS
+    max_tokens: int = 1024  # the reply's max_tokens (at most a quarter of the context)
+    max_response_bytes: int = 4 * 1024 * 1024
+    max_message_chars: int = 32_000
+    max_tool_calls: int = 16
+
+
+DEFAULT_CONTEXT_TOKENS = 4096
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=lambda: default_home())
     db_url: str | None = None
@@ -65,6 +86,7 @@ class Settings:
     sqlite_synchronous: str = "FULL"
     busy_timeout_ms: int = 30_000
     breaker_after: int = 3  # failed turns in a row after which a session's fallback is tried first
+    model: ModelLimits = field(default_factory=lambda: ModelLimits())
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> Settings:
@@ -90,6 +112,7 @@ class Settings:
             busy_timeout_ms=_integer(env, "REMINDKIT_BUSY_TIMEOUT_MS", 30_000),
             breaker_after=_integer(env, "REMINDKIT_BREAKER_AFTER", 3),
             catchup_max=max(1, _integer(env, "REMINDKIT_CATCHUP_MAX", 1000)),
+            model=_model_limits(env),
         )
         return replace(settings, **overrides)  # type: ignore[arg-type]
 
@@ -103,6 +126,18 @@ class Settings:
     @property
     def url(self) -> str:
         return self.db_url or self.default_db_url
+
+
+def _model_limits(env: dict[str, str]) -> ModelLimits:
+    d = ModelLimits()
+    context = env.get("REMINDKIT_MODEL_CONTEXT", "").strip()
+    return ModelLimits(
+        context_tokens=int(context) if context else None,
+        max_tokens=int(env.get("REMINDKIT_MODEL_MAX_TOKENS", d.max_tokens)),
+        max_response_bytes=int(env.get("REMINDKIT_MODEL_MAX_BYTES", d.max_response_bytes)),
+        max_message_chars=int(env.get("REMINDKIT_MODEL_MAX_MESSAGE", d.max_message_chars)),
+        max_tool_calls=int(env.get("REMINDKIT_MODEL_MAX_TOOL_CALLS", d.max_tool_calls)),
+    )
 
 
 def default_home() -> Path:

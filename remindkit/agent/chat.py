@@ -22,20 +22,23 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..clock import Clock, SystemClock, now_us
 from ..errors import InvalidInput
-from ..models import SESSION_DELETED, Message, Session
-from ..protocol.display import fired_marker, transcript_view
-from ..sessions.trust import check_key_env
+from ..checks import check_key_env
+from ..models import DELIVERED, FEEDBACK, FIRED_TURN, OCC_FAILED, SESSION_DELETED, Message, Session
+from ..protocol.display import fired_marker, strip_assistant_display, transcript_view
 from ..settings import Settings
 from ..store import SqlStore
-from .loop import DEFAULT_SYSTEM, Conversation, TurnReply
+from .loop import DEFAULT_SYSTEM, Conversation, TurnReply, session_system
 from .model import CallableModel, ChatModel, ChatModelLike
 
 if TYPE_CHECKING:
     from ..engine import Engine
+
+
+_SESSION_OWN = object()  # system=: the session's own prompt (config["system"], else the default)
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ class ChatSession:
         engine: Engine | None = None,
         clock: Clock | None = None,
         settings: Settings | None = None,
-        system: str | None = DEFAULT_SYSTEM,
+        system: str | None | object = _SESSION_OWN,
         title: str | None = None,
     ) -> None:
         self.store = store
@@ -77,20 +80,22 @@ class ChatSession:
             config.update(base_url=base_url, model=model)
             if api_key_env:
                 config["api_key_env"] = check_key_env(api_key_env)
-            if system != DEFAULT_SYSTEM:
-                config["system"] = system or ""
+            if system is not _SESSION_OWN:
+                config["system"] = system or ""  # "" or None: no system prompt
             sess = store.put_session(Session(self.id, adapter="openai", config=config, title=title),
                                      now_us=now_us(self.clock))
             from ..sessions.openai import OpenAIChatModel
 
-            chat_model: ChatModel = OpenAIChatModel.from_config(sess.config)
+            chat_model: ChatModel = OpenAIChatModel.from_config(sess.config, limits=self.settings.model)
+            prompt = session_system(sess)  # the one the engine uses for fired turns too
         else:
             if model is None or isinstance(model, str):
                 raise InvalidInput("give base_url and model, or a model object or function", code="invalid_argument")
             chat_model = model if isinstance(model, ChatModelLike) else CallableModel(model)
             store.put_session(Session(self.id, adapter="python", config={}, title=title), now_us=now_us(self.clock))
+            prompt = DEFAULT_SYSTEM if system is _SESSION_OWN else cast("str | None", system)
         self.conversation = Conversation(store, self.id, chat_model, clock=self.clock, settings=self.settings,
-                                         system=system)
+                                         system=prompt)
         if base_url is None:
             self.attach(engine)
 
@@ -127,6 +132,57 @@ class ChatSession:
 
     def last_seq(self) -> int:
         return self.store.last_seq(self.id)
+
+    def delivery_notes(self, *, limit: int = 50) -> list[Entry]:
+        """What the transcript alone does not show, for the latest ``limit`` fires
+        of this session: a fired turn that failed (``who="failed"``, its error),
+        and the reply to one that went to a fallback session (``who="fallback"``,
+        marked as coming from that fresh session). Each is placed after the
+        session's own fired turn for it."""
+        notes: list[Entry] = []
+        mine: list[Message] | None = None
+        for occ in reversed(self.store.history(session=self.id, limit=limit)):
+            if occ.session not in (self.id, None):
+                continue  # a fire of another session that fell back into this one: in the transcript
+            failed = occ.state == OCC_FAILED
+            elsewhere = occ.state == DELIVERED and occ.delivered_to not in (None, self.id)
+            if not (failed or elsewhere):
+                continue
+            if mine is None:
+                mine = [m for m in self.store.messages(self.id, last=400) if m.kind == FIRED_TURN]
+            key = f'key="{occ.key}"'
+            seq = next((m.seq for m in reversed(mine) if key in (m.content or "")), 0) or self.last_seq()
+            label = self._label(occ.reminder_id)
+            if failed:
+                notes.append(Entry(seq, "failed", f"⚠ reminder {label} could not be delivered: {occ.error or 'failed'}"))
+                continue
+            reply = _reply_to(self.store.messages(str(occ.delivered_to), last=200), key)
+            text = f"(from fresh session {occ.delivered_to}) {reply}" if reply else (
+                f"(reminder {label} was answered in fresh session {occ.delivered_to})")
+            notes.append(Entry(seq, "fallback", text))
+        return notes
+
+    def _label(self, reminder_id: str) -> str:
+        try:
+            rem = self.store.get_reminder(reminder_id)
+        except Exception:
+            rem = None
+        label = getattr(rem, "label", None)
+        return repr(label) if label else reminder_id
+
+
+def _reply_to(messages: Sequence[Message], key: str) -> str:
+    """The display text of the replies to the fired turn that carries ``key``."""
+    start = next((i for i, m in enumerate(messages) if m.kind == FIRED_TURN and key in (m.content or "")), None)
+    if start is None:
+        return ""
+    texts: list[str] = []
+    for m in messages[start + 1:]:
+        if m.role == "user" and m.kind != FEEDBACK:
+            break
+        if m.role == "assistant" and m.content:
+            texts.append(strip_assistant_display(m.content))
+    return "\n\n".join(t for t in texts if t)
 
 
 def display_entries(messages: Sequence[Message]) -> list[Entry]:

@@ -96,6 +96,8 @@ def run_demo(out: TextIO, *, db_url: str | None = None, delay_s: int = 3, timeou
         say(f"⏰ fired: {fire.label or fire.reminder_id} (due {format_utc(fire.due_at)})")
 
     def on_alerted(fire: Fire, state: str) -> None:
+        if state == "failed" and getattr(alerter, "no_audio", False):
+            state = "not heard: there is no audio device"
         say(f"🔔 alarm and speech ({fire.announce!r}): {state}")
 
     engine.events.subscribe(ev.FIRED, on_fired)

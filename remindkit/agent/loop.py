@@ -18,6 +18,7 @@ taken in this session is never run again, whichever process tries.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -28,7 +29,7 @@ from typing import Any
 
 from ..clock import Clock, SystemClock, now_us
 from ..errors import Conflict, RemindkitError
-from ..models import CHAT, FEEDBACK, FIRED_TURN, TOOL_RESULT, Fire, Message
+from ..models import CHAT, FEEDBACK, FIRED_TURN, TOOL_RESULT, Fire, Message, Session
 from ..protocol.display import strip_assistant_display
 from ..protocol.framing import frame_feedback, frame_fired
 from ..protocol.tools import openai_tools
@@ -36,8 +37,9 @@ from ..reminders import Reminders
 from ..settings import Settings
 from ..store import SqlStore
 from .actions import TagOutcome, feedback_errors, run_reply_tags
-from .model import ChatModel, Completion, ModelError
-from .tools import ToolContext, ToolResult, handle_tool_call
+from .budget import estimate_tokens, fit_turns, prompt_budget
+from .model import ChatModel, Completion, ModelError, ToolCall
+from .tools import ToolContext, ToolResult, handle_tool_call, tool_error
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class TurnReply:
     error: str | None = None
     code: str | None = None
     instant: bool = False  # failed at once (see ModelError.instant)
+    retry_after: float | None = None  # seconds the model server asked to be left alone
     duplicate: bool = False  # every occurrence key was taken before: nothing ran
     messages: tuple[Message, ...] = ()  # what this turn appended
     tags: tuple[TagOutcome, ...] = ()
@@ -71,6 +74,24 @@ class TurnReply:
 
 class SessionBusy(Conflict):
     code = "session_busy"
+
+
+def session_system(session: Session | None) -> str | None:
+    """The one system prompt of a session: its ``config["system"]`` when set
+    (``""``: none), else :data:`DEFAULT_SYSTEM`. Typed and fired turns use the same."""
+    if session is not None and "system" in session.config:
+        return str(session.config.get("system") or "") or None
+    return DEFAULT_SYSTEM
+
+
+TRUNCATED = "\n[remindkit: truncated, {n} more characters not kept]"
+
+
+def truncate(text: str | None, limit: int) -> str | None:
+    """``text`` cut to ``limit`` characters, with a marker that says so."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + TRUNCATED.format(n=len(text) - limit)
 
 
 class Conversation:
@@ -152,9 +173,18 @@ class Conversation:
         raw: str | None = None
         for _round in range(self.max_rounds):
             try:
-                completion = self.model.complete(self._request(), self.tools)
+                try:
+                    completion = self.model.complete(self._request(), self.tools)
+                except ModelError as exc:
+                    if exc.code != "model_context_overflow":
+                        raise
+                    # the server's context is smaller than we thought: send less, once
+                    log.warning("%s: %s; sending a shorter request", self.session, exc.message)
+                    learns = hasattr(self.model, "context_tokens")  # it took the smaller size from the answer
+                    completion = self.model.complete(self._request(shrink=1.0 if learns else 0.5), self.tools)
             except ModelError as exc:
                 return TurnReply(ok=False, error=exc.message, code=exc.code, instant=exc.instant,
+                                 retry_after=exc.retry_after,
                                  messages=tuple(appended), tags=tuple(tag_outcomes), tools=tuple(tool_results))
             except Exception as exc:  # a model bug is a failed turn, not a crash
                 log.exception("model %s failed", getattr(self.model, "name", "?"))
@@ -177,35 +207,60 @@ class Conversation:
                 tool_results: list[tuple[str, ToolResult]], texts: list[str],
                 echoed_from: Sequence[str] = ()) -> list[Message]:
         """Store the assistant message, carry out its tool calls and tags."""
-        calls = completion.tool_calls
-        rows = [Message(self.session, "assistant", completion.content, tool_calls=tuple(c.to_openai() for c in calls))]
-        for call in calls:
-            result = handle_tool_call(ctx, call.name, call.arguments)
-            tool_results.append((call.name, result))
-            rows.append(Message(self.session, "tool", result.content, kind=TOOL_RESULT, tool_call_id=call.id,
-                                name=call.name))
+        limits = self.settings.model
+        cap = limits.max_message_chars
+        calls = [ToolCall(c.id[:200], c.name[:200], c.arguments) for c in completion.tool_calls]
+        content = truncate(completion.content, cap)
+        rows = [Message(self.session, "assistant", content, tool_calls=tuple(
+            ToolCall(c.id, c.name, c.arguments if len(c.arguments) <= cap else "{}").to_openai() for c in calls))]
+        for i, call in enumerate(calls):
+            if i >= limits.max_tool_calls:
+                result = tool_error("too_many_tool_calls", (
+                    f"not run: at most {limits.max_tool_calls} tool calls are carried out per reply; "
+                    "make the others in a later reply"))
+            elif len(call.arguments) > cap:
+                result = tool_error("arguments_too_long", f"not run: the arguments are longer than {cap} characters")
+            else:
+                result = handle_tool_call(ctx, call.name, call.arguments)
+                tool_results.append((call.name, result))
+            rows.append(Message(self.session, "tool", truncate(result.content, cap), kind=TOOL_RESULT,
+                                tool_call_id=call.id, name=call.name))
         stored = self.store.append_messages(self.session, rows, now_us=self._now())
-        if completion.content:
-            tag_outcomes += run_reply_tags(self.api, self.session, completion.content, echoed_from=echoed_from)
-            texts.append(strip_assistant_display(completion.content))
+        if content:
+            tag_outcomes += run_reply_tags(self.api, self.session, content, echoed_from=echoed_from)
+            texts.append(strip_assistant_display(content))
         return stored
 
-    def _request(self) -> list[dict[str, Any]]:
+    def _request(self, shrink: float = 1.0) -> list[dict[str, Any]]:
         """The chat to send: system prompt, then the transcript's tail, with
-        consecutive user messages merged (some servers insist on alternation)."""
+        consecutive user messages merged (some servers insist on alternation).
+        With a model that tells its context (``context_tokens``), only the newest
+        turns that fit are sent (see :mod:`remindkit.agent.budget`); ``shrink``
+        scales that budget down after the server said the request did not fit."""
         history = self.store.messages(self.session, last=HISTORY)
         while history and history[0].role == "tool":
             history = history[1:]  # its assistant message was cut off
-        out: list[dict[str, Any]] = []
+        head: list[dict[str, Any]] = []
         if self.system:
-            out.append({"role": "system", "content": self.system})
+            head.append({"role": "system", "content": self.system})
+        out: list[dict[str, Any]] = []
         for m in history:
             item = m.to_openai()
             if out and item["role"] == "user" and out[-1]["role"] == "user" and not out[-1].get("tool_calls"):
                 out[-1] = {"role": "user", "content": f"{out[-1]['content']}\n\n{item['content']}"}
             else:
                 out.append(item)
-        return out
+        context = getattr(self.model, "context_tokens", None)
+        if context is None:
+            return head + out
+        count = getattr(self.model, "count_tokens", estimate_tokens)
+        window = int(context() * shrink)
+        reply = self.model.reply_tokens() if hasattr(self.model, "reply_tokens") else window // 4
+        tools = count(json.dumps(self.tools)) if self.tools else 0
+        fitted, dropped = fit_turns(head, out, prompt_budget(window, reply, tools), count)
+        if dropped:
+            log.info("%s: %d older message(s) left out to fit a context of %d tokens", self.session, dropped, window)
+        return fitted
 
     # -- the turn lease ------------------------------------------------------------------
 
@@ -276,4 +331,4 @@ class _Lease:
             self.conv._local.release()
 
 
-__all__ = ["DEFAULT_SYSTEM", "Conversation", "SessionBusy", "TurnReply"]
+__all__ = ["DEFAULT_SYSTEM", "Conversation", "SessionBusy", "TurnReply", "session_system", "truncate"]

@@ -39,9 +39,11 @@ class ModelError(RemindkitError):
 
     code = "model_error"
 
-    def __init__(self, message: str, *, code: str | None = None, instant: bool = False) -> None:
-        super().__init__(message, code=code)
+    def __init__(self, message: str, *, code: str | None = None, instant: bool = False,
+                 retry_after: float | None = None, **details: Any) -> None:
+        super().__init__(message, code=code, **details)
         self.instant = instant
+        self.retry_after = retry_after  # seconds the server asked us to wait (Retry-After)
 
 
 class ChatModel(Protocol):

@@ -191,4 +191,7 @@ def _error(code: str, message: str) -> ToolResult:
     return ToolResult(json.dumps(data, ensure_ascii=False), ok=False, code=code, data=data)
 
 
-__all__ = ["NOT_FOUND", "ToolContext", "ToolResult", "handle_tool_call", "reminder_view"]
+tool_error = _error  # a refusal in the tools' shape, for calls refused before they reach a tool
+
+
+__all__ = ["NOT_FOUND", "ToolContext", "ToolResult", "handle_tool_call", "reminder_view", "tool_error"]

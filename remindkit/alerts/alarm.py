@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import wave
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,7 +131,8 @@ class AlarmPlayer:
         except Exception as exc:  # ImportError, or a broken build
             raise _Failed(f"not available ({type(exc).__name__}: {exc})") from None
         try:
-            play = simpleaudio.WaveObject.from_wave_file(str(path)).play()
+            with quiet_stderr():  # ALSA's C library prints its own "ALSA lib … Unknown PCM default" on fd 2
+                play = simpleaudio.WaveObject.from_wave_file(str(path)).play()
         except Exception as exc:  # SimpleaudioError: no device
             raise _Failed(str(exc).strip()) from None
         while play.is_playing():
@@ -184,6 +185,29 @@ def _wait(proc: subprocess.Popen[bytes], deadline: float, stop: threading.Event)
             kill_tree(proc)
             return "timeout"
     return "done"
+
+
+_FD2_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 points at /dev/null inside the block (C libraries that
+    print to stderr themselves, such as ALSA, cannot be silenced otherwise)."""
+    with _FD2_LOCK:
+        try:
+            saved = os.dup(2)
+        except OSError:  # no stderr at all: nothing to keep quiet
+            yield
+            return
+        try:
+            with open(os.devnull, "wb") as null:
+                sys.stderr.flush()
+                os.dup2(null.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def kill_tree(proc: subprocess.Popen[bytes]) -> None:

@@ -140,15 +140,27 @@ class LocalAlerter:
             alarm = self.player.play(cfg.alarm_path, timeout_s=cfg.alarm_timeout_s)
             marks.append(("alarm.end", self.clock.now()))
             if not alarm.ok:
-                log.warning("alarm for %s did not play: %s", fire.key, alarm.error)
+                self._sound_failed("alarm for %s did not play: %s", fire.key, alarm.error)
         if fire.announce and not self._halt.is_set():
             marks.append(("speech.start", self.clock.now()))
             speech = self.speaker.say(fire.announce, voice=cfg.voice, rate=cfg.rate, timeout_s=cfg.speech_timeout_s)
             marks.append(("speech.end", self.clock.now()))
             if not speech.ok:
-                log.warning("announcement for %s was not spoken: %s", fire.key, speech.error)
+                self._sound_failed("announcement for %s was not spoken: %s", fire.key, speech.error)
         failed = (alarm is not None and not alarm.ok) or (speech is not None and not speech.ok and not speech.stopped)
         return self._record(fire, FAILED if failed else DONE, silence, note, alarm, speech, marks)
+
+    no_audio = False  # no player could open a sound device (said once in the log)
+
+    def _sound_failed(self, what: str, key: str, error: str | None) -> None:
+        if error and "audio unavailable" in error:
+            if not self.no_audio:
+                self.no_audio = True
+                log.warning("no audio device: alarms and speech are not heard here (%s)", error)
+            else:
+                log.debug(what, key, error)
+            return
+        log.warning(what, key, error)
 
     def stop_sound(self) -> None:
         """End the alarm or speech playing now, and skip what remains of this alert."""

@@ -19,7 +19,8 @@ from .scope import session_or_none
 
 if TYPE_CHECKING:
     from ..reminders import Reminders
-from .inert import lines, one_line
+from .inert import lines as inert
+from .inert import one_line
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -28,6 +29,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     c.add_argument("--model", required=True)
     c.add_argument("--session", help="session id (default: a new one); an existing openai session is resumed")
     c.add_argument("--api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)")
+    c.add_argument("--system", help="the session's system prompt, for typed and fired turns alike (default: the "
+                                    "session's own, else remindkit's, which explains the tags); \"\" for none")
     c.add_argument("--no-engine", action="store_true", help="do not run an engine here (another process delivers)")
     d = sub.add_parser("demo", parents=[common], help="the whole loop with a scripted local model (no model server)")
     d.add_argument("--delay", type=int, default=3, help="seconds until the demo reminder fires (default 3)")
@@ -56,9 +59,11 @@ def run_chat(args: argparse.Namespace, api: Reminders, out: TextIO, inp: TextIO)
         alerter = default_alerter()
         engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role="chat",
                         can_alert=alerter is not None)
+    extra: dict[str, Any] = {} if args.system is None else {"system": args.system}
     chat = ChatSession(api.store, session=args.session, base_url=args.base_url, model=args.model,
-                       api_key_env=args.api_key_env, engine=engine, clock=api.clock, settings=api.settings)
+                       api_key_env=args.api_key_env, engine=engine, clock=api.clock, settings=api.settings, **extra)
     view = _ChatView(chat, out)
+    view.interactive = _is_tty(inp)
     out.write(f"remindkit chat: {args.model} at {args.base_url}, session {chat.id}. "
               "Reminders come back here while you are idle. /reminders lists them, /quit leaves.\n")
     out.flush()
@@ -67,7 +72,9 @@ def run_chat(args: argparse.Namespace, api: Reminders, out: TextIO, inp: TextIO)
     view.start()
     try:
         while True:
+            view.prompt()
             line = inp.readline()
+            view.typed()
             if not line:
                 break
             text = line.strip()
@@ -99,6 +106,9 @@ class _ChatView:
         self.seen = chat.last_seq()
         self._stop = threading.Event()
         self._own_turn = False
+        self._waiting = False  # the input prompt is on screen
+        self.interactive = False  # show an input prompt (a terminal)
+        self._noted: set[tuple[int, str, str]] = {(e.seq, e.who, e.text) for e in chat.delivery_notes()}
         self._thread = threading.Thread(target=self._poll, daemon=True, name="remindkit-chat-view")
 
     def start(self) -> None:
@@ -107,6 +117,24 @@ class _ChatView:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(2)
+        with self.lock:  # what landed since the last look is shown before leaving
+            self._waiting = False
+            try:
+                self._drain()
+            except Exception:  # the store may be away: nothing more to show
+                pass
+
+    def prompt(self) -> None:
+        if not self.interactive:
+            return
+        with self.lock:
+            self.out.write(PROMPT)
+            self.out.flush()
+            self._waiting = True
+
+    def typed(self) -> None:
+        with self.lock:
+            self._waiting = False
 
     def send(self, text: str) -> None:
         from ..clock import format_utc
@@ -123,7 +151,7 @@ class _ChatView:
         with self.lock:
             self._own_turn = False
             if reply.ok:
-                self.out.write(f"agent> {lines(reply.text)}\n")
+                self.out.write(f"agent> {inert(reply.text)}\n")
                 for o in reply.tags:
                     if o.ok and o.reminder is not None:
                         self.out.write(f"  (reminder '{one_line(o.reminder.label)}' set for {format_utc(o.reminder.next_fire_at)})\n")
@@ -159,15 +187,37 @@ class _ChatView:
                 continue
 
     def _drain(self) -> None:
+        out: list[str] = []
         for entry in self.chat.entries(after_seq=self.seen):
             self.seen = max(self.seen, entry.seq)
             if entry.who == "fired":
-                self.out.write(f"{lines(entry.text)}\n")
+                out.append(inert(entry.text))
             elif entry.who == "agent":
-                self.out.write(f"agent> {lines(entry.text)}\n")
+                out.append(f"agent> {inert(entry.text)}")
             elif entry.who == "you":
-                self.out.write(f"you> {lines(entry.text)}\n")
+                out.append(f"{PROMPT}{inert(entry.text)}")
+        for note in self.chat.delivery_notes():  # failed fired turns, replies from a fallback session
+            if (note.seq, note.who, note.text) not in self._noted:
+                self._noted.add((note.seq, note.who, note.text))
+                out.append(f"agent> {inert(note.text)}" if note.who == "fallback" else inert(note.text))
+        if not out:
+            return
+        if self._waiting:  # printed while you are at the prompt: above it, and the prompt again
+            self.out.write("\n")
+        self.out.write("".join(f"{line}\n" for line in out))
+        if self._waiting:
+            self.out.write(PROMPT)
         self.out.flush()
+
+
+PROMPT = "you> "
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def run_demo_command(args: argparse.Namespace, out: TextIO) -> int:

@@ -42,7 +42,7 @@ class ChatView(anywidget.AnyWidget):
         self.hub = hub
         self.zone = zone
         self._shown: tuple[int, int] = (-1, 0)  # (last seq, notes) the lines were built from
-        self._notes: list[Line] = []  # failed turns, shown in place
+        self._notes: list[Line] = []  # failed typed turns, shown in place
         self._turns: list[threading.Thread] = []
         self._running = 0
         self._lock = threading.Lock()
@@ -56,6 +56,8 @@ class ChatView(anywidget.AnyWidget):
         with self._lock:
             notes = list(self._notes)
             busy = self._running > 0
+        # failed fired turns and replies that went to a fallback session, placed after their fired turn
+        notes += [Line(e.seq, "note", e.text) for e in self.chat.delivery_notes()]
         if (last, len(notes)) != self._shown:
             messages = self.chat.store.messages(self.chat.id, last=2 * TRANSCRIPT_LINES)
             merged = sorted([*chat_lines(messages, self.zone), *notes], key=lambda ln: ln.seq)

@@ -27,15 +27,25 @@ dispatcher gives up (``failed``) only when a fire has waited an hour.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
+from ..agent.budget import estimate_tokens, reply_tokens
 from ..agent.model import Completion, ModelError, ToolCall
 from ..clock import Clock, SystemClock, now_us
 from ..models import Fire, Session
-from ..settings import Settings
+from ..settings import DEFAULT_CONTEXT_TOKENS, ModelLimits, Settings
 from .base import TurnResult
+from .bounded_http import Answer, bounded_request
 from .trust import allowed_key_envs, request_extra
 
 if TYPE_CHECKING:
@@ -48,6 +58,34 @@ DEFAULT_TIMEOUT = 120.0
 INSTANT_STATUS = frozenset({400, 404, 409, 413, 422})
 BACKOFF_FIRST_US = 2_000_000  # an unreachable endpoint is not called again for this long ...
 BACKOFF_MAX_US = 120_000_000  # ... doubling after each failed try, up to this
+RETRY_AFTER_MAX_S = 600.0  # a server's Retry-After is honoured up to this
+PROBE_TIMEOUT = 5.0  # seconds for each question about the server (context size, tokenizer)
+PROBE_BYTES = 1_000_000
+COUNT_CACHE = 4096
+MIN_CONTEXT = 512  # an overflow without a size halves the context, down to this  # token counts remembered per server
+
+# what servers say when the request does not fit the context (llama.cpp, llama-cpp-python, OpenAI, vLLM)
+OVERFLOW = re.compile(
+    r"exceeds? the available context size|context_length_exceeded|maximum context length|"
+    r"exceed context window|llama_decode returned 1|context window|too many tokens|"
+    r"exceed_context_size_error|longer than the model'?s? context", re.IGNORECASE | re.ASCII)
+TOLD_CONTEXT = re.compile(
+    r"maximum context length is (\d+)|context window of (\d+)|\"n_ctx\"\s*:\s*(\d+)|"
+    r"available context size \((\d+) tokens\)|max_model_len[\"'= :]+(\d+)", re.ASCII)
+
+
+class ServerInfo:
+    """What remindkit learned about one model server: its context size (asked once,
+    or told by a context-overflow answer) and its tokenizer endpoint, if any."""
+
+    def __init__(self) -> None:
+        self.probed = False
+        self.probe_after = 0.0  # monotonic time before which a server that did not answer is not asked again
+        self.context: int | None = None  # what the server says (/props, /v1/models)
+        self.learned: int | None = None  # from an overflow answer: the context is at most this
+        self.tokenize: tuple[str, str] | None = None  # (url, field) of the server's tokenizer
+        self.counts: OrderedDict[str, int] = OrderedDict()
+        self.lock = threading.Lock()
 
 
 class OpenAIChatModel:
@@ -62,6 +100,10 @@ class OpenAIChatModel:
         timeout: float = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
         extra: dict[str, Any] | None = None,
+        limits: ModelLimits | None = None,
+        context_tokens: int | None = None,
+        max_tokens: int | None = None,
+        info: ServerInfo | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -70,46 +112,171 @@ class OpenAIChatModel:
         self.timeout = timeout
         self.transport = transport
         self.extra = request_extra(extra)  # it cannot replace model, messages, tools
+        self.limits = limits or ModelLimits()
+        self.context_setting = context_tokens or self.limits.context_tokens
+        self.max_tokens = max_tokens or self.limits.max_tokens
+        self.info = info or ServerInfo()
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], *, transport: httpx.BaseTransport | None = None) -> OpenAIChatModel:
+    def from_config(cls, config: dict[str, Any], *, transport: httpx.BaseTransport | None = None,
+                    limits: ModelLimits | None = None, info: ServerInfo | None = None) -> OpenAIChatModel:
         key_env = config.get("api_key_env") or DEFAULT_KEY_ENV
         key = os.environ.get(key_env) if key_env in allowed_key_envs() else None  # never another variable
         return cls(
             str(config["base_url"]), str(config["model"]), api_key=key or None,
             timeout=float(config.get("timeout") or DEFAULT_TIMEOUT), transport=transport,
-            extra=config.get("extra") or None,
+            extra=config.get("extra") or None, limits=limits,
+            context_tokens=_positive(config.get("context_tokens")), max_tokens=_positive(config.get("max_tokens")),
+            info=info,
         )
 
-    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion:
-        import httpx
+    # -- the context ----------------------------------------------------------------------
 
-        body: dict[str, Any] = {"model": self.model, "messages": list(messages), **self.extra}
+    def context_tokens(self) -> int:
+        """The context to fit requests in: the setting, else what the server says,
+        else 4096; never more than an overflow answer said."""
+        if self.context_setting is None and not self.info.probed and time.monotonic() >= self.info.probe_after:
+            self._probe()
+        context = self.context_setting or self.info.context or DEFAULT_CONTEXT_TOKENS
+        return min(context, self.info.learned) if self.info.learned else context
+
+    def reply_tokens(self) -> int:
+        return reply_tokens(self.context_tokens(), self.max_tokens)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text``: the server's tokenizer where it has one, else a high estimate."""
+        info = self.info
+        if info.tokenize is None or not text:
+            return estimate_tokens(text)
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        with info.lock:
+            if key in info.counts:
+                info.counts.move_to_end(key)
+                return info.counts[key]
+        url, field = info.tokenize
+        try:
+            answer = bounded_request("POST", url, name=self.name, timeout=PROBE_TIMEOUT,
+                                     max_bytes=max(PROBE_BYTES, len(text) * 16), json={field: text, "model": self.model},
+                                     headers=self._auth(), transport=self.transport)
+            tokens = json.loads(answer.body)["tokens"] if answer.status == 200 else None
+            n = len(tokens) if isinstance(tokens, list) else estimate_tokens(text)
+        except Exception:  # the estimate will do
+            return estimate_tokens(text)
+        with info.lock:
+            info.counts[key] = n
+            while len(info.counts) > COUNT_CACHE:
+                info.counts.popitem(last=False)
+        return n
+
+    def _probe(self) -> None:
+        """Ask the server once for its context size and whether it tokenizes:
+        llama.cpp's ``/props`` (``n_ctx``) and ``/tokenize``; ``/v1/models``
+        (vLLM's ``max_model_len``, llama.cpp's ``meta``); llama-cpp-python's
+        ``/extras/tokenize`` (listed in its ``/openapi.json``)."""
+        info = self.info
+        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+        answered = False
+        deadline = time.monotonic() + min(PROBE_TIMEOUT, self.timeout / 3)  # all the questions together
+        for url in (f"{root}/props", f"{self.base_url}/models", f"{root}/openapi.json"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                answer = bounded_request("GET", url, name=self.name, timeout=left, max_bytes=PROBE_BYTES,
+                                         headers=self._auth(), transport=self.transport)
+                answered = True
+                data = json.loads(answer.body) if answer.status == 200 else None
+            except Exception:
+                continue
+            if not isinstance(data, dict):
+                continue
+            if url.endswith("/props"):
+                gen = data.get("default_generation_settings")
+                n_ctx = data.get("n_ctx") or (gen.get("n_ctx") if isinstance(gen, dict) else None)
+                if isinstance(n_ctx, int) and n_ctx > 0:
+                    info.context = info.context or n_ctx
+                    info.tokenize = (f"{root}/tokenize", "content")
+            elif url.endswith("/models"):
+                for item in data.get("data") or []:
+                    if isinstance(item, dict) and item.get("id") in (self.model, None):
+                        meta: dict[str, Any] = item["meta"] if isinstance(item.get("meta"), dict) else {}
+                        told = item.get("max_model_len") or meta.get("n_ctx") or meta.get("n_ctx_train")
+                        if isinstance(told, int) and told > 0:
+                            info.context = info.context or told
+            elif "/extras/tokenize" in (data.get("paths") or {}) and info.tokenize is None:
+                info.tokenize = (f"{root}/extras/tokenize", "input")
+        info.probed = answered  # a server that did not answer is asked again a minute later
+        info.probe_after = time.monotonic() + 60
+
+    # -- the call -------------------------------------------------------------------------
+
+    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion:
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages), "max_tokens": self.reply_tokens(),
+                                **self.extra}
         if tools:
             body["tools"] = list(tools)
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        answer = bounded_request("POST", f"{self.base_url}/chat/completions", name=self.name, timeout=self.timeout,
+                                 max_bytes=self.limits.max_response_bytes, json=body, headers=self._auth(),
+                                 transport=self.transport)
+        if answer.status >= 400:
+            raise self._http_error(answer)
         try:
-            with httpx.Client(transport=self.transport, timeout=self.timeout) as client:
-                resp = client.post(f"{self.base_url}/chat/completions", json=body, headers=headers)
-        except httpx.TimeoutException as exc:
-            raise ModelError(f"{self.name} did not answer in {self.timeout:g}s ({exc})", code="model_unreachable") from None
-        except httpx.HTTPError as exc:
-            raise ModelError(f"cannot reach {self.name}: {exc}", code="model_unreachable") from None
-        if resp.status_code >= 400:
-            raise ModelError(f"{self.name} answered HTTP {resp.status_code}: {resp.text[:300]}",
-                             code="model_http_error", instant=resp.status_code in INSTANT_STATUS)
-        try:
-            message = resp.json()["choices"][0]["message"]
+            message = json.loads(answer.body)["choices"][0]["message"]
             calls = tuple(
                 ToolCall(str(c.get("id") or f"call_{i}"), str(c["function"]["name"]),
                          _arguments_text(c["function"].get("arguments")))
                 for i, c in enumerate(message.get("tool_calls") or [])
             )
             content = message.get("content")
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelError(f"{self.name} sent a reply that is not a chat completion ({exc!r})",
                              code="model_bad_response") from None
         return Completion(content=content if isinstance(content, str) else None, tool_calls=calls)
+
+    def _auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def _http_error(self, answer: Answer) -> ModelError:
+        status = answer.status
+        said = answer.text(2000)
+        head = f"{self.name} answered HTTP {status}: {answer.text(300)}"
+        if status in (400, 413, 500) and OVERFLOW.search(said):
+            told = next((int(g) for m in TOLD_CONTEXT.finditer(said) for g in m.groups() if g), None)
+            # the context is at most what the server told, else take half of what we thought
+            smaller = told or max(MIN_CONTEXT, self.context_tokens() // 2)
+            self.info.learned = min(smaller, self.info.learned or smaller)
+            return ModelError(head, code="model_context_overflow", context=told)
+        if status == 429 or status >= 500:
+            return ModelError(head, code="model_unavailable", retry_after=_retry_after(answer.headers.get("retry-after")))
+        return ModelError(head, code="model_http_error", instant=status in INSTANT_STATUS)
+
+
+def _positive(value: object) -> int | None:
+    try:
+        n = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+    return n if n > 0 else None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (a number or an HTTP date), at most ten minutes."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = (when - datetime.now(timezone.utc)).total_seconds()
+    if seconds != seconds:  # NaN
+        return None
+    return min(RETRY_AFTER_MAX_S, max(0.0, seconds))
 
 
 def _arguments_text(arguments: object) -> str:
@@ -117,9 +284,10 @@ def _arguments_text(arguments: object) -> str:
         return "{}"
     if isinstance(arguments, str):
         return arguments
-    import json
-
     return json.dumps(arguments)
+
+
+RETRY_CODES = frozenset({"model_unreachable", "model_unavailable"})
 
 
 class OpenAISessions:
@@ -135,6 +303,7 @@ class OpenAISessions:
         self.settings = settings or store.settings
         self.transport = transport
         self._down: dict[str, tuple[int, int]] = {}  # base_url -> (not before, back-off) in µs
+        self._servers: dict[tuple[str, str], ServerInfo] = {}
 
     def can_deliver(self, session: Session) -> bool:
         return bool(session.config.get("base_url") and session.config.get("model")) and self.why_not(session) is None
@@ -146,23 +315,29 @@ class OpenAISessions:
             return None
         return f"model server {session.config.get('base_url')} unreachable; trying again in {(down[0] - now_us(self.clock)) / 1e6:.0f}s"
 
-    def conversation(self, session: Session, *, owner: str | None = None) -> Any:
-        from ..agent.loop import DEFAULT_SYSTEM, Conversation
+    def model(self, session: Session) -> OpenAIChatModel:
+        key = (str(session.config.get("base_url")), str(session.config.get("model")))
+        info = self._servers.setdefault(key, ServerInfo())
+        return OpenAIChatModel.from_config(session.config, transport=self.transport, limits=self.settings.model,
+                                           info=info)
 
-        system = session.config.get("system", DEFAULT_SYSTEM)
+    def conversation(self, session: Session, *, owner: str | None = None) -> Any:
+        from ..agent.loop import Conversation, session_system
+
         return Conversation(
-            self.store, session.id, OpenAIChatModel.from_config(session.config, transport=self.transport),
-            clock=self.clock, settings=self.settings, system=system or None, owner=owner,
+            self.store, session.id, self.model(session),
+            clock=self.clock, settings=self.settings, system=session_system(session), owner=owner,
         )
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         """Run the fired turn; the dispatcher holds the session's turn lease."""
         reply = self.conversation(session).run_fired(fires)
         url = str(session.config.get("base_url"))
-        if reply.code == "model_unreachable":
+        if reply.code in RETRY_CODES:
             _, last = self._down.get(url, (0, 0))
             backoff = min(BACKOFF_MAX_US, last * 2) if last else BACKOFF_FIRST_US
-            self._down[url] = (now_us(self.clock) + backoff, backoff)
+            wait = max(backoff, int((reply.retry_after or 0) * 1e6))
+            self._down[url] = (now_us(self.clock) + wait, backoff)
             return TurnResult(False, error=f"{reply.code}: {reply.error}", retry=True)
         self._down.pop(url, None)
         if reply.duplicate:
@@ -172,4 +347,4 @@ class OpenAISessions:
         return TurnResult(True, reply=reply.text)
 
 
-__all__ = ["DEFAULT_KEY_ENV", "OpenAIChatModel", "OpenAISessions"]
+__all__ = ["DEFAULT_KEY_ENV", "OpenAIChatModel", "OpenAISessions", "ServerInfo"]

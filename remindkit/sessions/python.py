@@ -99,6 +99,14 @@ class PythonSessions:
                 self._forget(fresh)
             return TurnResult(False, error=f"{type(exc).__name__}: {exc}",
                               instant=bool(getattr(exc, "instant", False)))
+        if isinstance(getattr(reply, "ok", None), bool) and hasattr(reply, "text"):
+            # a Conversation's deliver() answers with its TurnReply rather than raising
+            if not reply.ok:
+                if not external:
+                    self._forget(fresh)
+                return TurnResult(False, error=f"{getattr(reply, 'code', None) or 'error'}: {reply.error}",
+                                  instant=bool(getattr(reply, "instant", False)))
+            reply = reply.text
         text = None if reply is None else str(reply)
         if handover is not None and self.turns is not None:
             self.turns.end(session.id, handover, text)

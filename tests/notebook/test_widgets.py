@@ -265,3 +265,25 @@ def test_closing_a_panel_stops_its_refreshes_and_alerts(runtime: Any) -> None:
     assert runtime.alerter.targets == 0
     api_of(runtime).create("x", session="s1", in_="1m")
     runtime.hub.sync()  # no error: the closed panel is gone from the hub
+
+
+def test_chat_view_shows_a_failed_fired_turn(runtime: Any, clock: FakeClock) -> None:
+    def fails_on_fires(messages: Any, tools: Any) -> str:
+        if "<schedule-fired" in (messages[-1].get("content") or ""):
+            raise RuntimeError("model lost its GPU")
+        return "hello"
+
+    chat = ChatSession(runtime.store, session="c1", model=fails_on_fires, engine=runtime.engine,
+                       settings=runtime.settings)
+    panel = Panel(runtime, chat=chat)
+    rid = api_of(runtime).create("stretch", session="c1", label="stretch", in_="5s").id
+    clock.advance(5)
+    runtime.engine.tick()
+    runtime.engine.notice_change()
+    runtime.engine.tick()
+    panel.sync()
+    assert [o.state for o in runtime.store.history(reminder_id=rid)] == ["failed"]
+    assert panel.chat_view is not None
+    lines = panel.chat_view.lines
+    assert [ln["who"] for ln in lines][-2:] == ["fired", "note"]
+    assert "reminder 'stretch' could not be delivered" in lines[-1]["text"] and "GPU" in lines[-1]["text"]

@@ -125,7 +125,8 @@ def test_chat_shows_fired_turns_while_idle(env: dict[str, str]) -> None:
         assert proc.stdin is not None
         proc.stdin.write("now use the tool\n")
         proc.stdin.flush()
-        time.sleep(4)  # idle: the reminder fires in the chat's own engine
+        # idle: the reminder fires in the chat's own engine, and its turn is answered
+        wait_for(lambda: any(o["outcome"] == "delivered" for o in history(env)), 90)
         out, err = proc.communicate("/quit\n", timeout=30)
         assert proc.returncode == 0, err
         assert "⏰ reminder fired: by-tool" in out

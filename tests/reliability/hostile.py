@@ -32,6 +32,9 @@ NOT_REFUSALS = {
     "model_unreachable": "idem",
     "model_http_error": "idem",
     "model_bad_response": "idem",
+    "model_unavailable": "a 5xx or 429 from the model server: the fires wait and are tried again",
+    "model_context_overflow": "the request did not fit the model's context: sent again, shorter",
+    "model_response_too_large": "a model answer over the byte cap: a failed turn",
     "invalid_schedule": "a Schedule built in code with an unknown kind",
     "invalid_state": "an import line's state: reported as invalid_import",
 }
