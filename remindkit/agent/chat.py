@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from ..checks import check_key_env
 from ..clock import Clock, SystemClock, now_us
 from ..errors import InvalidInput
-from ..checks import check_key_env
 from ..models import DELIVERED, FEEDBACK, FIRED_TURN, OCC_FAILED, SESSION_DELETED, Message, Session
 from ..protocol.display import fired_marker, strip_assistant_display, transcript_view
 from ..settings import Settings
