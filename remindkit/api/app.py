@@ -9,6 +9,7 @@ and conflicts, 503 store unavailable).
 """
 
 import builtins
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +21,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..checks import check_session_id
 from ..clock import to_us
 from ..errors import (
     Conflict,
@@ -32,7 +34,7 @@ from ..errors import (
     Unauthorized,
 )
 from ..models import Reminder, Session
-from ..reminders import Reminders, check_session_id
+from ..reminders import Reminders
 from ..store.projects import check_project
 from . import tokens as tk
 
@@ -99,17 +101,52 @@ def session_out(sess: Session, project: str) -> dict[str, Any]:
     return data
 
 
+def mcp_over_http(api: Reminders) -> Any:
+    """The MCP server's tools over Streamable HTTP for ``/mcp`` (``remindkit[mcp]``), each
+    call acting for the session of its bearer token: a session token, not read-only,
+    of a project whose reminders feature is on. None without the ``mcp`` extra."""
+    try:
+        from ..mcp.http import http_app
+    except ImportError:
+        return None
+    store = api.store
+
+    def verify(token: str) -> str | None:
+        try:
+            who = tk.authenticate(store, token, open_when_none=False)
+            if who.scope != "session" or who.read_only or who.session is None or who.project is None:
+                return None
+            tk.require_project(store, who.project)
+        except RemindkitError:
+            return None
+        return who.session
+
+    return http_app(api, verify, path="/")
+
+
 def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None,
                feed: Any = None) -> FastAPI:
     """The application over ``api``. ``open_loopback``: with no token in the store a
     request without one acts as admin (the server listens on loopback only)."""
     store = api.store
-    app = FastAPI(title="remindkit", version="1", description=__doc__,
+    mcp_app = mcp_over_http(api)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if mcp_app is None:
+            yield
+            return
+        async with mcp_app.router.lifespan_context(mcp_app):  # the MCP session manager
+            yield
+
+    app = FastAPI(title="remindkit", version="1", description=__doc__, lifespan=lifespan,
                   responses={400: {"description": "bad input"}, 401: {"description": "no or unknown token"},
                              403: {"description": "outside the token's scope, read-only, or feature_disabled"},
                              404: {"description": "unknown"}, 409: {"description": "limits, conflicts"}})
     app.state.api = api
     app.state.engine = engine
+    if mcp_app is not None:
+        app.mount("/mcp", mcp_app)
 
     @app.exception_handler(RemindkitError)
     async def _refusal(_request: Request, exc: RemindkitError) -> JSONResponse:

@@ -70,7 +70,7 @@ def run_api(api: Reminders, out: TextIO, *, host: str = "127.0.0.1", port: int =
     sock = bind(host, port)
     where = sock.getsockname()
     config = uvicorn.Config(app, log_level="info" if verbose else "warning", access_log=verbose,
-                            timeout_graceful_shutdown=2, lifespan="off")
+                            timeout_graceful_shutdown=2, lifespan="on")
     server = uvicorn.Server(config)
     if eng is not None:
         eng.start()
