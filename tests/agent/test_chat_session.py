@@ -12,8 +12,8 @@ from remindkit.clock import to_us
 from remindkit.engine import Engine
 from remindkit.models import Session
 from remindkit.reminders import Reminders
-from remindkit.sessions.base import Adapters
 from remindkit.sessions.openai import OpenAISessions
+from remindkit.sessions.registry import Adapters
 
 from ..sessions.model_server import Behaviour, ModelServer, text
 

@@ -18,8 +18,8 @@ from remindkit.clock import FakeClock, to_us
 from remindkit.engine import Engine
 from remindkit.models import Message, Session
 from remindkit.reminders import Reminders
-from remindkit.sessions.base import Adapters
 from remindkit.sessions.openai import OpenAIChatModel, OpenAISessions
+from remindkit.sessions.registry import Adapters
 from remindkit.settings import ModelLimits, Settings
 from remindkit.store import SqlStore
 
