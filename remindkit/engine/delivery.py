@@ -355,7 +355,7 @@ class Dispatcher:
                   fallback_first: bool = False) -> None:
         """Run turns in ``target`` until no more fires are queued for it. A shared
         session's turn is claimed in the store once for the whole run."""
-        lease = self._lease(target.id) if adapter.shared else None
+        lease = self._lease(target.id) if _shared(adapter, target) else None
         why = ""
         if lease is not None:
             try:
@@ -470,7 +470,7 @@ class Dispatcher:
 
     def _turn_in(self, sess: Session, adapter: SessionAdapter, fires: Sequence[Fire], message: str) -> TurnResult:
         """A turn in a session other than the one the run holds (the fallback)."""
-        lease = self._lease(sess.id) if adapter.shared else None
+        lease = self._lease(sess.id) if _shared(adapter, sess) else None
         if lease is not None and not lease.try_acquire():
             return TurnResult(False, error=f"fresh session {sess.id} is busy", busy=False)
         try:
@@ -562,6 +562,17 @@ def _drain(items: deque[Any]) -> list[Any]:
             out.append(items.popleft())
         except IndexError:
             return out
+
+
+def _shared(adapter: SessionAdapter, sess: Session) -> bool:
+    """Whether a turn in ``sess`` is claimed in the store: an adapter that any engine
+    may drive is, unless it says this turn is this process's alone (an MCP server of
+    the session connected here pushes without a claim: no other engine can deliver
+    there while it holds the session's connection lease)."""
+    local = getattr(adapter, "local_turn", None)
+    if local is not None and local(sess):
+        return False
+    return adapter.shared
 
 
 def _fallback_distinct(sess: Session) -> bool:

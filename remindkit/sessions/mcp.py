@@ -69,6 +69,12 @@ class McpSessions:
                 return True
         return bool(session.config.get("argv")) and not self._connected_elsewhere(session.id)
 
+    def local_turn(self, session: Session) -> bool:
+        """A push to a client connected to this process: no store turn claim is needed
+        (the session's connection lease keeps every other engine out)."""
+        with self._lock:
+            return session.id in self._pushes
+
     def why_not(self, session: Session) -> str:
         if session.config.get("argv"):
             return f"an MCP server of session {session.id} is connected in another process"
