@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import faulthandler
-import logging
-import signal
-import threading
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .context import Context, emit_json
@@ -39,6 +35,11 @@ def tray_command(cx: Context) -> int:
 def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool = False,
           as_json: bool = False) -> int:
     """Run an engine in the foreground until SIGINT or SIGTERM."""
+    import faulthandler
+    import logging
+    import signal
+    import threading
+
     from ..engine import Engine
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
