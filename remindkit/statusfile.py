@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,8 @@ def status_path(home: Path, url: str) -> Path:
 
 def write_status(path: Path, data: dict[str, Any]) -> None:
     """Replace the file atomically; a reader sees the old or the new one, never half."""
+    import tempfile  # writers only: the reader (a prompt, every second) does not pay for it
+
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(prefix=".status-", dir=path.parent)
     try:

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import faulthandler
-import logging
-import signal
-import threading
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .context import Context, emit_json
@@ -52,6 +48,11 @@ def build_engine(api: Reminders, *, no_alerts: bool = False, role: str = "serve"
 def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool = False,
           as_json: bool = False) -> int:
     """Run an engine in the foreground until SIGINT or SIGTERM."""
+    import faulthandler
+    import logging
+    import signal
+    import threading
+
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     engine = build_engine(api, no_alerts=no_alerts, role="serve")

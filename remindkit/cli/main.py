@@ -19,7 +19,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..errors import RemindkitError
 from . import alerts as alert_cmds
@@ -39,12 +39,33 @@ from .context import CliError, Context, Parser
 from .output import printable
 
 # kept importable from here
-__all__ = ["CliError", "build_parser", "main", "printable"]
+__all__ = ["CliError", "build_parser", "command_of", "main", "printable"]
 
 SIGPIPE_STATUS = 128 + 13  # what a shell reports for a command whose reader went away
 
 
-def build_parser() -> argparse.ArgumentParser:
+# (the commands a module registers, how to register them): main builds only the group of
+# the command it is given, which matters for a command run every second (status --line)
+GROUPS: list[tuple[frozenset[str], Any]] = [
+    (frozenset({"remind", "add", "ls", "list", "show", "pause", "resume", "rm", "stop", "delete", "cancel",
+                "snooze", "history", "reminders"}), reminder_cmds.add_parsers),
+    (frozenset({"export", "import"}), backup_cmds.add_parsers),
+    (frozenset({"serve", "tray"}), engine_cmds.add_parsers),
+    (frozenset({"status", "stats"}), status_cmds.add_parsers),
+    (frozenset({"watch"}), watch_cmds.add_parsers),
+    (frozenset({"session"}), session_cmds.add_parser),
+    (frozenset({"chat", "demo"}), chat_cmds.add_parsers),
+    (frozenset({"alerts"}), alert_cmds.add_parser),
+    (frozenset({"log"}), log_cmds.add_parser),
+    (frozenset({"service"}), service_cmds.add_parser),
+    (frozenset({"telegram"}), telegram_cmds.add_parser),
+    (frozenset({"mcp"}), mcp_cmds.add_parser),
+    (frozenset({"api", "token", "projects"}), api_cmds.add_parsers),
+]
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or only the group of ``command`` when it names one."""
     # --db and --json may come before or after the command: the sub-commands take them
     # with a suppressed default, so they do not overwrite a value given before.
     common = Parser(add_help=False)
@@ -54,20 +75,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = Parser(prog="remindkit", description="Durable reminders for agent sessions.", parents=[common])
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    reminder_cmds.add_parsers(sub, common)
-    backup_cmds.add_parsers(sub, common)
-    engine_cmds.add_parsers(sub, common)
-    status_cmds.add_parsers(sub, common)
-    watch_cmds.add_parsers(sub, common)
-    session_cmds.add_parser(sub, common)
-    chat_cmds.add_parsers(sub, common)
-    alert_cmds.add_parser(sub, common)
-    log_cmds.add_parser(sub, common)
-    service_cmds.add_parser(sub, common)
-    telegram_cmds.add_parser(sub, common)
-    mcp_cmds.add_parser(sub, common)
-    api_cmds.add_parsers(sub, common)
+    known = command is not None and any(command in names for names, _add in GROUPS)
+    for names, add in GROUPS:
+        if not known or command in names:
+            add(sub, common)
     return p
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (after any --db URL / --json given before it)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--db":
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
@@ -78,7 +103,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     want_json = "--json" in args_list
     cx: Context | None = None
     try:
-        parser = build_parser()
+        parser = build_parser(command_of(args_list))
         args = parser.parse_args(args_list)
         args.db = getattr(args, "db", None)
         args.json = getattr(args, "json", False)
