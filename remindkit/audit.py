@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
+from ._compat import StrEnum
 from typing import Any
 
 from .clock import format_utc
