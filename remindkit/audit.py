@@ -16,9 +16,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from ._compat import StrEnum
 from typing import Any
 
+from ._compat import StrEnum
 from .clock import format_utc
 
 DETAIL_MAX = 1_000  # characters of an event's JSON detail
