@@ -28,7 +28,7 @@ from ..checks import check_key_env
 from ..clock import Clock, SystemClock, now_us
 from ..errors import InvalidInput
 from ..models import DELIVERED, FEEDBACK, FIRED_TURN, OCC_FAILED, SESSION_DELETED, Message, Session
-from ..protocol.display import fired_marker, strip_assistant_display, transcript_view
+from ..protocol.display import fired_keys, fired_marker, strip_assistant_display, transcript_view
 from ..settings import Settings
 from ..store import SqlStore
 from .loop import DEFAULT_SYSTEM, Conversation, TurnReply, session_system
@@ -150,8 +150,8 @@ class ChatSession:
                 continue
             if mine is None:
                 mine = [m for m in self.store.messages(self.id, last=400) if m.kind == FIRED_TURN]
-            key = f'key="{occ.key}"'
-            seq = next((m.seq for m in reversed(mine) if key in (m.content or "")), 0) or self.last_seq()
+            key = occ.key
+            seq = next((m.seq for m in reversed(mine) if key in fired_keys(m.content or "")), 0) or self.last_seq()
             label = self._label(occ.reminder_id)
             if failed:
                 notes.append(Entry(seq, "failed", f"⚠ reminder {label} could not be delivered: {occ.error or 'failed'}"))
@@ -173,7 +173,8 @@ class ChatSession:
 
 def _reply_to(messages: Sequence[Message], key: str) -> str:
     """The display text of the replies to the fired turn that carries ``key``."""
-    start = next((i for i, m in enumerate(messages) if m.kind == FIRED_TURN and key in (m.content or "")), None)
+    start = next((i for i, m in enumerate(messages)
+                  if m.kind == FIRED_TURN and key in fired_keys(m.content or "")), None)
     if start is None:
         return ""
     texts: list[str] = []

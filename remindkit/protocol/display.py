@@ -87,6 +87,17 @@ def fired_marker(message: str) -> str:
     return "⏰ reminder fired: " + ", ".join(labels)
 
 
+def fired_keys(message: str) -> list[str]:
+    """The occurrence keys (``id@due``) of the ``<schedule-fired>`` blocks of a message."""
+    keys = []
+    for part in message.split("<schedule-fired ")[1:]:
+        head = " " + part.split(">", 1)[0]
+        rid, due = _attr(head, "id"), _attr(head, "due")
+        if rid is not None and due is not None:
+            keys.append(f"{rid}@{due}")
+    return keys
+
+
 def fired_time(message: str) -> datetime | None:
     """When the first ``<schedule-fired>`` block fired (its ``due`` plus ``late_ms``; an
     older message's ``fired``), if readable."""
@@ -139,6 +150,7 @@ def _attr(head: str, name: str) -> str | None:
 
 __all__ = [
     "fired_labels",
+    "fired_keys",
     "fired_time",
     "fired_marker",
     "is_hidden_user_message",

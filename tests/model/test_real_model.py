@@ -18,6 +18,7 @@ import pytest
 from remindkit.agent.loop import Conversation
 from remindkit.engine import Engine
 from remindkit.models import FIRED_TURN, Message, Session
+from remindkit.protocol.display import fired_keys
 from remindkit.reminders import Reminders
 from remindkit.sessions.openai import OpenAIChatModel
 from remindkit.settings import Settings
@@ -89,7 +90,7 @@ def test_fired_turns_reach_the_model_replies_are_stored_and_a_tag_is_carried_out
     fired = [m for m in store.messages("m") if m.kind == FIRED_TURN]
     keys = [o.key for o in outcomes]
     for key in keys:  # each occurrence handed over exactly once
-        assert sum((m.content or "").count(f'key="{key}"') for m in fired) == 1
+        assert sum(fired_keys(m.content or "").count(key) for m in fired) == 1
     replies = [m for m in store.messages("m") if m.role == "assistant"]
     assert len(replies) == len(fired) and all(TAG in (m.content or "") for m in replies)
     again = [r for r in api.list(session="m") if r.label == "again"]
@@ -120,7 +121,7 @@ def test_llm_cli_as_a_command_session(llm_cli, store, tmp_path: Path) -> None:  
                           text=True, timeout=60)
     prompts = [row["prompt"] for row in json.loads(logs.stdout or "[]")]
     for o in outcomes:  # the fired turn reached the model, once per occurrence
-        assert sum(p.count(f'key="{o.key}"') for p in prompts) == 1, prompts
+        assert sum(fired_keys(p).count(o.key) for p in prompts) == 1, prompts
 
 
 def _env() -> dict[str, str]:

@@ -19,7 +19,7 @@ from remindkit.protocol import (
     parse_tags,
     strip_user_display_tags,
 )
-from remindkit.protocol.display import fired_time
+from remindkit.protocol.display import fired_keys, fired_time
 
 DUE = parse_utc("2026-12-01T09:00:00Z")
 
@@ -95,3 +95,10 @@ def test_feedback_block_is_escaped_and_hidden() -> None:
 def test_strip_user_display_tags(message: str, shown: str) -> None:
     assert strip_user_display_tags(message) == shown
     assert is_hidden_user_message(message) == (shown == "")
+
+
+def test_fired_keys_are_id_at_due_of_each_block() -> None:
+    later = fire("second", rid="rem_000000000002", due=DUE + timedelta(minutes=5), label="b")
+    msg = frame_fired([later, fire("first", label="a")])
+    assert fired_keys(msg) == ["rem_000000000001@2026-12-01T09:00:00Z", "rem_000000000002@2026-12-01T09:05:00Z"]
+    assert fired_keys("no block here") == []
