@@ -126,6 +126,7 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     del token
     if engine is not None:
         routed = engine.adapters.get("telegram")
+        routed = getattr(routed, "inner", routed)  # the engine's policy guard wraps every adapter
         if routed is not None and hasattr(routed, "working"):
             routed.working = bridge.typing_while  # a fired turn in a thread shows typing there
 

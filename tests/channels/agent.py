@@ -1,5 +1,5 @@
 """A command agent for the Telegram tests: reads the message on stdin, logs the
-call to $RK_AGENT_LOG, and answers. "remind me in Ns to X" sets a reminder with a
+call to the file named by its first argument, and answers. "remind me in Ns to X" sets a reminder with a
 <schedule> tag; a <schedule-fired> message is answered with the reminder's label."""
 
 import os
@@ -8,7 +8,7 @@ import sys
 import time
 
 message = sys.stdin.read()
-with open(os.environ["RK_AGENT_LOG"], "a") as log:
+with open(sys.argv[1], "a") as log:
     kind = "fired" if "<schedule-fired" in message else "chat"
     log.write(f"{os.environ.get('REMINDKIT_SESSION')}\t{kind}\t{' '.join(message.split())[:120]}\n")
 if "<schedule-fired" in message:

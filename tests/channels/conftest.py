@@ -33,7 +33,9 @@ class BotProcess:
                      "PYTHONUNBUFFERED": "1", "TELEGRAM_BOT_TOKEN": TOKEN, "REMINDKIT_TZ": "UTC"})
         full.update(env)
         self.fh = open(self.log, "a")  # noqa: SIM115
-        agent = [] if "--openai" in args else ["--command", f"{sys.executable} {AGENT}"]
+        # the agent's log on its command line: a command session's environment is an allowlist
+        agent_log = env.get("RK_AGENT_LOG", str(home / "agent.log"))
+        agent = [] if "--openai" in args else ["--command", f"{sys.executable} {AGENT} {agent_log}"]
         argv = [sys.executable, "-m", "remindkit", "telegram", "--db", url, "--api-url", api.url, "--poll-timeout", "2",
                 *agent, "-v", *args]
         self.proc = subprocess.Popen(argv, stdout=self.fh, stderr=subprocess.STDOUT, env=full, start_new_session=True)
