@@ -92,6 +92,7 @@ class TrayApp:
         self._title: str | None = None
         self._menu_shape: Any = None
         self._stats_cache: tuple[int, str] | None = None
+        self._engine_running = False
         self._stop = threading.Event()
         self._kick_r, self._kick_w = os.pipe()
         os.set_blocking(self._kick_r, False)
@@ -115,7 +116,8 @@ class TrayApp:
             note = "menu unavailable (install PyGObject)"
         return build_view(reminders, fires, now=now, paused_all=self.api.paused_all, muted=self.switches.muted,
                           sounding=self.alerter.sounding, names=self._names, tz=self.settings.tz, note=note,
-                          stats=self._stats(to_us(now)), armed=self.api.armed())
+                          stats=self._stats(to_us(now)),
+                          armed=self._engine_running or self.api.armed())
 
     def _stats(self, now_us: int) -> str | None:
         """The last day's counts, read at most every STATS_EVERY_S (a scan of the history)."""
@@ -275,6 +277,7 @@ class TrayApp:
         if not b.has_menu:
             log.warning("the %s tray backend has no menu; install PyGObject for one", b.name)
         self.engine.start()
+        self._engine_running = True  # this app's own engine: the store is armed while it runs
         refresher = threading.Thread(target=self._refresh_loop, name="remindkit-tray-refresh", daemon=True)
 
         def setup(icon: Any) -> None:
@@ -306,6 +309,7 @@ class TrayApp:
 
         self._install_signals(on_signal)
         try:
+            self._engine_running = True
             self.engine.run(stop)
         finally:
             self.close()

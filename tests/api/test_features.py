@@ -36,9 +36,12 @@ def test_a_disabled_project_refuses_and_does_not_fire_until_enabled(api_server, 
             assert store.get_reminder(held["id"]).state == "active"
             on = cli("projects", "features", "enable", "reminders", "--project", "p", db=sqlite_url, home=tmp_path)
             assert on.returncode == 0
-            fired = wait_for(lambda: store.history(reminder_id=held["id"]), 60)
-            assert len(fired) == 1 and fired[0].fired_at is not None
-            assert client.session("p", "s1").reminders.get(held["id"])["state"] == "done"
+            fired = wait_for(lambda: (h := store.history(reminder_id=held["id"])) and h[0].fired_at is not None
+                             and h, 60)
+            assert len(fired) == 1
+            # s1 has no agent to deliver to: the fire waits for one, and stays the user's until then
+            got = wait_for(lambda: (r := client.session("p", "s1").reminders.get(held["id"]))["delivery"] and r, 60)
+            assert got["state"] == "active" and got["delivery"]["state"] == "waiting"
     finally:
         store.close()
 
