@@ -98,6 +98,7 @@ class Engine:
         self._next_lease_us: int | None = None
         self._known = False  # _next_due_us / _next_lease_us are current
         self._dirty = True
+        self._dirty_epoch = self.dispatcher.epoch()  # sessions cached before this are reloaded
         self._housekeeping_us = 0
         self._takeover_after_us = 0  # an expired lease was left to its live owner: not before this
         self._lease_keeper = False  # the lease thread runs (run()); tick() alone renews in housekeeping
@@ -148,7 +149,7 @@ class Engine:
                     changed = True
                     self._dirty = False
                     self._known = False
-                    self.dispatcher.invalidate()
+                    self.dispatcher.invalidate(before=self._dirty_epoch)
                     self._drop_cancelled()
                     self.dispatcher.deliver_waiting()
                 if not self._known:  # a read first: claiming takes the write lock
@@ -370,6 +371,7 @@ class Engine:
         self._pokes["store"].poke()
 
     def notice_change(self) -> None:
+        self._dirty_epoch = self.dispatcher.epoch()
         self._dirty = True
         self.poke()
 
@@ -488,6 +490,7 @@ class Engine:
                     sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
                 origins = {""}
             if origins - {self.id}:
+                self._dirty_epoch = self.dispatcher.epoch()
                 self._dirty = True
         return None, listener
 
