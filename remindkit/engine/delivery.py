@@ -30,9 +30,9 @@ from __future__ import annotations
 import itertools
 import logging
 import queue
-import time
 import secrets
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -119,6 +119,8 @@ class Dispatcher:
         self._epochs = itertools.count(1)  # orders cache loads against change notices (see invalidate)
         self._turn_us: dict[str, float] = {}  # adapter name -> recent turn time (a moving average)
         self._pool = None if inline else Workers(workers, "remindkit-turn")
+        if self._pool is not None:
+            self._pool.prestart()  # a fire that is due when the engine starts does not wait for a thread
         self._alerts = None if inline else Workers(1, "remindkit-alert")
         self.urgent = False  # outcomes that should not wait for the next batch
 
@@ -656,6 +658,14 @@ class Workers:
         self._threads: list[threading.Thread] = []
         self._busy = 0
         self._lock = threading.Lock()
+
+    def prestart(self) -> None:
+        """Start one thread now, before there is work."""
+        with self._lock:
+            if not self._threads:
+                t = threading.Thread(target=self._loop, name=f"{self._name}-0", daemon=True)
+                self._threads.append(t)
+                t.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._lock:
