@@ -62,17 +62,10 @@ def json_text(value: object) -> str:
 def fired_block(fire: Fire, fired_at: datetime) -> str:
     repeat = "forever" if fire.repeat is None else str(fire.repeat)
     late_ms = max(0, int((fired_at - fire.due_at).total_seconds() * 1000))
-    attrs = [
-        ("id", fire.reminder_id),
-        ("label", fire.label or ""),
-        ("key", fire.key),
-        ("due", format_utc(fire.due_at)),
-        ("fired", format_utc(fired_at)),
-        ("late_ms", late_ms),
-        ("repeat", f"{fire.position}/{repeat}"),
-        ("missed", fire.missed),
-    ]
-    head = " ".join(f'{name}="{escape_attr(value)}"' for name, value in attrs)
+    # Times, numbers and the position need no escaping (digits and -:.TZ/ only).
+    head = (f'id="{escape_attr(fire.reminder_id)}" label="{escape_attr(fire.label or "")}" '
+            f'key="{escape_attr(fire.key)}" due="{format_utc(fire.due_at)}" fired="{format_utc(fired_at)}" '
+            f'late_ms="{late_ms}" repeat="{int(fire.position)}/{repeat}" missed="{int(fire.missed)}"')
     stop = ""
     if fire.repeat is None or fire.position < fire.repeat:  # more fires to come: say how to stop them
         stop = "\n" + stop_line(fire.reminder_id)
