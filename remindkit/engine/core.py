@@ -430,8 +430,8 @@ class Engine:
                     pipe.wait(left - EARLY_WAKE, cap=self.settings.wait_cap_s)
                 elif left > SPIN:
                     select.select([], [], [], left - SPIN)  # relative, microseconds
-                elif left > 0:
-                    _wait_awake(nxt, self.clock)
+                elif left > 0 and not _wait_awake(nxt, self.clock):
+                    select.select([], [], [], left)  # a clock that stands still: do not spin on it
             except Exception:
                 self.errors += 1
                 log.exception("engine %s: fire loop error; going on", self.id)
@@ -572,14 +572,17 @@ class Engine:
             pipe.close()
 
 
-def _wait_awake(until_us: int, clock: Clock) -> None:
+def _wait_awake(until_us: int, clock: Clock) -> bool:
     """Wait out the last fraction of a millisecond before ``until_us`` awake: a
     zero sleep gives the GIL and the CPU away each round without leaving the run
     queue. Bounded by SPIN in real time whatever the clock says (a test's clock
-    may stand still)."""
+    may stand still). Returns whether ``until_us`` was reached."""
     give_up = time.perf_counter() + SPIN
-    while now_us(clock) < until_us and time.perf_counter() < give_up:
+    while now_us(clock) < until_us:
+        if time.perf_counter() > give_up:
+            return False
         time.sleep(0)
+    return True
 
 
 def _chunks_by_session(fires: list[Fire], size: int) -> list[list[Fire]]:
