@@ -76,13 +76,16 @@ class Event:
         }
 
 
+_DETAIL_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)  # built once
+
+
 def detail_json(detail: Mapping[str, Any] | None) -> str | None:
     """``detail`` as JSON of at most :data:`DETAIL_MAX` characters: long strings are
     cut to :data:`DETAIL_VALUE_MAX`; a detail still too long keeps only its keys."""
     if not detail:
         return None
     small = {str(k)[:DETAIL_VALUE_MAX]: _small(v) for k, v in detail.items()}
-    out = json.dumps(small, ensure_ascii=False, separators=(",", ":"), default=str)
+    out = _DETAIL_JSON.encode(small)
     if len(out) > DETAIL_MAX:
         out = json.dumps({"truncated": True, "keys": sorted(small)[:20]}, ensure_ascii=False)[:DETAIL_MAX]
     return out

@@ -104,10 +104,11 @@ def format_utc(dt: datetime | None) -> str | None:
     """RFC 3339 in UTC with a ``Z``, to the millisecond (shown only when not zero)."""
     if dt is None:
         return None
-    dt = dt.astimezone(UTC)
-    ms = dt.microsecond // 1000
-    if ms:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms:03d}Z"
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if dt.tzinfo is not UTC:
+        dt = dt.astimezone(UTC)
+    # isoformat is done in C and faster than strftime (audit events and fired
+    # messages format every occurrence's times); it always writes four-digit years.
+    text = dt.isoformat(timespec="milliseconds")[:23]  # "YYYY-MM-DDTHH:MM:SS.mmm"
+    return text[:19] + "Z" if text.endswith(".000") else text + "Z"
 
 

@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 ALERTER = "alerter"
 SWITCH_INTERVAL = 0.0005  # seconds; lets the fire thread take the GIL promptly
 EARLY_WAKE = 0.002  # seconds before a due time that the fire thread stops sleeping long
+SPIN = 0.0004  # ... and the last stretch, which it waits out awake (a sleep's wake-up can be late)
 QUIET_BEFORE = 0.003  # the store thread holds off this long before a fire ...
 QUIET_AFTER = 0.001  # ... until this long after it (the delivery thread runs then)
 MAX_HOLD = 0.02  # but never longer than this in a row
@@ -99,6 +100,7 @@ class Engine:
         self._next_lease_us: int | None = None
         self._known = False  # _next_due_us / _next_lease_us are current
         self._dirty = True
+        self._dirty_epoch = self.dispatcher.epoch()  # sessions cached before this are reloaded
         self._housekeeping_us = 0
         self._takeover_after_us = 0  # an expired lease was left to its live owner: not before this
         self._lease_keeper = False  # the lease thread runs (run()); tick() alone renews in housekeeping
@@ -145,13 +147,17 @@ class Engine:
                     # First step: claim what is overdue before the slower bookkeeping.
                     self._alerter_status(t)
                     self._claim(t)
+                    if self._lease_keeper and self._quiet_until(t) is not None:
+                        # Threads run: the bookkeeping waits until the fire thread has
+                        # handed the overdue fires over (see _store_round).
+                        return t
                 if t >= self._housekeeping_us:
                     self._housekeeping(t)
                 if self._dirty:
                     changed = True
                     self._dirty = False
                     self._known = False
-                    self.dispatcher.invalidate()
+                    self.dispatcher.invalidate(before=self._dirty_epoch)
                     self._drop_cancelled()
                     self.dispatcher.deliver_waiting()
                 if not self._known:  # a read first: claiming takes the write lock
@@ -374,6 +380,7 @@ class Engine:
         self._pokes["store"].poke()
 
     def notice_change(self) -> None:
+        self._dirty_epoch = self.dispatcher.epoch()
         self._dirty = True
         self.poke()
 
@@ -414,8 +421,10 @@ class Engine:
 
     def _fire_loop(self) -> None:
         """Sleep (interruptibly) until a little before the next due time, then
-        finish the wait with one precise sleep. Nothing that goes wrong in one
-        round stops the loop: it logs and goes on."""
+        finish the wait precisely: a short sleep to just before it, and the last
+        fraction of a millisecond awake, yielding the GIL, so that a late wake-up
+        from the sleep does not make the fire late. Nothing that goes wrong in
+        one round stops the loop: it logs and goes on."""
         pipe = self._pokes["fire"]
         while not self._stop.is_set():
             try:
@@ -423,8 +432,10 @@ class Engine:
                 left = (nxt - now_us(self.clock)) / 1e6
                 if left > EARLY_WAKE:
                     pipe.wait(left - EARLY_WAKE, cap=self.settings.wait_cap_s)
-                elif left > 0:
-                    select.select([], [], [], left)  # relative, microseconds
+                elif left > SPIN:
+                    select.select([], [], [], left - SPIN)  # relative, microseconds
+                elif left > 0 and not _wait_awake(nxt, self.clock):
+                    select.select([], [], [], left)  # a clock that stands still: do not spin on it
             except Exception:
                 self.errors += 1
                 log.exception("engine %s: fire loop error; going on", self.id)
@@ -494,6 +505,7 @@ class Engine:
                     sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
                 origins = {""}
             if origins - {self.id}:
+                self._dirty_epoch = self.dispatcher.epoch()
                 self._dirty = True
                 hinted = True
         if hinted:  # coalesce: a flood of hints costs one re-read per HINT_GAP, not one per datagram
@@ -504,11 +516,12 @@ class Engine:
         return None, listener
 
     def _quiet_until(self, t: int) -> int | None:
-        """When a fire is due within QUIET_BEFORE, the moment just after it."""
+        """When a fire is due within QUIET_BEFORE (or is due already and the fire
+        thread has yet to take it), the moment just after it."""
         with self._lock:
             nxt = self._pending[0][0] if self._pending else None
-        if nxt is not None and t < nxt <= t + int(QUIET_BEFORE * 1e6):
-            return nxt + int(QUIET_AFTER * 1e6)
+        if nxt is not None and nxt <= t + int(QUIET_BEFORE * 1e6):
+            return max(nxt, t) + int(QUIET_AFTER * 1e6)
         return None
 
     def _halt(self) -> None:
@@ -569,6 +582,19 @@ class Engine:
         self.shutdown()
         for pipe in self._pokes.values():
             pipe.close()
+
+
+def _wait_awake(until_us: int, clock: Clock) -> bool:
+    """Wait out the last fraction of a millisecond before ``until_us`` awake: a
+    zero sleep gives the GIL and the CPU away each round without leaving the run
+    queue. Bounded by SPIN in real time whatever the clock says (a test's clock
+    may stand still). Returns whether ``until_us`` was reached."""
+    give_up = time.perf_counter() + SPIN
+    while now_us(clock) < until_us:
+        if time.perf_counter() > give_up:
+            return False
+        time.sleep(0)
+    return True
 
 
 def _chunks_by_session(fires: list[Fire], size: int) -> list[list[Fire]]:

@@ -27,10 +27,12 @@ Outcomes are written with the claim's token in batches by the engine thread
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import secrets
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -71,6 +73,8 @@ log = logging.getLogger(__name__)
 SESSION_TTL_US = 10_000_000  # hints clear the cache sooner; this bounds a missed hint
 MOST_RECENT = "\0most-recent"
 SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
+FAST_TURN_US = 1_000  # an adapter whose turns take less than this has them run in batches ...
+TURN_BATCH = 32  # ... of this many sessions, one after another on one worker
 RETRY_FOR_US = 3_600_000_000  # an agent that cannot be reached is tried this long after the due time
 
 
@@ -111,8 +115,12 @@ class Dispatcher:
         self._queued: dict[str, list[Fire]] = defaultdict(list)  # fires for its next turn
         self._rebasing: set[str] = set()  # reminders with a fire waiting to be re-based
         self._recheck = False
-        self._sessions: dict[str, tuple[Session | None, int]] = {}
+        self._sessions: dict[str, tuple[Session | None, int, int]] = {}  # (session, loaded at, epoch)
+        self._epochs = itertools.count(1)  # orders cache loads against change notices (see invalidate)
+        self._turn_us: dict[str, float] = {}  # adapter name -> recent turn time (a moving average)
         self._pool = None if inline else Workers(workers, "remindkit-turn")
+        if self._pool is not None:
+            self._pool.prestart()  # a fire that is due when the engine starts does not wait for a thread
         self._alerts = None if inline else Workers(1, "remindkit-alert")
         self.urgent = False  # outcomes that should not wait for the next batch
 
@@ -182,7 +190,7 @@ class Dispatcher:
             log.exception("cannot load %d waiting session(s)", len(named))
             return 0
         for name in named:
-            self._sessions[name] = (found.get(name), now)
+            self._sessions[name] = (found.get(name), now, next(self._epochs))
         ready: list[str | None] = []
         for sid in candidates:
             target = self._resolve(sid, fresh=sid is None)
@@ -211,16 +219,24 @@ class Dispatcher:
             named = [s for s in session_ids if s is not None]
             found = self.store.get_sessions(named, now_us=now) if named else {}
             for sid in named:
-                self._sessions[sid] = (found.get(sid), now)
+                self._sessions[sid] = (found.get(sid), now, next(self._epochs))
             if None in session_ids:
                 self._resolve(None, fresh=True)
         except Exception:
             log.exception("cannot load %d session(s)", len(session_ids))
 
-    def invalidate(self) -> None:
-        """Something changed in the store: reload the cached sessions (store thread)."""
-        keys = list(self._sessions)
-        self._sessions.clear()
+    def epoch(self) -> int:
+        """A mark to take when a change is noticed: ``invalidate(before=mark)``
+        reloads only the sessions cached before it (any thread)."""
+        return next(self._epochs)
+
+    def invalidate(self, before: int | None = None) -> None:
+        """Something changed in the store: reload the cached sessions (store thread),
+        or with ``before``, those loaded before that mark (a session loaded after the
+        change was noticed has it already: after a burst's claim, 10,000 of them)."""
+        keys = [k for k, (_s, _at, loaded) in list(self._sessions.items()) if before is None or loaded < before]
+        for k in keys:
+            self._sessions.pop(k, None)
         self.prefetch({None if k == MOST_RECENT else k for k in keys})
 
     @property
@@ -273,11 +289,49 @@ class Dispatcher:
             key = target.id if target is not None else None
             targets[key] = target
             groups[key].append(f)
+        turns: list[tuple[Session, SessionAdapter, list[Fire], bool]] = []
         for key, group in groups.items():
             sess = targets[key]
             adapter = self.adapters.get(sess.adapter) if sess is not None else None
             for d in decide.route(group, self._target(sess, adapter, group)):
-                self._carry_out(sess, adapter, d)
+                self._carry_out(sess, adapter, d, turns)
+        self._start_turns(turns)
+
+    def _start_turns(self, turns: list[tuple[Session, SessionAdapter, list[Fire], bool]]) -> None:
+        """Run these turns (each in its own session). Turns of an adapter known to be
+        fast go to the workers in batches, one after another, rather than one task
+        each: 10,000 sessions due at once cost a few hundred hand-offs, not 10,000.
+        Others (a model's turn takes seconds) get a worker each."""
+        if self._pool is None:
+            for turn in turns:
+                self._run_turn(*turn)
+            return
+        batch: list[tuple[Session, SessionAdapter, list[Fire], bool]] = []
+        for turn in turns:
+            if self._turn_us.get(turn[1].name, float("inf")) < FAST_TURN_US:
+                batch.append(turn)
+                if len(batch) >= TURN_BATCH:
+                    self._pool.submit(self._run_batch, batch)
+                    batch = []
+            else:
+                self._pool.submit(self._run_turn, *turn)
+        if batch:
+            self._pool.submit(self._run_batch, batch)
+
+    def _run_batch(self, turns: list[tuple[Session, SessionAdapter, list[Fire], bool]]) -> None:
+        """Run a batch of turns in order; when one turns out slow, the rest get a
+        worker each, so that a slow session holds up no more than that one turn."""
+        assert self._pool is not None
+        for i, turn in enumerate(turns):
+            t0 = time.perf_counter()
+            try:
+                self._run_turn(*turn)
+            except Exception:  # _run_turn records its own failures; this is a bug: keep going
+                log.exception("turn in %s failed", turn[0].id)
+            if (time.perf_counter() - t0) * 1e6 > SLOW_TURN_US:
+                for rest in turns[i + 1 :]:
+                    self._pool.submit(self._run_turn, *rest)
+                return
 
     def _target(self, sess: Session | None, adapter: SessionAdapter | None, group: Sequence[Fire]) -> decide.Target:
         if sess is None:
@@ -292,7 +346,8 @@ class Dispatcher:
             rebasing = {f.reminder_id for f in group if f.reminder_id in self._rebasing}
         return decide.Target(sess, our_turn=ours, rebasing=rebasing, breaker_after=self.settings.breaker_after)
 
-    def _carry_out(self, sess: Session | None, adapter: SessionAdapter | None, d: decide.Decision) -> None:
+    def _carry_out(self, sess: Session | None, adapter: SessionAdapter | None, d: decide.Decision,
+                   turns: list[tuple[Session, SessionAdapter, list[Fire], bool]]) -> None:
         fires = list(d.fires)
         act = d.action
         if act == Action.WAIT:
@@ -319,12 +374,8 @@ class Dispatcher:
                     self._queued[sess.id].extend(fires)
                 else:
                     self._turns.add(sess.id)
-            if ours:
-                return
-            if self._pool is None:
-                self._run_turn(sess, adapter, fires, d.fallback_first)
-            else:
-                self._pool.submit(self._run_turn, sess, adapter, fires, d.fallback_first)
+            if not ours:
+                turns.append((sess, adapter, fires, d.fallback_first))
         else:  # pragma: no cover - route() returns only the actions above
             raise AssertionError(f"unexpected routing decision {act}")
 
@@ -389,6 +440,7 @@ class Dispatcher:
     def _one_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire],
                   fallback_first: bool = False) -> None:
         handed = now_us(self.clock)
+        started = time.perf_counter()
         message = frame_fired(fires)  # framed once, for the session and its fallback alike
         try:
             failpoints.hit("during_delivery")
@@ -396,6 +448,9 @@ class Dispatcher:
             failpoints.hit("after_delivery_before_ack")
             done = now_us(self.clock)
             slow = done - handed > SLOW_TURN_US
+            took_us = (time.perf_counter() - started) * 1e6  # real time, whatever the clock
+            avg = self._turn_us.get(adapter.name)
+            self._turn_us[adapter.name] = took_us if avg is None else 0.8 * avg + 0.2 * took_us
             within = done - min(to_us(f.due_at) for f in fires) < RETRY_FOR_US
             verdict = decide.after_turn(decide.TurnOutcome(
                 ok=result.ok, error=result.error, instant=result.instant, busy=result.busy, retry=result.retry,
@@ -550,7 +605,7 @@ class Dispatcher:
             sess = self.store.most_recent_session()
         else:
             sess = self.store.get_session(session_id, now_us=now)
-        self._sessions[key] = (sess, now)
+        self._sessions[key] = (sess, now, next(self._epochs))
         return sess
 
 
@@ -613,6 +668,14 @@ class Workers:
         self._threads: list[threading.Thread] = []
         self._busy = 0
         self._lock = threading.Lock()
+
+    def prestart(self) -> None:
+        """Start one thread now, before there is work."""
+        with self._lock:
+            if not self._threads:
+                t = threading.Thread(target=self._loop, name=f"{self._name}-0", daemon=True)
+                self._threads.append(t)
+                t.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._lock:

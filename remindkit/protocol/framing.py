@@ -45,8 +45,13 @@ _ATTR_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _JSON_BAD = re.compile(r"[<>&\x7f-\x9f\u2028\u2029]")
 
 
+_ATTR_ANY = re.compile(r"[&<>\"'\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def escape_attr(value: object) -> str:
     s = str(value)
+    if _ATTR_ANY.search(s) is None:  # the common case: nothing to escape
+        return s
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;").replace("'", "&#39;")
     return _ATTR_BAD.sub(lambda m: f"&#x{ord(m.group()):x};", s)
 

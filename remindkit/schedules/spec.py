@@ -23,6 +23,8 @@ KINDS = ("after", "at", "every", "cron")
 DAY = 86_400
 
 
+_SPEC_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)  # built once: json.dumps builds one a call
+
 @dataclass(frozen=True)
 class Schedule:
     kind: Kind
@@ -83,7 +85,7 @@ class Schedule:
         data["repeat"] = self.repeat
         if self.until is not None:
             data["until"] = format_utc(self.until)
-        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+        return _SPEC_JSON.encode(data)
 
     @classmethod
     def from_json(cls, text: str) -> Schedule:

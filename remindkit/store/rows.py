@@ -101,7 +101,7 @@ def session_from_row(row: Any, now_us: int | None = None) -> Session:
     return Session(
         id=m["id"],
         adapter=m["adapter"],
-        config=json.loads(m["config"] or "{}"),
+        config=json.loads(m["config"]) if m["config"] not in (None, "", "{}") else {},
         state=m["state"],
         created_at=_dt(m["created_at"]),
         last_active_at=_dt(m["last_active_at"]),

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import operator
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -55,7 +56,7 @@ from ..settings import Limits, Settings
 from . import schema as t
 from .claims import ClaimOps
 from .db import WRITE, dispose_quietly, make_engine, migrate
-from .events import EventOps, changes, event_row, forget_deferred, write_events
+from .events import EventOps, EventRow, changes, event_row, forget_deferred, write_events
 from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION, ProjectOps
 from .reports import ReportOps
 from .rows import (
@@ -314,16 +315,21 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                 cols = list(rows[0])
                 mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
                 sql = f"INSERT INTO reminders ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
+                values = operator.itemgetter(*cols)
                 for chunk in _chunks(rows, 5000):
-                    conn.exec_driver_sql(sql, [tuple(r[c] for c in cols) for r in chunk])
-            # Rows built directly (the detail is known to be small): an import of
-            # 100,000 reminders writes as many events.
-            by, created = str(surface), EventKind.CREATED.value
-            write_events(conn, [
-                (now_us, created, by, r.session, r.id, None,
-                 f'{{"imported":true,"state":"{r.state}"{_REPLACED if r.id in existing else ""}}}')
-                for r in reminders
-            ])
+                    conn.exec_driver_sql(sql, [values(r) for r in chunk])
+            # The same few details over and over: each is made (and encoded) once.
+            details: dict[tuple[str, bool], EventRow] = {}
+            events: list[EventRow] = []
+            for r in reminders:
+                key = (r.state, r.id in existing)
+                proto = details.get(key)
+                if proto is None:
+                    proto = details[key] = event_row(
+                        EventKind.CREATED, surface, at_us=now_us, session=None, reminder_id=None,
+                        detail={"imported": True, "state": r.state, **({"replaced_existing": True} if key[1] else {})})
+                events.append((proto[0], proto[1], proto[2], r.session, r.id, None, proto[6]))
+            write_events(conn, events)
         return len(rows)
 
     def get_reminder(self, reminder_id: str) -> Reminder | None:
