@@ -43,6 +43,7 @@ from .tools import ToolContext, ToolResult, handle_tool_call, tool_error
 
 log = logging.getLogger(__name__)
 
+CORE_TOOLS = ("schedule_create", "schedule_list", "schedule_delete", "set_callback")
 HISTORY = 200  # messages of the transcript sent with each call
 DEFAULT_SYSTEM = (
     "You can set reminders in this conversation. Use the schedule_create, schedule_list, schedule_delete "
@@ -174,14 +175,14 @@ class Conversation:
         for _round in range(self.max_rounds):
             try:
                 try:
-                    completion = self.model.complete(self._request(), self.tools)
+                    completion = self.model.complete(*self._request())
                 except ModelError as exc:
                     if exc.code != "model_context_overflow":
                         raise
                     # the server's context is smaller than we thought: send less, once
                     log.warning("%s: %s; sending a shorter request", self.session, exc.message)
                     learns = hasattr(self.model, "context_tokens")  # it took the smaller size from the answer
-                    completion = self.model.complete(self._request(shrink=1.0 if learns else 0.5), self.tools)
+                    completion = self.model.complete(*self._request(shrink=1.0 if learns else 0.5))
             except ModelError as exc:
                 return TurnReply(ok=False, error=exc.message, code=exc.code, instant=exc.instant,
                                  retry_after=exc.retry_after,
@@ -231,12 +232,15 @@ class Conversation:
             texts.append(strip_assistant_display(content))
         return stored
 
-    def _request(self, shrink: float = 1.0) -> list[dict[str, Any]]:
-        """The chat to send: system prompt, then the transcript's tail, with
-        consecutive user messages merged (some servers insist on alternation).
+    def _request(self, shrink: float = 1.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The chat to send and the tools: system prompt, then the transcript's tail,
+        with consecutive user messages merged (some servers insist on alternation).
         With a model that tells its context (``context_tokens``), only the newest
         turns that fit are sent (see :mod:`remindkit.agent.budget`); ``shrink``
-        scales that budget down after the server said the request did not fit."""
+        scales that budget down after the server said the request did not fit. The
+        tool definitions may take at most a third of a small context: past that the
+        core four are sent (create, list, delete, set_callback), then none (the tags
+        in the system prompt still work)."""
         history = self.store.messages(self.session, last=HISTORY)
         while history and history[0].role == "tool":
             history = history[1:]  # its assistant message was cut off
@@ -252,15 +256,22 @@ class Conversation:
                 out.append(item)
         context = getattr(self.model, "context_tokens", None)
         if context is None:
-            return head + out
+            return head + out, self.tools
         count = getattr(self.model, "count_tokens", estimate_tokens)
         window = int(context() * shrink)
         reply = self.model.reply_tokens() if hasattr(self.model, "reply_tokens") else window // 4
-        tools = count(json.dumps(self.tools)) if self.tools else 0
+        sent, tools = self.tools, count(json.dumps(self.tools)) if self.tools else 0
+        if sent and tools > window // 3:
+            sent = [t for t in self.tools if t["function"]["name"] in CORE_TOOLS]
+            tools = count(json.dumps(sent)) if sent else 0
+            if tools > window // 3:
+                sent, tools = [], 0
+            log.info("%s: %d of %d tools sent to fit a context of %d tokens", self.session, len(sent),
+                     len(self.tools), window)
         fitted, dropped = fit_turns(head, out, prompt_budget(window, reply, tools), count)
         if dropped:
             log.info("%s: %d older message(s) left out to fit a context of %d tokens", self.session, dropped, window)
-        return fitted
+        return fitted, sent
 
     # -- the turn lease ------------------------------------------------------------------
 

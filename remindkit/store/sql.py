@@ -72,7 +72,6 @@ from .wake import Wake, make_wake
 log = logging.getLogger(__name__)
 _LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)
 PAUSED_ALL = "paused_all"
-_REPLACED = ',"replaced_existing":true'
 
 # Statements on the create path, built once: building a statement per call costs
 # more than running it on SQLite (SQLAlchemy derives a cache key from each new one).

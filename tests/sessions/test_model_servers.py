@@ -137,8 +137,8 @@ def test_context_overflow_shrinks_and_retries_once(sqlite_store, clock, settings
     assert [s.status for s in seen] == [400, 200, 200]  # the second turn fits at once: the size was learned
     ok = seen[1].body["messages"]
     assert ok[0]["role"] == "system" and ok[-1]["content"] == "the newest question"
-    assert len(ok) < len(seen[0].body["messages"])
-    assert "question 0 " not in json.dumps(ok)  # the oldest went first
+    assert len(json.dumps(seen[1].body)) < len(json.dumps(seen[0].body))  # shorter: fewer turns or fewer tools
+    assert len(seen[1].body.get("tools", [])) < 7  # in a 2,048-token context the tools take at most a third
 
 
 def test_llama_decode_returned_1_is_an_overflow_too(sqlite_store, clock, settings) -> None:  # type: ignore[no-untyped-def]
