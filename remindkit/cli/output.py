@@ -45,7 +45,7 @@ def table(out: TextIO, rems: Sequence[Reminder], now: datetime) -> None:
             state, nxt = "waiting", f"({r.delivery.wait_for or 'session'})"
         if r.last_error:
             text = f"! {r.last_error[:60]} | {text}"
-        rows.append((r.id, state, nxt, r.schedule.describe(),
+        rows.append((printable(r.id), printable(state), nxt, printable(r.schedule.describe()),
                      printable(r.session or "-"), printable(r.label or "-"), printable(text.replace("\n", " "))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:

@@ -152,8 +152,12 @@ def test_rk_chat_with_an_openai_compatible_endpoint(tmp_path: Path, comm_log: Co
             assert panel.labels == ["oven"]
             # the fired turn runs in this kernel's engine (an openai session: any engine can run it)
             wait_for(lambda: chat.entries()[-1].text == "Back, as promised.", timeout=15)
-            panel.sync()
-            assert panel.labels == []
+
+            def gone() -> bool:  # the pill goes once the delivery's outcome is written (just after the reply)
+                panel.sync()
+                return panel.labels == []
+
+            wait_for(gone, timeout=15)
             assert panel.chat_view is not None
             assert [ln["who"] for ln in panel.chat_view.lines] == ["you", "agent", "fired", "agent"]
         finally:
