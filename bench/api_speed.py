@@ -37,14 +37,22 @@ from remindkit.reminders import Reminders  # noqa: E402
 from remindkit.settings import Settings  # noqa: E402
 from remindkit.store import open_store  # noqa: E402
 
-UNLIMITED = {"REMINDKIT_MAX_PER_SESSION": "none", "REMINDKIT_MAX_TOTAL": "none", "REMINDKIT_MAX_PER_PROJECT": "none"}
+UNLIMITED = {
+    "REMINDKIT_MAX_PER_SESSION": "none",
+    "REMINDKIT_MAX_TOTAL": "none",
+    "REMINDKIT_MAX_PER_PROJECT": "none",
+}
 
 
 def start_server(db: str, home: Path) -> tuple[subprocess.Popen[bytes], str]:
     env = dict(os.environ, REMINDKIT_HOME=str(home), PYTHONPATH=str(ROOT), **UNLIMITED)
     log = home / "api.log"
-    proc = subprocess.Popen([sys.executable, "-m", "remindkit", "api", "--db", db, "--port", "0", "--no-alerts"],
-                            stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "remindkit", "api", "--db", db, "--port", "0", "--no-alerts"],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         m = re.search(r"listening on (http://\S+)", log.read_text())
@@ -93,8 +101,11 @@ def bench_list(url: str, api: Reminders, rounds: int) -> dict:
         got = api.list(session="list200")
         local_ms.append((time.perf_counter() - t0) * 1000)
         assert len(got) == 200
-    return {"http_median_ms": statistics.median(http_ms), "http_p99_ms": percentiles(http_ms)["p99_ms"],
-            "in_process_median_ms": statistics.median(local_ms)}
+    return {
+        "http_median_ms": statistics.median(http_ms),
+        "http_p99_ms": percentiles(http_ms)["p99_ms"],
+        "in_process_median_ms": statistics.median(local_ms),
+    }
 
 
 async def bench_events(url: str, clients: int, fires: int) -> dict:
@@ -107,7 +118,9 @@ async def bench_events(url: str, clients: int, fires: int) -> dict:
 
     async def listen(http: httpx.AsyncClient) -> None:
         nonlocal ready
-        async with aconnect_sse(http, "GET", "/v1/events", params={"project": "default", "session": "fire"}) as src:
+        async with aconnect_sse(
+            http, "GET", "/v1/events", params={"project": "default", "session": "fire"}
+        ) as src:
             ready += 1
             async for sse in src.aiter_sse():
                 now = time.time()
@@ -121,13 +134,17 @@ async def bench_events(url: str, clients: int, fires: int) -> dict:
                     done.set()
 
     limits = httpx.Limits(max_connections=clients + 10)
-    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(30, read=120), limits=limits) as http:
+    async with httpx.AsyncClient(
+        base_url=url, timeout=httpx.Timeout(30, read=120), limits=limits
+    ) as http:
         tasks = [asyncio.create_task(listen(http)) for _ in range(clients)]
         while ready < clients:
             await asyncio.sleep(0.05)
         for i in range(fires):  # one at a time, half a second apart
-            r = await http.post("/v1/projects/default/sessions/fire/reminders",
-                                json={"prompt": f"fire {i}", "in": "2s"})
+            r = await http.post(
+                "/v1/projects/default/sessions/fire/reminders",
+                json={"prompt": f"fire {i}", "in": "2s"},
+            )
             r.raise_for_status()
             await asyncio.sleep(0.5)
         try:
@@ -138,15 +155,24 @@ async def bench_events(url: str, clients: int, fires: int) -> dict:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     stats = percentiles(lateness)
-    return {"samples": len(lateness), "expected": clients * fires, "p50_ms": stats["p50_ms"],
-            "p99_ms": stats["p99_ms"], "max_ms": stats["max_ms"]}
+    return {
+        "samples": len(lateness),
+        "expected": clients * fires,
+        "p50_ms": stats["p50_ms"],
+        "p99_ms": stats["p99_ms"],
+        "max_ms": stats["max_ms"],
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--sync", default="FULL", choices=["FULL", "NORMAL"],
-                        help="SQLite synchronous on both sides (FULL: an fsync per commit, the default)")
+    parser.add_argument(
+        "--sync",
+        default="FULL",
+        choices=["FULL", "NORMAL"],
+        help="SQLite synchronous on both sides (FULL: an fsync per commit, the default)",
+    )
     args = parser.parse_args()
     UNLIMITED["REMINDKIT_SQLITE_SYNC"] = args.sync
     n, rounds, clients, fires = (300, 20, 20, 5) if args.quick else (2000, 50, 100, 20)
@@ -165,12 +191,18 @@ def main() -> None:
             proc.terminate()
             proc.wait(30)
     print(f"{'workload':34} {'HTTP API':>12} {'in-process':>12}  target")
-    print(f"{'create, one connection (/s)':34} {create['http_per_s']:12.0f} {create['in_process_per_s']:12.0f}  >= 1500/s")
-    print(f"{'list of 200, median (ms)':34} {listing['http_median_ms']:12.2f} {listing['in_process_median_ms']:12.2f}"
-          f"  <= 5 ms (HTTP p99 {listing['http_p99_ms']:.2f})")
-    print(f"{'fire -> SSE event, p99 (ms)':34} {events['p99_ms'] or float('nan'):12.1f} {'-':>12}  <= 20 ms"
-          f" ({clients} clients; p50 {events['p50_ms'] or float('nan'):.1f}, max {events['max_ms'] or float('nan'):.1f},"
-          f" {events['samples']}/{events['expected']} events)")
+    print(
+        f"{'create, one connection (/s)':34} {create['http_per_s']:12.0f} {create['in_process_per_s']:12.0f}  >= 1500/s"
+    )
+    print(
+        f"{'list of 200, median (ms)':34} {listing['http_median_ms']:12.2f} {listing['in_process_median_ms']:12.2f}"
+        f"  <= 5 ms (HTTP p99 {listing['http_p99_ms']:.2f})"
+    )
+    print(
+        f"{'fire -> SSE event, p99 (ms)':34} {events['p99_ms'] or float('nan'):12.1f} {'-':>12}  <= 20 ms"
+        f" ({clients} clients; p50 {events['p50_ms'] or float('nan'):.1f}, max {events['max_ms'] or float('nan'):.1f},"
+        f" {events['samples']}/{events['expected']} events)"
+    )
 
 
 if __name__ == "__main__":

@@ -49,12 +49,18 @@ def me():
 
 def scheduler(folder: Path) -> BackgroundScheduler:
     store = SQLAlchemyJobStore(url=f"sqlite:///{folder / 'apscheduler.db'}")
-    return BackgroundScheduler(jobstores={"default": store}, executors={"default": ThreadPoolExecutor(10)},
-                               job_defaults={"misfire_grace_time": 3600, "coalesce": False}, timezone="UTC")
+    return BackgroundScheduler(
+        jobstores={"default": store},
+        executors={"default": ThreadPoolExecutor(10)},
+        job_defaults={"misfire_grace_time": 3600, "coalesce": False},
+        timezone="UTC",
+    )
 
 
 def add(s: BackgroundScheduler, i: int, due: float) -> None:
-    s.add_job(REF, "date", run_date=datetime.fromtimestamp(due, timezone.utc), args=[due], id=f"j{i}")
+    s.add_job(
+        REF, "date", run_date=datetime.fromtimestamp(due, timezone.utc), args=[due], id=f"j{i}"
+    )
 
 
 def run_jobs(folder: Path, dues: list[float], wait_until: float) -> dict:
@@ -126,8 +132,11 @@ def big_run(folder: Path, idle_s: float) -> dict:
     cpu = (c1.user - c0.user) + (c1.system - c0.system)
     wall = time.perf_counter() - w0
     s.shutdown(wait=False)
-    return {"first_fire_ms": first_ms, "idle_cpu_pct": 100 * cpu / wall,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "first_fire_ms": first_ms,
+        "idle_cpu_pct": 100 * cpu / wall,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def cross_process(folder: Path, n: int, lead_ms: float) -> dict:
@@ -140,9 +149,11 @@ def cross_process(folder: Path, n: int, lead_ms: float) -> dict:
     m = me()
     for i in range(n):
         due = time.time() + lead_ms / 1000
-        code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import apscheduler_side as a; "
-                f"s = a.scheduler(__import__('pathlib').Path({str(folder)!r})); s.start(paused=True); "
-                f"a.add(s, {i}, {due}); s.shutdown(wait=False)")
+        code = (
+            f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import apscheduler_side as a; "
+            f"s = a.scheduler(__import__('pathlib').Path({str(folder)!r})); s.start(paused=True); "
+            f"a.add(s, {i}, {due}); s.shutdown(wait=False)"
+        )
         subprocess.run([sys.executable, "-c", code], check=True)
     time.sleep(5)
     s.shutdown(wait=False)

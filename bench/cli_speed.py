@@ -32,8 +32,14 @@ TARGETS_MS = {"remind": 150, "ls": 180, "status --line": 60}
 def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False,
-                          cwd=env["REMINDKIT_HOME"])  # not the checkout: `-m` puts the cwd first on the path
+    proc = subprocess.run(
+        argv,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+        cwd=env["REMINDKIT_HOME"],
+    )  # not the checkout: `-m` puts the cwd first on the path
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -51,8 +57,11 @@ def measure(argv: list[str], env: dict[str, str], runs: int) -> dict[str, float]
         walls.append(wall)
         cpus.append(cpu)
     walls.sort()
-    return {"median": statistics.median(walls), "p90": walls[min(len(walls) - 1, int(0.9 * len(walls)))],
-            "cpu": statistics.median(cpus)}
+    return {
+        "median": statistics.median(walls),
+        "p90": walls[min(len(walls) - 1, int(0.9 * len(walls)))],
+        "cpu": statistics.median(cpus),
+    }
 
 
 class Side:
@@ -60,8 +69,14 @@ class Side:
 
     def __init__(self, name: str, path: Path, home: Path) -> None:
         self.name = name
-        self.env = {**os.environ, "PYTHONPATH": str(path), "REMINDKIT_HOME": str(home), "REMINDKIT_TZ": "UTC",
-                    "REMINDKIT_NOTIFY": "0", "REMINDKIT_AUDIO": "none"}
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(path),
+            "REMINDKIT_HOME": str(home),
+            "REMINDKIT_TZ": "UTC",
+            "REMINDKIT_NOTIFY": "0",
+            "REMINDKIT_AUDIO": "none",
+        }
         for var in ("REMINDKIT_DB", "REMINDKIT_SESSION"):
             self.env.pop(var, None)
         self.home = home
@@ -72,15 +87,27 @@ class Side:
 
     def prepare(self) -> None:
         for i in range(20):
-            run_once(self.rk("remind", f"bench {i}", "--session", f"s{i % 4}", "--in", f"{10 + i}m"), self.env)
+            run_once(
+                self.rk("remind", f"bench {i}", "--session", f"s{i % 4}", "--in", f"{10 + i}m"),
+                self.env,
+            )
 
     def has_line(self) -> bool:
-        return subprocess.run(self.rk("status", "--line"), env=self.env, capture_output=True,
-                              cwd=self.home).returncode == 0
+        return (
+            subprocess.run(
+                self.rk("status", "--line"), env=self.env, capture_output=True, cwd=self.home
+            ).returncode
+            == 0
+        )
 
     def serve(self) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(self.rk("serve", "--no-alerts"), env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, cwd=self.home)
+        proc = subprocess.Popen(
+            self.rk("serve", "--no-alerts"),
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=self.home,
+        )
         deadline = time.monotonic() + 60
         while not list(self.home.glob("status-*.json")):
             if time.monotonic() > deadline or proc.poll() is not None:
@@ -93,23 +120,32 @@ class Side:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=30)
-    p.add_argument("--baseline", type=Path, help="another checkout of remindkit to time beside this one")
+    p.add_argument(
+        "--baseline", type=Path, help="another checkout of remindkit to time beside this one"
+    )
     opts = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="rk-cli-speed-") as tmp:
         sides = [Side("this", ROOT, Path(tmp) / "this")]
         if opts.baseline:
-            sides.append(Side(f"baseline ({opts.baseline})", opts.baseline.resolve(), Path(tmp) / "baseline"))
+            sides.append(
+                Side(f"baseline ({opts.baseline})", opts.baseline.resolve(), Path(tmp) / "baseline")
+            )
         results: dict[str, dict[str, dict[str, float] | None]] = {}
         for side in sides:
             side.prepare()
             res: dict[str, dict[str, float] | None] = {}
             res["python -c pass"] = measure([sys.executable, "-c", "pass"], side.env, opts.runs)
-            res["import remindkit.cli.main"] = measure([sys.executable, "-c", "import remindkit.cli.main"],
-                                                       side.env, opts.runs)
-            res["remind"] = measure(side.rk("remind", "x", "--session", "b", "--in", "5m"), side.env, opts.runs)
+            res["import remindkit.cli.main"] = measure(
+                [sys.executable, "-c", "import remindkit.cli.main"], side.env, opts.runs
+            )
+            res["remind"] = measure(
+                side.rk("remind", "x", "--session", "b", "--in", "5m"), side.env, opts.runs
+            )
             res["ls"] = measure(side.rk("ls"), side.env, opts.runs)
             if side.has_line():
-                res["status --line (no engine: store)"] = measure(side.rk("status", "--line"), side.env, opts.runs)
+                res["status --line (no engine: store)"] = measure(
+                    side.rk("status", "--line"), side.env, opts.runs
+                )
                 engine = side.serve()
                 try:
                     res["status --line"] = measure(side.rk("status", "--line"), side.env, opts.runs)
@@ -121,7 +157,9 @@ def main() -> int:
             res["status"] = measure(side.rk("status"), side.env, opts.runs)
             results[side.name] = res
     load = os.getloadavg()
-    print(f"remindkit CLI wall time, ms ({opts.runs} runs each; load average {load[0]:.1f} on {os.cpu_count()} CPUs)")
+    print(
+        f"remindkit CLI wall time, ms ({opts.runs} runs each; load average {load[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
     names = list(results)
     header = f"{'command':34}" + "".join(f"{n[:30]:>34}" for n in names) + f"{'target':>9}"
     print(header)
@@ -130,7 +168,11 @@ def main() -> int:
         cells = []
         for n in names:
             r = results[n].get(cmd)
-            cells.append(f"{'-':>34}" if r is None else f"{r['median']:>16.0f} / {r['p90']:>5.0f} / {r['cpu']:>5.0f}")
+            cells.append(
+                f"{'-':>34}"
+                if r is None
+                else f"{r['median']:>16.0f} / {r['p90']:>5.0f} / {r['cpu']:>5.0f}"
+            )
         target = TARGETS_MS.get(cmd)
         print(f"{cmd:34}" + "".join(cells) + (f"{'≤ ' + str(target):>9}" if target else ""))
     return 0

@@ -39,9 +39,25 @@ from remindkit.schedules.cron import compile_cron, next_cron_time  # noqa: E402
 
 UTC = timezone.utc
 EXPRS = [
-    "* * * * *", "*/5 * * * *", "0 * * * *", "30 2 * * *", "0 9 * * 1-5", "15 10 * * sat,sun",
-    "0 0 1 * *", "0 0 1 * 1", "0 12 13 * 5", "0 0 29 2 *", "0 */3 * * *", "5,35 8-18 * * mon-fri",
-    "0 0 1 1 *", "0 6 1-7 * 1", "45 23 * * 0", "0 0 */2 * *", "0 0 L * *", "0 9 * * 5#2", "0 9 * * 5L",
+    "* * * * *",
+    "*/5 * * * *",
+    "0 * * * *",
+    "30 2 * * *",
+    "0 9 * * 1-5",
+    "15 10 * * sat,sun",
+    "0 0 1 * *",
+    "0 0 1 * 1",
+    "0 12 13 * 5",
+    "0 0 29 2 *",
+    "0 */3 * * *",
+    "5,35 8-18 * * mon-fri",
+    "0 0 1 1 *",
+    "0 6 1-7 * 1",
+    "45 23 * * 0",
+    "0 0 */2 * *",
+    "0 0 L * *",
+    "0 9 * * 5#2",
+    "0 9 * * 5L",
     "0 22 * 1-3,10-12 *",
 ]
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]
@@ -135,11 +151,19 @@ def main() -> None:
         compile_cron(expr)
 
     rows = [
-        ("first", best_of(rounds, lambda: first_remindkit(cases)), best_of(rounds, lambda: first_cronsim(cases)),
-         best_of(max(1, rounds // 2), lambda: first_croniter(cases))),
+        (
+            "first",
+            best_of(rounds, lambda: first_remindkit(cases)),
+            best_of(rounds, lambda: first_cronsim(cases)),
+            best_of(max(1, rounds // 2), lambda: first_croniter(cases)),
+        ),
         ("first, cold", best_of(rounds, lambda: first_remindkit(cases, cold=True)), None, None),
-        ("run", best_of(rounds, lambda: run_remindkit(rules, k)), best_of(rounds, lambda: run_cronsim(rules, k)),
-         best_of(max(1, rounds // 2), lambda: run_croniter(rules, k))),
+        (
+            "run",
+            best_of(rounds, lambda: run_remindkit(rules, k)),
+            best_of(rounds, lambda: run_cronsim(rules, k)),
+            best_of(max(1, rounds // 2), lambda: run_croniter(rules, k)),
+        ),
     ]
     for expr in EXPRS:
         compile_cron(expr)
@@ -147,8 +171,10 @@ def main() -> None:
     utc_cases = [(e, t) for e, z, t in cases if str(z) == "UTC"]
     agree = sum(next_cron_time(e, UTC, t) == next(cronsim.CronSim(e, t)) for e, t in utc_cases)
 
-    print(f"cron next fire, µs per fire: {len(EXPRS)} expressions x {len(ZONES)} zones "
-          f"({', '.join(ZONES)}), {n_starts} starts each; best of {rounds} rounds")
+    print(
+        f"cron next fire, µs per fire: {len(EXPRS)} expressions x {len(ZONES)} zones "
+        f"({', '.join(ZONES)}), {n_starts} starts each; best of {rounds} rounds"
+    )
     print(f"cronsim {version('cronsim')}, croniter {version('croniter')}")
     print(f"{'measure':<14}{'remindkit':>11}{'cronsim':>11}{'croniter':>11}{'vs cronsim':>12}")
     for name, ours, sim, cit in rows:

@@ -37,7 +37,9 @@ async def run(n: int, folder: Path) -> tuple[list[float], list[float]]:
         start = datetime.now(timezone.utc) + timedelta(seconds=3)
         for i in range(n):
             at = (start + timedelta(milliseconds=500 * i)).isoformat(timespec="milliseconds")
-            res = await c.call("schedule_create", {"prompt": f"bench {i}", "at": at, "label": f"b{i}"})
+            res = await c.call(
+                "schedule_create", {"prompt": f"bench {i}", "at": at, "label": f"b{i}"}
+            )
             assert not res.is_error, res.structured_content
         events = await c.wait_channel(n, 60 + n)
     received = []
@@ -57,9 +59,13 @@ def main() -> None:
     r, f = percentiles(received), percentiles(fired)
     print(f"remindkit mcp, {n} one-shots 0.5 s apart, SQLite, stdio, official MCP client SDK")
     print(f"{'':44} {'p50':>8} {'p99':>8} {'max':>8}   target")
-    print(f"{'engine fired (late_ms in <schedule-fired>)':44} {f['p50_ms']:8.1f} {f['p99_ms']:8.1f} {f['max_ms']:8.1f}")
-    print(f"{'channel notification received by the client':44} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f} "
-          f"{r['max_ms']:8.1f}   <= 50 ms")
+    print(
+        f"{'engine fired (late_ms in <schedule-fired>)':44} {f['p50_ms']:8.1f} {f['p99_ms']:8.1f} {f['max_ms']:8.1f}"
+    )
+    print(
+        f"{'channel notification received by the client':44} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f} "
+        f"{r['max_ms']:8.1f}   <= 50 ms"
+    )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"(load average {load:.2f}, {time.strftime('%Y-%m-%d %H:%M:%S')})")
 

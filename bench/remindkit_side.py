@@ -57,7 +57,9 @@ def settings_for(folder: Path, url: str | None = None) -> rk.Settings:
     return s.with_limits(per_session=None, total=None, min_period_s=1)
 
 
-def open_bench(folder: Path, url: str | None = None) -> tuple[rk.SqlStore, rk.Reminders, rk.Settings]:
+def open_bench(
+    folder: Path, url: str | None = None
+) -> tuple[rk.SqlStore, rk.Reminders, rk.Settings]:
     settings = settings_for(folder, url)
     store = rk.open_store(url or f"sqlite:///{folder / 'remindkit.db'}", settings=settings)
     return store, rk.Reminders(store, settings=settings), settings
@@ -68,13 +70,32 @@ def bulk(api: rk.Reminders, dues_us: Sequence[int], sessions: int) -> None:
     lines = []
     for i, due in enumerate(dues_us):
         at = format_utc(from_us(due))
-        lines.append(json.dumps({
-            "type": "reminder", "id": f"rem_b{i:09d}", "session": f"s{i % sessions}", "text": f"bench {i}",
-            "schedule": {"v": 1, "kind": "at", "tz": "UTC", "first_at": at, "repeat": 1},
-            "state": "active", "next_fire_at": at, "created_at": "2026-01-01T00:00:00Z",
-        }))
-    sess = [json.dumps({"type": "session", "id": f"s{j}", "adapter": "noop", "created_at": "2026-01-01T00:00:00Z",
-                        "last_active_at": "2026-01-01T00:00:00Z"}) for j in range(sessions)]
+        lines.append(
+            json.dumps(
+                {
+                    "type": "reminder",
+                    "id": f"rem_b{i:09d}",
+                    "session": f"s{i % sessions}",
+                    "text": f"bench {i}",
+                    "schedule": {"v": 1, "kind": "at", "tz": "UTC", "first_at": at, "repeat": 1},
+                    "state": "active",
+                    "next_fire_at": at,
+                    "created_at": "2026-01-01T00:00:00Z",
+                }
+            )
+        )
+    sess = [
+        json.dumps(
+            {
+                "type": "session",
+                "id": f"s{j}",
+                "adapter": "noop",
+                "created_at": "2026-01-01T00:00:00Z",
+                "last_active_at": "2026-01-01T00:00:00Z",
+            }
+        )
+        for j in range(sessions)
+    ]
     api.import_(sess + lines)
 
 
@@ -104,8 +125,13 @@ def burst(folder: Path, n: int, sessions: int, url: str | None = None) -> dict:
     while len(noop.late_ms) < n and time.time() < due + 30:
         time.sleep(0.01)
     engine.stop()
-    return {"n": n, "delivered": len(noop.late_ms), "drain_s": (noop.last_us / 1e6) - due,
-            "duplicates": len(noop.keys) - len(set(noop.keys)), **percentiles(noop.late_ms)}
+    return {
+        "n": n,
+        "delivered": len(noop.late_ms),
+        "drain_s": (noop.last_us / 1e6) - due,
+        "duplicates": len(noop.keys) - len(set(noop.keys)),
+        **percentiles(noop.late_ms),
+    }
 
 
 def create_rate(folder: Path, n: int) -> dict:
@@ -130,11 +156,18 @@ def import_rate(folder: Path, n: int) -> dict:
 def _lines(dues_us):
     for i, due in enumerate(dues_us):
         at = format_utc(from_us(due))
-        yield json.dumps({
-            "type": "reminder", "id": f"rem_i{i:09d}", "session": f"s{i % 50}", "text": f"bench {i}",
-            "schedule": {"v": 1, "kind": "at", "tz": "UTC", "first_at": at, "repeat": 1},
-            "state": "active", "next_fire_at": at, "created_at": "2026-01-01T00:00:00Z",
-        })
+        yield json.dumps(
+            {
+                "type": "reminder",
+                "id": f"rem_i{i:09d}",
+                "session": f"s{i % 50}",
+                "text": f"bench {i}",
+                "schedule": {"v": 1, "kind": "at", "tz": "UTC", "first_at": at, "repeat": 1},
+                "state": "active",
+                "next_fire_at": at,
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+        )
 
 
 def big_store_prepare(folder: Path, n: int) -> dict:
@@ -166,8 +199,12 @@ def big_store_run(folder: Path, idle_s: float) -> dict:
     wall = time.perf_counter() - w0
     engine.stop()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"first_fire_ms": first_ms, "idle_cpu_pct": 100 * cpu / wall, "peak_rss_mb": rss_mb,
-            "active": store.count_reminders(states=["active"])}
+    return {
+        "first_fire_ms": first_ms,
+        "idle_cpu_pct": 100 * cpu / wall,
+        "peak_rss_mb": rss_mb,
+        "active": store.count_reminders(states=["active"]),
+    }
 
 
 def cross_process_engine(folder: Path, url: str, n: int, out: Path) -> dict:
@@ -204,7 +241,9 @@ def pg_engine(folder: Path, url: str, out: Path, n: int, seconds: float) -> dict
     while time.time() < deadline:
         time.sleep(0.05)
     engine.stop()
-    out.write_text(json.dumps({"keys": noop.keys, "last_us": noop.last_us, "late_ms": noop.late_ms}))
+    out.write_text(
+        json.dumps({"keys": noop.keys, "last_us": noop.last_us, "late_ms": noop.late_ms})
+    )
     return {"delivered": len(noop.keys)}
 
 

@@ -71,12 +71,19 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "at": format_utc(self.at), "kind": str(self.kind), "surface": str(self.surface),
-            "session": self.session, "reminder_id": self.reminder_id, "detail": dict(self.detail),
+            "id": self.id,
+            "at": format_utc(self.at),
+            "kind": str(self.kind),
+            "surface": str(self.surface),
+            "session": self.session,
+            "reminder_id": self.reminder_id,
+            "detail": dict(self.detail),
         }
 
 
-_DETAIL_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)  # built once
+_DETAIL_JSON = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), default=str
+)  # built once
 
 
 def detail_json(detail: Mapping[str, Any] | None) -> str | None:
@@ -87,7 +94,9 @@ def detail_json(detail: Mapping[str, Any] | None) -> str | None:
     small = {str(k)[:DETAIL_VALUE_MAX]: _small(v) for k, v in detail.items()}
     out = _DETAIL_JSON.encode(small)
     if len(out) > DETAIL_MAX:
-        out = json.dumps({"truncated": True, "keys": sorted(small)[:20]}, ensure_ascii=False)[:DETAIL_MAX]
+        out = json.dumps({"truncated": True, "keys": sorted(small)[:20]}, ensure_ascii=False)[
+            :DETAIL_MAX
+        ]
     return out
 
 
@@ -110,7 +119,18 @@ def parse_surface(value: object) -> Surface:
         from .errors import InvalidInput
 
         allowed = ", ".join(s.value for s in Surface)
-        raise InvalidInput(f"surface must be one of {allowed} (got {value!r})", code="invalid_argument") from None
+        raise InvalidInput(
+            f"surface must be one of {allowed} (got {value!r})", code="invalid_argument"
+        ) from None
 
 
-__all__ = ["DETAIL_MAX", "DETAIL_VALUE_MAX", "READ_MAX", "Event", "EventKind", "Surface", "detail_json", "parse_surface"]
+__all__ = [
+    "DETAIL_MAX",
+    "DETAIL_VALUE_MAX",
+    "READ_MAX",
+    "Event",
+    "EventKind",
+    "Surface",
+    "detail_json",
+    "parse_surface",
+]

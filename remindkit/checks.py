@@ -30,8 +30,10 @@ def _has_control(s: str) -> bool:
 
 
 def _not_unicode(what: str) -> InvalidInput:
-    return InvalidInput(f"{what} is not valid Unicode text (it has a lone surrogate such as \\ud800)",
-                        code="invalid_argument")
+    return InvalidInput(
+        f"{what} is not valid Unicode text (it has a lone surrogate such as \\ud800)",
+        code="invalid_argument",
+    )
 
 
 def _has_nul(what: str) -> InvalidInput:
@@ -46,8 +48,11 @@ def check_text(text: object, max_len: int) -> str:
     if not s:
         raise InvalidInput("the reminder needs text: say what to remind about", code="empty_text")
     if len(s) > max_len:
-        raise InvalidInput(f"the text has {len(s)} characters; at most {max_len} are allowed", code="text_too_long",
-                           limit=max_len)
+        raise InvalidInput(
+            f"the text has {len(s)} characters; at most {max_len} are allowed",
+            code="text_too_long",
+            limit=max_len,
+        )
     if _SURROGATE.search(s):
         raise _not_unicode("the reminder text")
     if "\x00" in s:
@@ -64,9 +69,14 @@ def check_label(label: object, max_len: int) -> str | None:
     if not s:
         return None
     if len(s) > max_len:
-        raise InvalidInput(f"the label has {len(s)} characters; at most {max_len} are allowed", code="label_too_long")
+        raise InvalidInput(
+            f"the label has {len(s)} characters; at most {max_len} are allowed",
+            code="label_too_long",
+        )
     if _has_control(s):
-        raise InvalidInput("a label cannot contain control characters or lone surrogates", code="invalid_label")
+        raise InvalidInput(
+            "a label cannot contain control characters or lone surrogates", code="invalid_label"
+        )
     return s
 
 
@@ -79,7 +89,10 @@ def check_announce(announce: object, max_len: int) -> str | None:
     if not s:
         return None
     if len(s) > max_len:
-        raise InvalidInput(f"announce has {len(s)} characters; at most {max_len} are allowed", code="announce_too_long")
+        raise InvalidInput(
+            f"announce has {len(s)} characters; at most {max_len} are allowed",
+            code="announce_too_long",
+        )
     if _SURROGATE.search(s):
         raise _not_unicode("announce")
     if "\x00" in s:
@@ -90,25 +103,44 @@ def check_announce(announce: object, max_len: int) -> str | None:
 def check_printable(value: object, what: str, max_len: int = 1_000) -> str:
     """A free-text setting (a session title, a voice name): a string of at most
     ``max_len`` characters with no control characters, line separators or lone surrogates."""
-    if not isinstance(value, str) or len(value) > max_len or _has_control(value) or _LINE_BREAK.search(value):
-        raise InvalidInput(f"{what} must be printable text of at most {max_len} characters", code="invalid_argument")
+    if (
+        not isinstance(value, str)
+        or len(value) > max_len
+        or _has_control(value)
+        or _LINE_BREAK.search(value)
+    ):
+        raise InvalidInput(
+            f"{what} must be printable text of at most {max_len} characters",
+            code="invalid_argument",
+        )
     return value
 
 
 def check_session_id(session: object) -> str | None:
     if session is None:
         return None
-    if not isinstance(session, str) or not session.strip() or len(session) > MAX_SESSION_ID or _has_control(session):
-        raise InvalidInput(f"{session!r} is not a session id (1-{MAX_SESSION_ID} printable characters)",
-                           code="invalid_session")
+    if (
+        not isinstance(session, str)
+        or not session.strip()
+        or len(session) > MAX_SESSION_ID
+        or _has_control(session)
+    ):
+        raise InvalidInput(
+            f"{session!r} is not a session id (1-{MAX_SESSION_ID} printable characters)",
+            code="invalid_session",
+        )
     return session.strip()
 
 
 def check_id(reminder_id: object) -> str:
-    if not isinstance(reminder_id, str) or not reminder_id or len(reminder_id) > 100 or _has_control(reminder_id):
+    if (
+        not isinstance(reminder_id, str)
+        or not reminder_id
+        or len(reminder_id) > 100
+        or _has_control(reminder_id)
+    ):
         raise NotFound(f"No reminder by the id of {reminder_id!r} was found", code="not_found")
     return reminder_id
-
 
 
 # -- session definitions ------------------------------------------------------------------
@@ -117,8 +149,20 @@ SENSITIVE = ("argv", "fresh_argv", "env", "cwd", "api_key_env", "base_url", "ext
 DISABLED = "disabled"  # config key: why the session does not run (set by an untrusted import)
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 # request keys remindkit sets or relies on: config.extra cannot replace them
-RESERVED_REQUEST_KEYS = frozenset({"model", "messages", "tools", "tool_choice", "functions", "function_call",
-                                   "stream", "stream_options", "n", "response_format"})
+RESERVED_REQUEST_KEYS = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "functions",
+        "function_call",
+        "stream",
+        "stream_options",
+        "n",
+        "response_format",
+    }
+)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}", re.ASCII)
 
 
@@ -137,7 +181,9 @@ def check_key_env(name: object, env: Mapping[str, str] | None = None) -> str:
     if not isinstance(name, str) or name not in allowed:
         raise InvalidInput(
             f"api_key_env {name!r} is not allowed: use {', '.join(sorted(allowed))}, or add the name "
-            "to REMINDKIT_API_KEY_ENVS", code="key_env_not_allowed")
+            "to REMINDKIT_API_KEY_ENVS",
+            code="key_env_not_allowed",
+        )
     return name
 
 
@@ -153,14 +199,16 @@ def untrusted_session_config(config: Mapping[str, Any]) -> tuple[dict[str, Any],
     dropped = [k for k in SENSITIVE if k in config]
     kept = {k: v for k, v in config.items() if k not in SENSITIVE and k != DISABLED}
     if dropped:
-        kept[DISABLED] = (f"imported without --trust-sessions ({', '.join(dropped)} left out); "
-                          "complete it with `remindkit session add`")
+        kept[DISABLED] = (
+            f"imported without --trust-sessions ({', '.join(dropped)} left out); "
+            "complete it with `remindkit session add`"
+        )
     return kept, dropped
 
 
 def check_env_names(names: Iterable[object]) -> None:
     for name in names:
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-            raise InvalidInput(f"{name!r} is not an environment variable name", code="invalid_command")
-
-
+            raise InvalidInput(
+                f"{name!r} is not an environment variable name", code="invalid_command"
+            )

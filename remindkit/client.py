@@ -36,13 +36,30 @@ from .errors import (
     Unauthorized,
 )
 
-SCHEDULE_CODES = frozenset({
-    "invalid_duration", "invalid_time", "time_not_future", "nonexistent_local_time", "unknown_time_zone",
-    "invalid_cron", "interval_too_short", "horizon_exceeded", "conflicting_schedule", "missing_schedule",
-    "invalid_repeat", "until_not_after_start", "no_future_fire",
-})
+SCHEDULE_CODES = frozenset(
+    {
+        "invalid_duration",
+        "invalid_time",
+        "time_not_future",
+        "nonexistent_local_time",
+        "unknown_time_zone",
+        "invalid_cron",
+        "interval_too_short",
+        "horizon_exceeded",
+        "conflicting_schedule",
+        "missing_schedule",
+        "invalid_repeat",
+        "until_not_after_start",
+        "no_future_fire",
+    }
+)
 _BY_STATUS: dict[int, type[RemindkitError]] = {
-    400: InvalidInput, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 503: StoreError,
+    400: InvalidInput,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    503: StoreError,
 }
 _UNSET: Any = object()
 
@@ -63,12 +80,20 @@ def error_from_response(response: httpx.Response) -> RemindkitError:
 
 
 class Client:
-    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 10.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url.rstrip("/")
         self.token = token
-        self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
+        self.http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -83,7 +108,9 @@ class Client:
         try:
             response = self.http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise StoreError(f"the API at {self.base_url} is not reachable: {exc}", code="store_unavailable") from exc
+            raise StoreError(
+                f"the API at {self.base_url} is not reachable: {exc}", code="store_unavailable"
+            ) from exc
         if response.status_code >= 400:
             raise error_from_response(response)
         if response.status_code == 204 or not response.content:
@@ -99,8 +126,15 @@ class Client:
     def status(self) -> dict[str, Any]:
         return self.request("GET", "/v1/status")
 
-    def events(self, *, project: str | None = None, session: str | None = None, last_event_id: int | None = None,
-               reconnect: bool = True, read_timeout: float = 60.0) -> Iterator[dict[str, Any]]:
+    def events(
+        self,
+        *,
+        project: str | None = None,
+        session: str | None = None,
+        last_event_id: int | None = None,
+        reconnect: bool = True,
+        read_timeout: float = 60.0,
+    ) -> Iterator[dict[str, Any]]:
         """Events as they happen (dicts with ``id``, ``kind``, ``session``,
         ``reminder_id``, ``detail``...). When the connection drops it reconnects with
         ``Last-Event-ID`` and goes on from the last event seen (``reconnect=False``:
@@ -115,8 +149,9 @@ class Client:
             headers = {} if last is None else {"Last-Event-ID": str(last)}
             try:
                 timeout = httpx.Timeout(self.http.timeout.connect, read=read_timeout)
-                with connect_sse(self.http, "GET", "/v1/events", params=params, headers=headers,
-                                 timeout=timeout) as source:
+                with connect_sse(
+                    self.http, "GET", "/v1/events", params=params, headers=headers, timeout=timeout
+                ) as source:
                     if source.response.status_code >= 400:
                         source.response.read()
                         raise error_from_response(source.response)
@@ -148,9 +183,12 @@ class SessionClient:
     def get(self) -> dict[str, Any]:
         return self.client.request("GET", self.path)
 
-    def events(self, *, last_event_id: int | None = None, reconnect: bool = True) -> Iterator[dict[str, Any]]:
-        return self.client.events(project=self.project, session=self.id, last_event_id=last_event_id,
-                                  reconnect=reconnect)
+    def events(
+        self, *, last_event_id: int | None = None, reconnect: bool = True
+    ) -> Iterator[dict[str, Any]]:
+        return self.client.events(
+            project=self.project, session=self.id, last_event_id=last_event_id, reconnect=reconnect
+        )
 
 
 class RemindersClient:
@@ -158,15 +196,43 @@ class RemindersClient:
         self.client = client
         self.path = path
 
-    def create(self, prompt: str, *, name: str | None = None, in_: str | int | None = None,
-               at: str | None = None, every: str | int | None = None, cron: str | None = None,
-               timezone: str | None = None, repeat: int | str | None = None, until: str | None = None,
-               alarm: bool = False, announce: str | None = None, on_busy: str | None = None,
-               urgency: str | None = None, misfire: str | None = None) -> dict[str, Any]:
-        body = {"prompt": prompt, "name": name, "in": in_, "at": at, "every": every, "cron": cron,
-                "timezone": timezone, "repeat": repeat, "until": until, "alarm": alarm, "announce": announce,
-                "on_busy": on_busy, "urgency": urgency, "misfire": misfire}
-        return self.client.request("POST", self.path, json={k: v for k, v in body.items() if v is not None})
+    def create(
+        self,
+        prompt: str,
+        *,
+        name: str | None = None,
+        in_: str | int | None = None,
+        at: str | None = None,
+        every: str | int | None = None,
+        cron: str | None = None,
+        timezone: str | None = None,
+        repeat: int | str | None = None,
+        until: str | None = None,
+        alarm: bool = False,
+        announce: str | None = None,
+        on_busy: str | None = None,
+        urgency: str | None = None,
+        misfire: str | None = None,
+    ) -> dict[str, Any]:
+        body = {
+            "prompt": prompt,
+            "name": name,
+            "in": in_,
+            "at": at,
+            "every": every,
+            "cron": cron,
+            "timezone": timezone,
+            "repeat": repeat,
+            "until": until,
+            "alarm": alarm,
+            "announce": announce,
+            "on_busy": on_busy,
+            "urgency": urgency,
+            "misfire": misfire,
+        }
+        return self.client.request(
+            "POST", self.path, json={k: v for k, v in body.items() if v is not None}
+        )
 
     def list(self, *, all: bool = False) -> builtins.list[dict[str, Any]]:
         return self.client.request("GET", self.path, params={"all": "true"} if all else None)
@@ -174,9 +240,22 @@ class RemindersClient:
     def get(self, reminder_id: str) -> dict[str, Any]:
         return self.client.request("GET", f"{self.path}/{_q(reminder_id)}")
 
-    def update(self, reminder_id: str, *, enabled: bool | None = None, snooze: str | int | None = None,
-               prompt: str | None = None, name: Any = _UNSET, version: int | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"enabled": enabled, "snooze": snooze, "prompt": prompt, "version": version}
+    def update(
+        self,
+        reminder_id: str,
+        *,
+        enabled: bool | None = None,
+        snooze: str | int | None = None,
+        prompt: str | None = None,
+        name: Any = _UNSET,
+        version: int | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "enabled": enabled,
+            "snooze": snooze,
+            "prompt": prompt,
+            "version": version,
+        }
         body = {k: v for k, v in body.items() if v is not None}
         if name is not _UNSET:
             body["name"] = name
@@ -186,7 +265,9 @@ class RemindersClient:
         self.client.request("DELETE", f"{self.path}/{_q(reminder_id)}")
 
     def history(self, reminder_id: str, *, limit: int = 100) -> builtins.list[dict[str, Any]]:
-        return self.client.request("GET", f"{self.path}/{_q(reminder_id)}/history", params={"limit": limit})
+        return self.client.request(
+            "GET", f"{self.path}/{_q(reminder_id)}/history", params={"limit": limit}
+        )
 
 
 def _q(part: str) -> str:

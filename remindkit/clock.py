@@ -110,5 +110,3 @@ def format_utc(dt: datetime | None) -> str | None:
     # messages format every occurrence's times); it always writes four-digit years.
     text = dt.isoformat(timespec="milliseconds")[:23]  # "YYYY-MM-DDTHH:MM:SS.mmm"
     return text[:19] + "Z" if text.endswith(".000") else text + "Z"
-
-

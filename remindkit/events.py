@@ -12,7 +12,14 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-FIRED, DELIVERED, FAILED, WAITING, CHANGED, ALERTED = "fired", "delivered", "failed", "waiting", "changed", "alerted"
+FIRED, DELIVERED, FAILED, WAITING, CHANGED, ALERTED = (
+    "fired",
+    "delivered",
+    "failed",
+    "waiting",
+    "changed",
+    "alerted",
+)
 
 
 class Events:

@@ -46,8 +46,10 @@ def _int(d: dict[str, Any], key: str, default: int | None, lo: int, hi: int) -> 
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InvalidInput(f"{key} must be a whole number from {lo} to {hi} (got {str(value)[:40]!r})",
-                           code="invalid_import")
+        raise InvalidInput(
+            f"{key} must be a whole number from {lo} to {hi} (got {str(value)[:40]!r})",
+            code="invalid_import",
+        )
     return value
 
 
@@ -69,8 +71,9 @@ def _time(d: dict[str, Any], key: str, *, required: bool = False) -> datetime | 
     return parse_utc(value)
 
 
-def check_schedule(data: object, settings: Settings, *, live: bool, now: datetime,
-                   next_fire: datetime | None) -> Schedule:
+def check_schedule(
+    data: object, settings: Settings, *, live: bool, now: datetime, next_fire: datetime | None
+) -> Schedule:
     """The schedule of an imported reminder, validated like ``remind`` builds one."""
     if not isinstance(data, dict):
         raise InvalidInput("schedule must be an object", code="invalid_import")
@@ -93,14 +96,18 @@ def check_schedule(data: object, settings: Settings, *, live: bool, now: datetim
     if sched.kind == "every":
         assert sched.every_s is not None
         if sched.every_s < limits.min_period_s:
-            raise InvalidSchedule(f"the interval is {sched.every_s}s; the shortest allowed is {limits.min_period_s}s",
-                                  code="interval_too_short")
+            raise InvalidSchedule(
+                f"the interval is {sched.every_s}s; the shortest allowed is {limits.min_period_s}s",
+                code="interval_too_short",
+            )
     if sched.kind == "cron":
         assert sched.cron is not None
         gap = cron_min_gap(sched.cron, sched.tz, now)
         if gap is not None and gap < limits.min_period_s:
-            raise InvalidSchedule(f"the cron rule fires {gap}s apart; the shortest allowed is {limits.min_period_s}s",
-                                  code="interval_too_short")
+            raise InvalidSchedule(
+                f"the cron rule fires {gap}s apart; the shortest allowed is {limits.min_period_s}s",
+                code="interval_too_short",
+            )
     if next_fire is not None and next_fire - now > timedelta(seconds=limits.horizon_s):
         raise InvalidSchedule("next_fire_at is past the horizon", code="horizon_exceeded")
     return sched
@@ -112,11 +119,18 @@ def check_reminder(d: dict[str, Any], settings: Settings, now: datetime) -> Remi
     limits = settings.limits
     state = d.get("state", ACTIVE)
     if state not in REMINDER_STATES:
-        raise InvalidInput(f"state must be one of {', '.join(REMINDER_STATES)}", code="invalid_state")
-    for name, allowed, default in (("urgency", URGENCIES, "normal"), ("misfire", MISFIRE_POLICIES, "latest"),
-                                   ("on_busy", BUSY_POLICIES, "wait")):
+        raise InvalidInput(
+            f"state must be one of {', '.join(REMINDER_STATES)}", code="invalid_state"
+        )
+    for name, allowed, default in (
+        ("urgency", URGENCIES, "normal"),
+        ("misfire", MISFIRE_POLICIES, "latest"),
+        ("on_busy", BUSY_POLICIES, "wait"),
+    ):
         if d.get(name, default) not in allowed:
-            raise InvalidInput(f"{name} must be one of {', '.join(allowed)}", code=f"invalid_{name}")
+            raise InvalidInput(
+                f"{name} must be one of {', '.join(allowed)}", code=f"invalid_{name}"
+            )
     live = state in LIVE_STATES
     nxt = _time(d, "next_fire_at")
     if state == ACTIVE and nxt is None:
@@ -137,13 +151,26 @@ def check_reminder(d: dict[str, Any], settings: Settings, now: datetime) -> Remi
     slot = _int(d, "slot", None, 0, CALLBACK_SLOTS - 1)
     assert fired is not None and cap is not None
     return Reminder(
-        id=check_id(d.get("id")), session=check_session_id(d.get("session")),
-        label=check_label(d.get("label"), limits.label_max), text=check_text(d.get("text"), limits.text_max),
-        schedule=sched, state=state, next_fire_at=nxt, fired_count=fired, alarm=bool(d.get("alarm", False)),
+        id=check_id(d.get("id")),
+        session=check_session_id(d.get("session")),
+        label=check_label(d.get("label"), limits.label_max),
+        text=check_text(d.get("text"), limits.text_max),
+        schedule=sched,
+        state=state,
+        next_fire_at=nxt,
+        fired_count=fired,
+        alarm=bool(d.get("alarm", False)),
         announce=check_announce(d.get("announce"), limits.announce_max),
-        urgency=d.get("urgency", "normal"), misfire=d.get("misfire", "latest"), catchup_cap=cap,
-        on_busy=d.get("on_busy", "wait"), last_error=last_error, source=source, slot=slot,
-        snoozed=bool(d.get("snoozed", False)), created_at=created, updated_at=_time(d, "updated_at") or created,
+        urgency=d.get("urgency", "normal"),
+        misfire=d.get("misfire", "latest"),
+        catchup_cap=cap,
+        on_busy=d.get("on_busy", "wait"),
+        last_error=last_error,
+        source=source,
+        slot=slot,
+        snoozed=bool(d.get("snoozed", False)),
+        created_at=created,
+        updated_at=_time(d, "updated_at") or created,
     )
 
 
@@ -164,13 +191,17 @@ def check_session(d: dict[str, Any], *, trust: bool) -> tuple[Session, list[str]
         raise InvalidInput(f"config is longer than {MAX_CONFIG} characters", code="invalid_import")
     state = d.get("state", "active")
     if state not in SESSION_STATES:
-        raise InvalidInput(f"state must be one of {', '.join(SESSION_STATES)}", code="invalid_import")
+        raise InvalidInput(
+            f"state must be one of {', '.join(SESSION_STATES)}", code="invalid_import"
+        )
     created = _time(d, "created_at", required=True)
     dropped: list[str] = []
     if trust:
         for key in ("argv", "fresh_argv"):
             argv = config.get(key)
-            if argv is not None and (not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv)):
+            if argv is not None and (
+                not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv)
+            ):
                 raise InvalidInput(f"config.{key} must be a list of strings", code="invalid_import")
         if isinstance(config.get("env"), dict):
             check_env_names(config["env"])
@@ -183,7 +214,11 @@ def check_session(d: dict[str, Any], *, trust: bool) -> tuple[Session, list[str]
     parent = d.get("parent_id")
     title = d.get("title")
     return Session(
-        id=sid, adapter=adapter, config=dict(config), state=state, created_at=created,
+        id=sid,
+        adapter=adapter,
+        config=dict(config),
+        state=state,
+        created_at=created,
         last_active_at=_time(d, "last_active_at") or created,
         parent_id=check_session_id(parent) if parent is not None else None,
         title=check_printable(title, "title", 200) if title is not None else None,

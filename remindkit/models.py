@@ -22,7 +22,9 @@ class ReminderState(StrEnum):
     PAUSED = "paused"
     DONE = "done"  # a one-shot delivered, or a repeat exhausted
     CANCELLED = "cancelled"
-    FAILED = "failed"  # its last fire could not be delivered (``last_error`` says why), or quarantined
+    FAILED = (
+        "failed"  # its last fire could not be delivered (``last_error`` says why), or quarantined
+    )
 
 
 class OccurrenceState(StrEnum):
@@ -76,12 +78,21 @@ class SessionState(StrEnum):
 
 
 # Short names used across the package.
-ACTIVE, PAUSED, DONE, CANCELLED, FAILED = (ReminderState.ACTIVE, ReminderState.PAUSED, ReminderState.DONE,
-                                           ReminderState.CANCELLED, ReminderState.FAILED)
+ACTIVE, PAUSED, DONE, CANCELLED, FAILED = (
+    ReminderState.ACTIVE,
+    ReminderState.PAUSED,
+    ReminderState.DONE,
+    ReminderState.CANCELLED,
+    ReminderState.FAILED,
+)
 REMINDER_STATES = tuple(ReminderState)
 LIVE_STATES = (ACTIVE, PAUSED)  # labels are unique among these
-CLAIMED, WAITING, DELIVERED, SKIPPED = (OccurrenceState.CLAIMED, OccurrenceState.WAITING,
-                                        OccurrenceState.DELIVERED, OccurrenceState.SKIPPED)
+CLAIMED, WAITING, DELIVERED, SKIPPED = (
+    OccurrenceState.CLAIMED,
+    OccurrenceState.WAITING,
+    OccurrenceState.DELIVERED,
+    OccurrenceState.SKIPPED,
+)
 OCC_FAILED, OCC_CANCELLED = OccurrenceState.FAILED, OccurrenceState.CANCELLED
 MISFIRE_POLICIES = tuple(MisfirePolicy)
 BUSY_POLICIES = tuple(BusyPolicy)
@@ -175,8 +186,13 @@ class Delivery:
     count: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "wait_for": self.wait_for, "reason": self.reason,
-                "due_at": format_utc(self.due_at), "count": self.count}
+        return {
+            "state": self.state,
+            "wait_for": self.wait_for,
+            "reason": self.reason,
+            "due_at": format_utc(self.due_at),
+            "count": self.count,
+        }
 
 
 @dataclass(frozen=True)
@@ -288,7 +304,11 @@ class Fire:
         return self.alarm or bool(self.announce)
 
 
-SESSION_ACTIVE, SESSION_CLOSED, SESSION_DELETED = SessionState.ACTIVE, SessionState.CLOSED, SessionState.DELETED
+SESSION_ACTIVE, SESSION_CLOSED, SESSION_DELETED = (
+    SessionState.ACTIVE,
+    SessionState.CLOSED,
+    SessionState.DELETED,
+)
 
 
 @dataclass(frozen=True)
@@ -363,7 +383,9 @@ class Outcome:
     alert: str | None = None
     wait_for: str | None = None  # WaitFor, with state waiting
     handed_at_us: int | None = None  # the turn that carried it started
-    pause: bool = False  # with state failed: pause its reminder (a one-shot ends failed), last_error = error
+    pause: bool = (
+        False  # with state failed: pause its reminder (a one-shot ends failed), last_error = error
+    )
 
 
 # Message kinds in a transcript
@@ -404,7 +426,14 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "session": self.session, "seq": self.seq, "role": self.role, "kind": self.kind,
-            "content": self.content, "hidden": self.hidden, "tool_calls": list(self.tool_calls),
-            "tool_call_id": self.tool_call_id, "name": self.name, "created_at": format_utc(self.created_at),
+            "session": self.session,
+            "seq": self.seq,
+            "role": self.role,
+            "kind": self.kind,
+            "content": self.content,
+            "hidden": self.hidden,
+            "tool_calls": list(self.tool_calls),
+            "tool_call_id": self.tool_call_id,
+            "name": self.name,
+            "created_at": format_utc(self.created_at),
         }

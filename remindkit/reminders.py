@@ -78,8 +78,14 @@ class Reminders:
     """``surface`` names who makes the changes (recorded in each event); a call may
     name another with its own ``surface=``."""
 
-    def __init__(self, store: SqlStore, *, clock: Clock | None = None, settings: Settings | None = None,
-                 surface: Surface | str = Surface.API) -> None:
+    def __init__(
+        self,
+        store: SqlStore,
+        *,
+        clock: Clock | None = None,
+        settings: Settings | None = None,
+        surface: Surface | str = Surface.API,
+    ) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self.settings = settings or store.settings
@@ -134,20 +140,47 @@ class Reminders:
         _choice("misfire", misfire, MISFIRE_POLICIES)
         _choice("on_busy", on_busy, BUSY_POLICIES)
         sched = build_schedule(
-            now=now, default_tz=self.default_tz, tz=tz, in_=in_, at=at, every=every, cron=cron,
-            repeat=repeat, until=until,
+            now=now,
+            default_tz=self.default_tz,
+            tz=tz,
+            in_=in_,
+            at=at,
+            every=every,
+            cron=cron,
+            repeat=repeat,
+            until=until,
             min_period_s=limits.min_period_s if min_period_s is None else min_period_s,
             horizon_s=limits.horizon_s,
         )
         first = first_fire(sched, now)
         rem = Reminder(
-            id=new_id(), session=session, label=label, text=text, schedule=sched, state=ACTIVE,
-            next_fire_at=first, alarm=bool(alarm), announce=announce, urgency=urgency, misfire=misfire,
+            id=new_id(),
+            session=session,
+            label=label,
+            text=text,
+            schedule=sched,
+            state=ACTIVE,
+            next_fire_at=first,
+            alarm=bool(alarm),
+            announce=announce,
+            urgency=urgency,
+            misfire=misfire,
             catchup_cap=catchup_cap if catchup_cap is not None else self.settings.catchup_cap,
-            on_busy=on_busy, created_at=now, updated_at=now, source=source, slot=slot,
+            on_busy=on_busy,
+            created_at=now,
+            updated_at=now,
+            source=source,
+            slot=slot,
         )
-        added = self.store.add_reminder(rem, limits=limits, now_us=to_us(now), replace_label=replace_label,
-                                        surface=by, alive_since_us=self._alive_since(now), project=project)
+        added = self.store.add_reminder(
+            rem,
+            limits=limits,
+            now_us=to_us(now),
+            replace_label=replace_label,
+            surface=by,
+            alive_since_us=self._alive_since(now),
+            project=project,
+        )
         return Created(added.reminder, tuple(added.replaced), armed=_any_alive(added.engines))
 
     def armed(self) -> bool:
@@ -157,7 +190,9 @@ class Reminders:
         return _any_alive((e["host"], e["pid"]) for e in engines)
 
     def _alive_since(self, now: datetime) -> int:
-        return to_us(now) - int(self.settings.lease_s * 2e6)  # engines heartbeat every quarter lease
+        return to_us(now) - int(
+            self.settings.lease_s * 2e6
+        )  # engines heartbeat every quarter lease
 
     # -- read ----------------------------------------------------------------------------
 
@@ -167,101 +202,169 @@ class Reminders:
             raise NotFound.reminder(reminder_id)
         return rem
 
-    def list(self, *, session: Any = Any, all: bool = False, states: Iterable[str] | None = None,
-             order: str = "created") -> builtins.list[Reminder]:
+    def list(
+        self,
+        *,
+        session: Any = Any,
+        all: bool = False,
+        states: Iterable[str] | None = None,
+        order: str = "created",
+    ) -> builtins.list[Reminder]:
         if states is None and not all:
             states = LIVE_STATES
         if session is not Any and session is not None:
             session = check_session_id(session)
         return self.store.find_reminders(session=session, states=states, order=order)
 
-    def history(self, reminder_id: str | None = None, *, session: str | None = None, limit: int = 100) -> builtins.list[Occurrence]:
+    def history(
+        self, reminder_id: str | None = None, *, session: str | None = None, limit: int = 100
+    ) -> builtins.list[Occurrence]:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_HISTORY:
-            raise InvalidInput(f"limit must be 1-{MAX_HISTORY} (got {limit!r})", code="invalid_argument")
+            raise InvalidInput(
+                f"limit must be 1-{MAX_HISTORY} (got {limit!r})", code="invalid_argument"
+            )
         session = check_session_id(session)
         if reminder_id is not None:
             self.get(reminder_id)
         return self.store.history(reminder_id=reminder_id, session=session, limit=limit)
 
-    def events(self, reminder_id: str | None = None, *, session: str | None = None, limit: int = 50,
-               after: int | None = None) -> builtins.list[Event]:
+    def events(
+        self,
+        reminder_id: str | None = None,
+        *,
+        session: str | None = None,
+        limit: int = 50,
+        after: int | None = None,
+    ) -> builtins.list[Event]:
         """The audit trail, oldest first: the newest ``limit`` events, or with ``after``
         the first ``limit`` events whose id is above it (tailing)."""
         session = check_session_id(session)
         if reminder_id is not None:
             reminder_id = check_id(reminder_id)
         if after is not None:
-            return self.store.events_after(after, limit=limit, reminder_id=reminder_id, session=session)
+            return self.store.events_after(
+                after, limit=limit, reminder_id=reminder_id, session=session
+            )
         return self.store.recent_events(limit=limit, reminder_id=reminder_id, session=session)
 
     # -- change --------------------------------------------------------------------------
 
-    def cancel(self, ids: Sequence[str], *, session: Any = Any, reason: str | None = None,
-               surface: Surface | str | None = None) -> builtins.list[Reminder]:
+    def cancel(
+        self,
+        ids: Sequence[str],
+        *,
+        session: Any = Any,
+        reason: str | None = None,
+        surface: Surface | str | None = None,
+    ) -> builtins.list[Reminder]:
         """Cancel reminders by id. An unknown id, or one already finished, refuses the
         whole call (``not_found`` / ``not_active``) and nothing changes."""
         ids = [check_id(i) for i in ids]
 
         def fn(r: Reminder) -> Reminder:
             if r.state not in LIVE_STATES:
-                raise Conflict(f"reminder {r.id} is {r.state}; there is nothing to cancel", code="not_active", reminder_id=r.id)
+                raise Conflict(
+                    f"reminder {r.id} is {r.state}; there is nothing to cancel",
+                    code="not_active",
+                    reminder_id=r.id,
+                )
             return replace(r, state=CANCELLED, next_fire_at=None, last_error=reason or r.last_error)
 
         return self._modify(fn, EventKind.CANCELLED, surface, ids=ids, session=session)
 
-    def cancel_label(self, session: str | None, label: str, *,
-                     surface: Surface | str | None = None) -> builtins.list[Reminder]:
+    def cancel_label(
+        self, session: str | None, label: str, *, surface: Surface | str | None = None
+    ) -> builtins.list[Reminder]:
         label = check_label(label, self.settings.limits.label_max) or ""
         session = check_session_id(session)
         changed = self._modify(
-            lambda r: replace(r, state=CANCELLED, next_fire_at=None), EventKind.CANCELLED, surface,
-            session=session, label=label, states=LIVE_STATES,
+            lambda r: replace(r, state=CANCELLED, next_fire_at=None),
+            EventKind.CANCELLED,
+            surface,
+            session=session,
+            label=label,
+            states=LIVE_STATES,
         )
         if not changed:
             where = f" in session {session!r}" if session else ""
-            raise NotFound(f"No active reminder labelled {label!r}{where} was found", code="not_found", label=label)
+            raise NotFound(
+                f"No active reminder labelled {label!r}{where} was found",
+                code="not_found",
+                label=label,
+            )
         return changed
 
-    def cancel_session(self, session: str | None, *, surface: Surface | str | None = None) -> builtins.list[Reminder]:
+    def cancel_session(
+        self, session: str | None, *, surface: Surface | str | None = None
+    ) -> builtins.list[Reminder]:
         session = check_session_id(session)
-        return self._modify(lambda r: replace(r, state=CANCELLED, next_fire_at=None), EventKind.CANCELLED, surface,
-                            session=session, states=LIVE_STATES)
+        return self._modify(
+            lambda r: replace(r, state=CANCELLED, next_fire_at=None),
+            EventKind.CANCELLED,
+            surface,
+            session=session,
+            states=LIVE_STATES,
+        )
 
-    def pause(self, ids: Sequence[str], *, session: Any = Any,
-              surface: Surface | str | None = None) -> builtins.list[Reminder]:
+    def pause(
+        self, ids: Sequence[str], *, session: Any = Any, surface: Surface | str | None = None
+    ) -> builtins.list[Reminder]:
         def fn(r: Reminder) -> Reminder | None:
             if r.state == PAUSED:
                 return None
             if r.state != ACTIVE:
-                raise Conflict(f"reminder {r.id} is {r.state}; only active reminders can be paused", code="not_active", reminder_id=r.id)
+                raise Conflict(
+                    f"reminder {r.id} is {r.state}; only active reminders can be paused",
+                    code="not_active",
+                    reminder_id=r.id,
+                )
             return replace(r, state=PAUSED)
 
         self._modify(fn, EventKind.PAUSED, surface, ids=[check_id(i) for i in ids], session=session)
         return [self.get(i) for i in ids]
 
-    def resume(self, ids: Sequence[str], *, session: Any = Any,
-               surface: Surface | str | None = None) -> builtins.list[Reminder]:
+    def resume(
+        self, ids: Sequence[str], *, session: Any = Any, surface: Surface | str | None = None
+    ) -> builtins.list[Reminder]:
         now = self.clock.now()
 
         def fn(r: Reminder) -> Reminder | None:
             if r.state == ACTIVE:
                 return None
             if r.state != PAUSED:
-                raise Conflict(f"reminder {r.id} is {r.state}; only paused reminders can be resumed", code="not_active", reminder_id=r.id)
+                raise Conflict(
+                    f"reminder {r.id} is {r.state}; only paused reminders can be resumed",
+                    code="not_active",
+                    reminder_id=r.id,
+                )
             if r.session is not None:
                 sess = self.store.get_session(r.session)
                 if sess is not None and sess.state == SESSION_DELETED:
-                    raise Conflict(f"session {r.session!r} was deleted", code="session_deleted", session=r.session)
-            nxt = resume_next(r.schedule, now, next_fire_at=r.next_fire_at, fired_count=r.fired_count)
+                    raise Conflict(
+                        f"session {r.session!r} was deleted",
+                        code="session_deleted",
+                        session=r.session,
+                    )
+            nxt = resume_next(
+                r.schedule, now, next_fire_at=r.next_fire_at, fired_count=r.fired_count
+            )
             if nxt is None:
                 return replace(r, state=DONE, next_fire_at=None)
             return replace(r, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False)
 
-        self._modify(fn, EventKind.RESUMED, surface, ids=[check_id(i) for i in ids], session=session)
+        self._modify(
+            fn, EventKind.RESUMED, surface, ids=[check_id(i) for i in ids], session=session
+        )
         return [self.get(i) for i in ids]
 
-    def snooze(self, reminder_id: str, duration: str | int, *, session: Any = Any,
-               surface: Surface | str | None = None) -> Reminder:
+    def snooze(
+        self,
+        reminder_id: str,
+        duration: str | int,
+        *,
+        session: Any = Any,
+        surface: Surface | str | None = None,
+    ) -> Reminder:
         """Fire this reminder again after ``duration`` (a fired one-shot comes back;
         a repeating one gets one extra fire, then its series goes on)."""
         seconds = parse_duration(duration)
@@ -277,8 +380,16 @@ class Reminders:
         self._modify(fn, EventKind.SNOOZED, surface, ids=[check_id(reminder_id)], session=session)
         return self.get(reminder_id)
 
-    def edit(self, reminder_id: str, *, text: str | None = None, label: Any = Any, session: Any = Any,
-             version: int | None = None, surface: Surface | str | None = None) -> Reminder:
+    def edit(
+        self,
+        reminder_id: str,
+        *,
+        text: str | None = None,
+        label: Any = Any,
+        session: Any = Any,
+        version: int | None = None,
+        surface: Surface | str | None = None,
+    ) -> Reminder:
         """Change a reminder's text and/or label (``label=None`` removes it). With
         ``version``, a reminder changed since that version refuses (``conflict``)."""
         limits = self.settings.limits
@@ -288,34 +399,51 @@ class Reminders:
 
         def fn(r: Reminder) -> Reminder:
             if version is not None and r.version != version:
-                raise Conflict(f"reminder {r.id} is at version {r.version}, not {version}; read it again",
-                               code="conflict", reminder_id=r.id)
+                raise Conflict(
+                    f"reminder {r.id} is at version {r.version}, not {version}; read it again",
+                    code="conflict",
+                    reminder_id=r.id,
+                )
             if r.state not in LIVE_STATES:
-                raise Conflict(f"reminder {r.id} is {r.state}; only live reminders can be changed",
-                               code="not_active", reminder_id=r.id)
-            return replace(r, text=r.text if new_text is None else new_text,
-                           label=r.label if keep_label else new_label)
+                raise Conflict(
+                    f"reminder {r.id} is {r.state}; only live reminders can be changed",
+                    code="not_active",
+                    reminder_id=r.id,
+                )
+            return replace(
+                r,
+                text=r.text if new_text is None else new_text,
+                label=r.label if keep_label else new_label,
+            )
 
         self._modify(fn, EventKind.MODIFIED, surface, ids=[check_id(reminder_id)], session=session)
         return self.get(reminder_id)
 
     def pause_all(self, *, surface: Surface | str | None = None) -> None:
         """Stop all firing (persisted; survives restarts). Reminders keep their state."""
-        self.store.set_paused_all(True, now_us=to_us(self.clock.now()), surface=self._surface(surface))
+        self.store.set_paused_all(
+            True, now_us=to_us(self.clock.now()), surface=self._surface(surface)
+        )
 
     def resume_all(self, *, surface: Surface | str | None = None) -> None:
         """Resume firing; what came due while paused fires per each reminder's policy."""
-        self.store.set_paused_all(False, now_us=to_us(self.clock.now()), surface=self._surface(surface))
+        self.store.set_paused_all(
+            False, now_us=to_us(self.clock.now()), surface=self._surface(surface)
+        )
 
     @property
     def paused_all(self) -> bool:
         return self.store.paused_all()
 
-    def _modify(self, fn: Any, kind: EventKind, surface: Surface | str | None, **select: Any) -> builtins.list[Reminder]:
+    def _modify(
+        self, fn: Any, kind: EventKind, surface: Surface | str | None, **select: Any
+    ) -> builtins.list[Reminder]:
         by = self._surface(surface)
         if select.get("session", Any) is not Any:  # a scope is checked like any session id
             select["session"] = check_session_id(select["session"])
-        pairs = self.store.modify(fn, now_us=to_us(self.clock.now()), event=kind, surface=by, **select)
+        pairs = self.store.modify(
+            fn, now_us=to_us(self.clock.now()), event=kind, surface=by, **select
+        )
         return [new for _old, new in pairs]
 
     # -- export / import -----------------------------------------------------------------
@@ -323,25 +451,54 @@ class Reminders:
     def export(self) -> Iterator[str]:
         """JSON lines: a header, then every session and every reminder (all states)."""
         rems, sessions = self.store.export_rows()
-        yield json.dumps({"remindkit_export": EXPORT_VERSION, "exported_at": format_utc(self.clock.now()),
-                          "reminders": len(rems), "sessions": len(sessions)})
+        yield json.dumps(
+            {
+                "remindkit_export": EXPORT_VERSION,
+                "exported_at": format_utc(self.clock.now()),
+                "reminders": len(rems),
+                "sessions": len(sessions),
+            }
+        )
         for s in sessions:
-            yield json.dumps({"type": "session", "id": s.id, "adapter": s.adapter, "config": s.config,
-                              "state": s.state, "created_at": format_utc(s.created_at),
-                              "last_active_at": format_utc(s.last_active_at), "parent_id": s.parent_id,
-                              "title": s.title}, ensure_ascii=False)
+            yield json.dumps(
+                {
+                    "type": "session",
+                    "id": s.id,
+                    "adapter": s.adapter,
+                    "config": s.config,
+                    "state": s.state,
+                    "created_at": format_utc(s.created_at),
+                    "last_active_at": format_utc(s.last_active_at),
+                    "parent_id": s.parent_id,
+                    "title": s.title,
+                },
+                ensure_ascii=False,
+            )
         for r in rems:
             yield json.dumps(_export_reminder(r), ensure_ascii=False)
 
-    def import_(self, lines: Iterable[str], *, replace_existing: bool = False, trust_sessions: bool = False,
-                surface: Surface | str = Surface.IMPORT) -> int:
+    def import_(
+        self,
+        lines: Iterable[str],
+        *,
+        replace_existing: bool = False,
+        trust_sessions: bool = False,
+        surface: Surface | str = Surface.IMPORT,
+    ) -> int:
         """Validate every line first, then insert all in one transaction; the number
         of reminders imported (:meth:`import_report` says more)."""
-        return self.import_report(lines, replace_existing=replace_existing, trust_sessions=trust_sessions,
-                                  surface=surface).reminders
+        return self.import_report(
+            lines, replace_existing=replace_existing, trust_sessions=trust_sessions, surface=surface
+        ).reminders
 
-    def import_report(self, lines: Iterable[str], *, replace_existing: bool = False,
-                      trust_sessions: bool = False, surface: Surface | str = Surface.IMPORT) -> Imported:
+    def import_report(
+        self,
+        lines: Iterable[str],
+        *,
+        replace_existing: bool = False,
+        trust_sessions: bool = False,
+        surface: Surface | str = Surface.IMPORT,
+    ) -> Imported:
         """Each line is checked like ``remind`` checks its input (``invalid_import``
         with the line number); the limits per session and in total hold after the
         import. Without ``trust_sessions`` a session's ``argv``, ``env``, ``cwd``,
@@ -365,7 +522,9 @@ class Reminders:
                     raise ValueError("not an object")
                 if "remindkit_export" in data:
                     if data["remindkit_export"] != EXPORT_VERSION:
-                        raise ValueError(f"export version {str(data['remindkit_export'])[:20]} is not supported")
+                        raise ValueError(
+                            f"export version {str(data['remindkit_export'])[:20]} is not supported"
+                        )
                     continue
                 kind = data.get("type")
                 if kind == "session":
@@ -383,24 +542,48 @@ class Reminders:
                 else:
                     raise ValueError(f"unknown line type {str(kind)[:40]!r}")
             except RemindkitError as exc:
-                raise InvalidInput(f"line {number}: {exc.code}: {exc.message}", code="invalid_import",
-                                   line=number) from None
+                raise InvalidInput(
+                    f"line {number}: {exc.code}: {exc.message}", code="invalid_import", line=number
+                ) from None
             except (ValueError, KeyError, TypeError, OverflowError) as exc:
-                raise InvalidInput(f"line {number}: {str(exc)[:300]}", code="invalid_import", line=number) from None
-        n = self.store.import_rows(reminders, sessions, replace_existing=replace_existing,
-                                   limits=self.settings.limits, lines=numbers, now_us=to_us(self.clock.now()),
-                                   surface=parse_surface(surface))
+                raise InvalidInput(
+                    f"line {number}: {str(exc)[:300]}", code="invalid_import", line=number
+                ) from None
+        n = self.store.import_rows(
+            reminders,
+            sessions,
+            replace_existing=replace_existing,
+            limits=self.settings.limits,
+            lines=numbers,
+            now_us=to_us(self.clock.now()),
+            surface=parse_surface(surface),
+        )
         return Imported(n, len(sessions), tuple(disabled))
 
 
 def _export_reminder(r: Reminder) -> dict[str, Any]:
     return {
-        "type": "reminder", "id": r.id, "session": r.session, "label": r.label, "text": r.text,
-        "schedule": json.loads(r.schedule.to_json()), "state": r.state,
-        "next_fire_at": format_utc(r.next_fire_at), "fired_count": r.fired_count, "alarm": r.alarm,
-        "announce": r.announce, "urgency": r.urgency, "misfire": r.misfire, "catchup_cap": r.catchup_cap,
-        "on_busy": r.on_busy, "last_error": r.last_error, "source": r.source, "slot": r.slot,
-        "snoozed": r.snoozed, "created_at": format_utc(r.created_at), "updated_at": format_utc(r.updated_at),
+        "type": "reminder",
+        "id": r.id,
+        "session": r.session,
+        "label": r.label,
+        "text": r.text,
+        "schedule": json.loads(r.schedule.to_json()),
+        "state": r.state,
+        "next_fire_at": format_utc(r.next_fire_at),
+        "fired_count": r.fired_count,
+        "alarm": r.alarm,
+        "announce": r.announce,
+        "urgency": r.urgency,
+        "misfire": r.misfire,
+        "catchup_cap": r.catchup_cap,
+        "on_busy": r.on_busy,
+        "last_error": r.last_error,
+        "source": r.source,
+        "slot": r.slot,
+        "snoozed": r.snoozed,
+        "created_at": format_utc(r.created_at),
+        "updated_at": format_utc(r.updated_at),
     }
 
 
@@ -426,4 +609,6 @@ def _process_exists(pid: int) -> bool:
 
 def _choice(name: str, value: object, allowed: Sequence[str]) -> None:
     if value not in allowed:
-        raise InvalidInput(f"{name} must be one of {', '.join(allowed)} (got {value!r})", code=f"invalid_{name}")
+        raise InvalidInput(
+            f"{name} must be one of {', '.join(allowed)} (got {value!r})", code=f"invalid_{name}"
+        )

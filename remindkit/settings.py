@@ -95,12 +95,20 @@ class Settings:
         lim = {
             "per_session": _count(env, "REMINDKIT_MAX_PER_SESSION", limits.per_session),
             "total": _count(env, "REMINDKIT_MAX_TOTAL", limits.total),
-            "min_period_s": int(_duration(env, "REMINDKIT_MIN_PERIOD", limits.min_period_s, unit=1, zero=True)),
-            "horizon_s": int(_duration(env, "REMINDKIT_HORIZON_DAYS", limits.horizon_s, unit=86_400)),
+            "min_period_s": int(
+                _duration(env, "REMINDKIT_MIN_PERIOD", limits.min_period_s, unit=1, zero=True)
+            ),
+            "horizon_s": int(
+                _duration(env, "REMINDKIT_HORIZON_DAYS", limits.horizon_s, unit=86_400)
+            ),
             "text_max": _integer(env, "REMINDKIT_MAX_TEXT", limits.text_max),
             "per_project": _count(env, "REMINDKIT_MAX_PER_PROJECT", limits.per_project),
         }
-        home = Path(env["REMINDKIT_HOME"]).expanduser() if env.get("REMINDKIT_HOME") else default_home()
+        home = (
+            Path(env["REMINDKIT_HOME"]).expanduser()
+            if env.get("REMINDKIT_HOME")
+            else default_home()
+        )
         settings = cls(
             home=home,
             db_url=env.get("REMINDKIT_DB") or None,
@@ -167,7 +175,9 @@ def _integer(env: dict[str, str], name: str, default: int) -> int:
     return int(value)
 
 
-def _duration(env: dict[str, str], name: str, default: float, *, unit: int, zero: bool = False) -> float:
+def _duration(
+    env: dict[str, str], name: str, default: float, *, unit: int, zero: bool = False
+) -> float:
     """A plain number in ``unit`` seconds, or a duration as the CLI reads it (``5m``, ``366d``)."""
     value = env.get(name, "").strip()
     if value == "":
@@ -184,7 +194,9 @@ def _duration(env: dict[str, str], name: str, default: float, *, unit: int, zero
             seconds = -1.0
     if seconds < 0 or (seconds == 0 and not zero):
         what = "seconds" if unit == 1 else "days"
-        raise _bad_setting(name, value, f"a number of {what} or a duration like 30s, 5m, 2h, 366d, 1h30m")
+        raise _bad_setting(
+            name, value, f"a number of {what} or a duration like 30s, 5m, 2h, 366d, 1h30m"
+        )
     return float(seconds)
 
 

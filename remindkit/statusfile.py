@@ -36,7 +36,7 @@ def store_key(url: str) -> str:
     """The store URL as engines and the CLI both spell it (a password hidden, the
     driver that ``open_store`` picks for a bare ``postgresql://``)."""
     if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
     return _PASSWORD.sub(r"\1:***@", url)
 
 
@@ -88,7 +88,11 @@ def summary_for(data: dict[str, Any], session: str | None) -> dict[str, Any] | N
             return None
         entry = sessions.get(session)
         if entry is None:
-            return None if data.get("truncated") else {"active": 0, "paused": 0, "next_us": None, "failed": False}
+            return (
+                None
+                if data.get("truncated")
+                else {"active": 0, "paused": 0, "next_us": None, "failed": False}
+            )
     return entry if isinstance(entry, dict) else None
 
 
@@ -115,4 +119,3 @@ def _countdown(seconds: float) -> str:
     if s >= 3600:
         return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
     return f"{s // 60}:{s % 60:02d}"
-

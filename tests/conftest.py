@@ -128,7 +128,9 @@ def sqlite_store(sqlite_url: str, settings: Settings) -> Iterator[SqlStore]:
 
 # -- the reliability report ------------------------------------------------------------------
 
-RELIABILITY_REPORT = Path(os.environ.get("RK_RELIABILITY_REPORT", "test-artifacts/reliability.jsonl"))
+RELIABILITY_REPORT = Path(
+    os.environ.get("RK_RELIABILITY_REPORT", "test-artifacts/reliability.jsonl")
+)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -142,18 +144,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # ty
         return
     import json
 
-    rows = [json.loads(line) for line in RELIABILITY_REPORT.read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line) for line in RELIABILITY_REPORT.read_text().splitlines() if line.strip()
+    ]
     attacks = [r for r in rows if "attack" in r]
     rows = [r for r in rows if "scenario" in r]
     tr = terminalreporter
     if rows:
         tr.section("reliability report")
         width = max(len(r["scenario"]) for r in rows)
-        tr.write_line(f"{'scenario'.ljust(width)}  occurrences   lost  duplicates  max lateness (ms)")
+        tr.write_line(
+            f"{'scenario'.ljust(width)}  occurrences   lost  duplicates  max lateness (ms)"
+        )
         for r in rows:
-            tr.write_line(f"{r['scenario'].ljust(width)}  {r['occurrences']:>11}  {r['lost']:>5}  {r['duplicates']:>10}"
-                          f"  {r['max_late_ms']:>17.1f}")
-        tr.write_line("duplicates: repeats of a turn cut short by SIGKILL/SIGSTOP (at-least-once), each under its own key")
+            tr.write_line(
+                f"{r['scenario'].ljust(width)}  {r['occurrences']:>11}  {r['lost']:>5}  {r['duplicates']:>10}"
+                f"  {r['max_late_ms']:>17.1f}"
+            )
+        tr.write_line(
+            "duplicates: repeats of a turn cut short by SIGKILL/SIGSTOP (at-least-once), each under its own key"
+        )
     if attacks:
         tr.section("attacks")
         tr.write_line("| attack | before | after |")

@@ -46,7 +46,9 @@ def _stop(proc: subprocess.Popen[Any] | None, timeout: float = 5.0) -> None:
 def _spawn(argv: list[str], log: Path, **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start a helper in its own process group, its output going to ``log``."""
     with log.open("wb") as fh:
-        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True, **kwargs)
+        return subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True, **kwargs
+        )
 
 
 def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
@@ -77,7 +79,9 @@ class NotificationBus:
             f'exec "{sys.executable}" -m dbusmock --template notification_daemon -l "{self.log}" -p \'{params}\''
         )
         self.proc = _spawn(["dbus-run-session", "--", "sh", "-c", script], self.folder / "dbus.err")
-        self.address = _wait_for(lambda: addr_file.exists() and addr_file.read_text(), 10, "dbus-run-session")
+        self.address = _wait_for(
+            lambda: addr_file.exists() and addr_file.read_text(), 10, "dbus-run-session"
+        )
         _wait_for(self._serving, 10, "the mock notification daemon")
         return self
 
@@ -95,12 +99,16 @@ class NotificationBus:
     def env(self) -> dict[str, str]:
         return {"DBUS_SESSION_BUS_ADDRESS": self.address}
 
-    def call(self, path: str, iface: str, method: str, signature: str | None = None, body: tuple = ()) -> Any:
+    def call(
+        self, path: str, iface: str, method: str, signature: str | None = None, body: tuple = ()
+    ) -> Any:
         from jeepney import DBusAddress, MessageType, new_method_call
         from jeepney.io.blocking import open_dbus_connection
 
         with open_dbus_connection(bus=self.address) as conn:
-            msg = new_method_call(DBusAddress(path, bus_name=NOTIFY_NAME, interface=iface), method, signature, body)
+            msg = new_method_call(
+                DBusAddress(path, bus_name=NOTIFY_NAME, interface=iface), method, signature, body
+            )
             reply = conn.send_and_get_reply(msg, timeout=5)
             if reply.header.message_type == MessageType.error:
                 raise RuntimeError(f"{method}: {reply.body}")
@@ -113,16 +121,31 @@ class NotificationBus:
         for stamp, method, args in calls:
             if method != "Notify":
                 continue
-            values = [a[1] if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) else a for a in args]
+            values = [
+                a[1] if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) else a
+                for a in args
+            ]
             app, _replaces, icon, summary, body, actions, hints, expire = values
-            out.append({"time": stamp, "app": app, "icon": icon, "summary": summary, "body": body,
-                        "actions": list(actions), "hints": {k: v[1] for k, v in hints.items()},
-                        "expire": expire})
+            out.append(
+                {
+                    "time": stamp,
+                    "app": app,
+                    "icon": icon,
+                    "summary": summary,
+                    "body": body,
+                    "actions": list(actions),
+                    "hints": {k: v[1] for k, v in hints.items()},
+                    "expire": expire,
+                }
+            )
         return out
 
     def wait_notifications(self, n: int, timeout: float = 10) -> list[dict[str, Any]]:
-        return _wait_for(lambda: (lambda got: got if len(got) >= n else None)(self.notifications()), timeout,
-                         f"{n} notification(s)")
+        return _wait_for(
+            lambda: (lambda got: got if len(got) >= n else None)(self.notifications()),
+            timeout,
+            f"{n} notification(s)",
+        )
 
     def logged_notify_lines(self) -> list[str]:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -130,8 +153,13 @@ class NotificationBus:
 
     def invoke_action(self, notification_id: int, action: str) -> None:
         """Make the server send ``ActionInvoked`` as if the person clicked a button."""
-        self.call(NOTIFY_PATH, MOCK_IFACE, "EmitSignal", "sssav",
-                  (NOTIFY_NAME, "ActionInvoked", "us", [("u", notification_id), ("s", action)]))
+        self.call(
+            NOTIFY_PATH,
+            MOCK_IFACE,
+            "EmitSignal",
+            "sssav",
+            (NOTIFY_NAME, "ActionInvoked", "us", [("u", notification_id), ("s", action)]),
+        )
 
     def __enter__(self) -> NotificationBus:
         return self.start()
@@ -152,8 +180,11 @@ class XDesktop:
 
     def start(self, *, tray: bool = True) -> XDesktop:
         r, w = os.pipe()
-        self.xvfb = _spawn(["Xvfb", "-displayfd", str(w), "-screen", "0", self.size, "-nolisten", "tcp"],
-                           self.folder / "xvfb.err", pass_fds=(w,))
+        self.xvfb = _spawn(
+            ["Xvfb", "-displayfd", str(w), "-screen", "0", self.size, "-nolisten", "tcp"],
+            self.folder / "xvfb.err",
+            pass_fds=(w,),
+        )
         os.close(w)
         with os.fdopen(r) as fh:
             number = fh.readline().strip()
@@ -164,25 +195,50 @@ class XDesktop:
         if tray:
             for attempt in range(3):  # trayer now and then fails to connect to a fresh server
                 self.trayer = _spawn(
-                    ["trayer", "--edge", "top", "--align", "right", "--widthtype", "request", "--height", "32",
-                     "--SetDockType", "true", "--transparent", "false", "--tint", "0x304050"],
-                    self.folder / f"trayer{attempt}.err", env={**os.environ, "DISPLAY": self.display},
+                    [
+                        "trayer",
+                        "--edge",
+                        "top",
+                        "--align",
+                        "right",
+                        "--widthtype",
+                        "request",
+                        "--height",
+                        "32",
+                        "--SetDockType",
+                        "true",
+                        "--transparent",
+                        "false",
+                        "--tint",
+                        "0x304050",
+                    ],
+                    self.folder / f"trayer{attempt}.err",
+                    env={**os.environ, "DISPLAY": self.display},
                 )
                 try:
-                    _wait_for(lambda: self.trayer.poll() is not None or self.find_windows("^panel$"), 10,
-                              "trayer's panel")
+                    _wait_for(
+                        lambda: self.trayer.poll() is not None or self.find_windows("^panel$"),
+                        10,
+                        "trayer's panel",
+                    )
                 except TimeoutError:
                     pass
                 if self.trayer.poll() is None and self.find_windows("^panel$"):
                     break
                 _stop(self.trayer)
             else:
-                raise RuntimeError("trayer did not start: " + (self.folder / "trayer2.err").read_text())
+                raise RuntimeError(
+                    "trayer did not start: " + (self.folder / "trayer2.err").read_text()
+                )
         return self
 
     def _connectable(self) -> bool:
-        done = subprocess.run(["xdotool", "getdisplaygeometry"], env={**os.environ, **self.env},
-                              capture_output=True, timeout=10)
+        done = subprocess.run(
+            ["xdotool", "getdisplaygeometry"],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            timeout=10,
+        )
         return done.returncode == 0
 
     def stop(self) -> None:
@@ -194,8 +250,15 @@ class XDesktop:
         return {"DISPLAY": self.display}
 
     def xdotool(self, *args: str) -> str:
-        done = subprocess.run(["xdotool", *args], env={**os.environ, **self.env}, capture_output=True,
-                              text=True, encoding="utf-8", errors="replace", timeout=10)
+        done = subprocess.run(
+            ["xdotool", *args],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=10,
+        )
         return done.stdout.strip()
 
     def find_windows(self, name_regex: str) -> list[int]:
@@ -213,14 +276,28 @@ class XDesktop:
 
     def top_windows(self) -> list[tuple[int, str, tuple[int, int, int, int]]]:
         """Mapped children of the root window: (id, name, (x, y, w, h))."""
-        done = subprocess.run(["xwininfo", "-root", "-children"], env={**os.environ, **self.env},
-                              capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=10)
+        done = subprocess.run(
+            ["xwininfo", "-root", "-children"],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=10,
+        )
         out = []
         for line in done.stdout.splitlines():
-            m = re.match(r'\s+(0x[0-9a-f]+) (?:"(.*)"|\(has no name\)).*?(\d+)x(\d+)\+(-?\d+)\+(-?\d+)', line)
+            m = re.match(
+                r'\s+(0x[0-9a-f]+) (?:"(.*)"|\(has no name\)).*?(\d+)x(\d+)\+(-?\d+)\+(-?\d+)', line
+            )
             if m:
-                out.append((int(m.group(1), 16), m.group(2) or "",
-                            (int(m.group(5)), int(m.group(6)), int(m.group(3)), int(m.group(4)))))
+                out.append(
+                    (
+                        int(m.group(1), 16),
+                        m.group(2) or "",
+                        (int(m.group(5)), int(m.group(6)), int(m.group(3)), int(m.group(4))),
+                    )
+                )
         return out
 
     def screenshot(self, path: Path) -> Path:

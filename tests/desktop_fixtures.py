@@ -61,7 +61,9 @@ class Capture:
     def read(self, settle_s: float = 0.15) -> bytes:
         """Everything played so far, once nothing has arrived for ``settle_s``."""
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (self.busy or time.monotonic() - self.changed < settle_s):
+        while time.monotonic() < deadline and (
+            self.busy or time.monotonic() - self.changed < settle_s
+        ):
             time.sleep(0.02)
         return bytes(self.data)
 

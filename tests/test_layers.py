@@ -14,14 +14,30 @@ ROOT = Path(__file__).resolve().parents[1]
 # Lowest first. A module belongs to the layer of its first package below remindkit.
 LAYERS: list[set[str]] = [
     {"_compat", "clock", "errors", "failpoints", "events", "statusfile"},  # vocabulary, time
-    {"schedules", "models", "audit", "settings", "checks"},  # pure domain, configuration, input checks
+    {
+        "schedules",
+        "models",
+        "audit",
+        "settings",
+        "checks",
+    },  # pure domain, configuration, input checks
     {"protocol"},  # tags, framing, tool schemas: pure
     {"store", "imports"},  # SQLAlchemy, the only package that knows rows; import lines checked
     {"reminders"},  # the reminders API over the store
     {"agent"},  # tool calls, tags of replies, the agent loop, model clients' protocol
     {"sessions", "alerts"},  # adapters that run turns; alarm, speech, notifications
     {"engine"},  # claiming, firing, delivery
-    {"cli", "notebook", "api", "mcp", "channels", "client", "tray", "__main__", "service"},  # surfaces
+    {
+        "cli",
+        "notebook",
+        "api",
+        "mcp",
+        "channels",
+        "client",
+        "tray",
+        "__main__",
+        "service",
+    },  # surfaces
 ]
 # Modules that compose a whole running graph (engine + sessions + model): surfaces
 # that live beside the code they drive.
@@ -36,7 +52,9 @@ def _layer_of(module: str) -> int:
     for i, names in enumerate(LAYERS):
         if head in names:
             return i
-    raise AssertionError(f"{module}: its package {head!r} has no layer in tests/test_layers.py; add it")
+    raise AssertionError(
+        f"{module}: its package {head!r} has no layer in tests/test_layers.py; add it"
+    )
 
 
 def _imports() -> dict[str, set[str]]:
@@ -82,7 +100,8 @@ def _runtime_nodes(tree: ast.AST):  # type: ignore[no-untyped-def]
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def test_no_module_imports_a_higher_layer() -> None:
@@ -110,8 +129,10 @@ def test_no_import_cycles_between_modules() -> None:
             name = name.rsplit(".", 1)[0]  # ``from pkg.mod import Name``
         return name if name in graph else None
 
-    edges = {m: {r for t in ts if (r := resolve(t)) is not None and r != m and not _is_parent(r, m)}
-             for m, ts in graph.items()}
+    edges = {
+        m: {r for t in ts if (r := resolve(t)) is not None and r != m and not _is_parent(r, m)}
+        for m, ts in graph.items()
+    }
     # Tarjan's strongly connected components
     index: dict[str, int] = {}
     low: dict[str, int] = {}

@@ -77,8 +77,15 @@ class TrayApp:
         self.clock: Clock = clock or SystemClock()
         self.api = Reminders(store, clock=self.clock, settings=self.settings, surface="tray")
         self.alerter = alerter if alerter is not None else default_alerter()
-        self.engine = Engine(store, clock=self.clock, settings=self.settings, alerter=self.alerter,
-                             role="tray", alert_priority=TRAY_PRIORITY, can_alert=True)
+        self.engine = Engine(
+            store,
+            clock=self.clock,
+            settings=self.settings,
+            alerter=self.alerter,
+            role="tray",
+            alert_priority=TRAY_PRIORITY,
+            can_alert=True,
+        )
         self.alerter.attach(self.engine)
         self.switches = Switches(store)
         self.backend = backend
@@ -108,16 +115,27 @@ class TrayApp:
         reminders = self.api.list(states=LIVE_STATES, order="next")
         fires = self.store.history(limit=RECENT_FIRES)
         for occ in fires:
-            if occ.reminder_id not in self._names and all(r.id != occ.reminder_id for r in reminders):
+            if occ.reminder_id not in self._names and all(
+                r.id != occ.reminder_id for r in reminders
+            ):
                 rem = self.store.get_reminder(occ.reminder_id)
                 self._names[occ.reminder_id] = reminder_name(rem) if rem else occ.reminder_id
         note = None
         if self.backend is not None and not self.backend.has_menu:
             note = "menu unavailable (install PyGObject)"
-        return build_view(reminders, fires, now=now, paused_all=self.api.paused_all, muted=self.switches.muted,
-                          sounding=self.alerter.sounding, names=self._names, tz=self.settings.tz, note=note,
-                          stats=self._stats(to_us(now)),
-                          armed=self._engine_running or self.api.armed())
+        return build_view(
+            reminders,
+            fires,
+            now=now,
+            paused_all=self.api.paused_all,
+            muted=self.switches.muted,
+            sounding=self.alerter.sounding,
+            names=self._names,
+            tz=self.settings.tz,
+            note=note,
+            stats=self._stats(to_us(now)),
+            armed=self._engine_running or self.api.armed(),
+        )
 
     def _stats(self, now_us: int) -> str | None:
         """The last day's counts, read at most every STATS_EVERY_S (a scan of the history)."""
@@ -162,15 +180,22 @@ class TrayApp:
 
     def _show_menu(self, view: View) -> bool:
         """Update the menu; True when it was rebuilt."""
-        shape = (tuple((e.id, e.paused) for e in view.entries), view.paused_all, view.muted, view.sounding,
-                 view.fires)
+        shape = (
+            tuple((e.id, e.paused) for e in view.entries),
+            view.paused_all,
+            view.muted,
+            view.sounding,
+            view.fires,
+        )
         gtk = self.backend is not None and self.backend.gtk
         handle = bk.gtk_menu(self.icon) if gtk else None
         if shape != self._menu_shape:
             if gtk and bk.menu_is_open(handle):
                 return False  # rebuilt once it closes; never pull a menu from under the pointer
-            self.icon.menu = build_menu(self.backend.menu_cls, self.backend.item_cls, view,  # type: ignore[union-attr]
-                                        self._actions())
+            assert self.backend is not None
+            self.icon.menu = build_menu(
+                self.backend.menu_cls, self.backend.item_cls, view, self._actions()
+            )
             self._menu_shape = shape
             return True
         if gtk:
@@ -183,8 +208,12 @@ class TrayApp:
         if self.state_path is None:
             return
         state: dict[str, Any] = {
-            "pid": os.getpid(), "engine": self.engine.id, "backend": self.backend.name if self.backend else None,
-            "tooltip": view.tooltip, "badge": view.badge.__dict__, "view_menu": top_labels(view),
+            "pid": os.getpid(),
+            "engine": self.engine.id,
+            "backend": self.backend.name if self.backend else None,
+            "tooltip": view.tooltip,
+            "badge": view.badge.__dict__,
+            "view_menu": top_labels(view),
             "alerter": self.engine.is_alerter,
         }
         if icon is not None and self.backend is not None and self.backend.gtk:
@@ -192,7 +221,9 @@ class TrayApp:
             labels = bk.menu_labels(handle)
             state["menu_open"] = bk.menu_is_open(handle)
             state["menu"] = labels
-            state["submenus"] = {lab: bk.submenu_labels(handle, i) for i, lab in enumerate(labels) if lab}
+            state["submenus"] = {
+                lab: bk.submenu_labels(handle, i) for i, lab in enumerate(labels) if lab
+            }
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, default=str))
         os.replace(tmp, self.state_path)
@@ -203,11 +234,15 @@ class TrayApp:
         now = lambda: to_us(self.clock.now())  # noqa: E731
         return Actions(
             snooze=lambda rid, d: self._do(f"snooze {rid}", lambda: self.api.snooze(rid, d)),
-            cancel=lambda rid: self._do(f"cancel {rid}", lambda: self.api.cancel([rid], reason="cancelled from the tray")),
+            cancel=lambda rid: self._do(
+                f"cancel {rid}", lambda: self.api.cancel([rid], reason="cancelled from the tray")
+            ),
             resume=lambda rid: self._do(f"resume {rid}", lambda: self.api.resume([rid])),
             pause_all=lambda: self._do("pause all", self.api.pause_all),
             resume_all=lambda: self._do("resume all", self.api.resume_all),
-            set_muted=lambda m: self._do("mute" if m else "unmute", lambda: self.switches.set_muted(m, now_us=now())),
+            set_muted=lambda m: self._do(
+                "mute" if m else "unmute", lambda: self.switches.set_muted(m, now_us=now())
+            ),
             stop_sound=self.alerter.stop_sound,
             quit=self.quit,
         )
@@ -268,17 +303,26 @@ class TrayApp:
         view = self.read_view()
         self.view = view
         b = self.backend
-        self.icon = b.icon_cls("remindkit", draw_icon(view.badge), view.tooltip,
-                               build_menu(b.menu_cls, b.item_cls, view, self._actions()) if b.has_menu else None)
+        self.icon = b.icon_cls(
+            "remindkit",
+            draw_icon(view.badge),
+            view.tooltip,
+            build_menu(b.menu_cls, b.item_cls, view, self._actions()) if b.has_menu else None,
+        )
         self._title, self._badge = view.tooltip, view.badge
-        if self.alerter.notifier is not None and self.alerter.notifier.fallback is None and getattr(
-                self.icon, "HAS_NOTIFICATION", False):
+        if (
+            self.alerter.notifier is not None
+            and self.alerter.notifier.fallback is None
+            and getattr(self.icon, "HAS_NOTIFICATION", False)
+        ):
             self.alerter.notifier.fallback = pystray_fallback(self.icon, b.name)
         if not b.has_menu:
             log.warning("the %s tray backend has no menu; install PyGObject for one", b.name)
         self.engine.start()
         self._engine_running = True  # this app's own engine: the store is armed while it runs
-        refresher = threading.Thread(target=self._refresh_loop, name="remindkit-tray-refresh", daemon=True)
+        refresher = threading.Thread(
+            target=self._refresh_loop, name="remindkit-tray-refresh", daemon=True
+        )
 
         def setup(icon: Any) -> None:
             icon.visible = True
@@ -303,6 +347,7 @@ class TrayApp:
     def run_headless(self, stop: threading.Event | None = None) -> int:
         """The engine and its alerts without an icon, until ``stop`` or a signal."""
         stop = stop or self._stop
+
         def on_signal() -> None:
             stop.set()
             self.engine.poke()
@@ -342,8 +387,10 @@ class TrayApp:
 
 def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bool = False) -> int:
     """``remindkit tray``: the icon where a desktop is there, else the headless engine."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     backend = None
     why = "--headless"
     if not headless:
@@ -353,8 +400,10 @@ def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bo
             why = exc.message
     app = TrayApp(api.store, settings=api.settings, clock=api.clock, backend=backend)
     if backend is None:
-        out.write(f"remindkit tray: {why}; running headless like `remindkit serve` "
-                  f"(engine {app.engine.id}; alarms, speech and notifications still work)\n")
+        out.write(
+            f"remindkit tray: {why}; running headless like `remindkit serve` "
+            f"(engine {app.engine.id}; alarms, speech and notifications still work)\n"
+        )
         out.flush()
         return app.run_headless()
     out.write(f"remindkit tray: {backend.name} icon, engine {app.engine.id} on {api.store.url}\n")
@@ -362,8 +411,10 @@ def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bo
     try:
         return app.run()
     except Exception as exc:  # the toolkit failed at run time: keep the reminders going
-        out.write(f"remindkit tray: the {backend.name} icon failed ({type(exc).__name__}: {exc}); "
-                  "running headless\n")
+        out.write(
+            f"remindkit tray: the {backend.name} icon failed ({type(exc).__name__}: {exc}); "
+            "running headless\n"
+        )
         out.flush()
         log.debug("tray failure", exc_info=True)
         headless_app = TrayApp(api.store, settings=api.settings, clock=api.clock)

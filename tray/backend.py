@@ -120,7 +120,10 @@ def menu_labels(handle: Any) -> list[str | None]:
 
     if handle is None:
         return []
-    return [None if isinstance(c, Gtk.SeparatorMenuItem) else c.get_label() for c in handle.get_children()]
+    return [
+        None if isinstance(c, Gtk.SeparatorMenuItem) else c.get_label()
+        for c in handle.get_children()
+    ]
 
 
 def submenu_labels(handle: Any, index: int) -> list[str | None]:
@@ -133,7 +136,9 @@ def submenu_labels(handle: Any, index: int) -> list[str | None]:
 def relabel(handle: Any, labels: list[str | None]) -> bool:
     """Set new texts on an open menu whose shape is unchanged; False if the shape differs."""
     current = menu_labels(handle)
-    if len(current) != len(labels) or any((a is None) != (b is None) for a, b in zip(current, labels, strict=True)):
+    if len(current) != len(labels) or any(
+        (a is None) != (b is None) for a, b in zip(current, labels, strict=True)
+    ):
         return False
     for child, old, new in zip(handle.get_children(), current, labels, strict=True):
         if new is not None and old != new:

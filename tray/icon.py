@@ -44,7 +44,9 @@ def draw_icon(badge: Badge, size: int = 64) -> Any:
     d.ellipse(box(28, 4, 36, 12), fill=color)  # the knob
     d.pieslice(box(12, 8, 52, 48), 180, 360, fill=color)  # the dome
     d.rectangle(box(12, 28, 52, 46), fill=color)  # the waist
-    d.polygon([(6 * u, 52 * u), (12 * u, 44 * u), (52 * u, 44 * u), (58 * u, 52 * u)], fill=color)  # the lip
+    d.polygon(
+        [(6 * u, 52 * u), (12 * u, 44 * u), (52 * u, 44 * u), (58 * u, 52 * u)], fill=color
+    )  # the lip
     d.ellipse(box(26, 50, 38, 62), fill=color)  # the clapper
     if badge.paused:
         d.rectangle(box(20, 28, 26, 44), fill=WHITE)
@@ -54,8 +56,12 @@ def draw_icon(badge: Badge, size: int = 64) -> Any:
         d.line([(8 * u, 6 * u), (58 * u, 58 * u)], fill=BADGE, width=int(4 * u))
     if badge.count > 0 or badge.failed:
         text = "!" if badge.failed else (str(badge.count) if badge.count < 100 else "99")
-        d.ellipse(box(30, 0, 64, 34), fill=BADGE_FAILED if badge.failed else BADGE, outline=WHITE,
-                  width=int(2 * u))
+        d.ellipse(
+            box(30, 0, 64, 34),
+            fill=BADGE_FAILED if badge.failed else BADGE,
+            outline=WHITE,
+            width=int(2 * u),
+        )
         _centered_text(d, text, (47 * u, 17 * u), int(24 * u))
     return img.resize((size, size), Image.Resampling.LANCZOS)
 

@@ -47,8 +47,16 @@ class Actions:
 def top_labels(view: View) -> list[str | None]:
     labels: list[str | None] = [view.header, None]
     labels += [e.text for e in view.entries] or ["No reminders"]
-    labels += [None, "Resume all" if view.paused_all else "Pause all", "Mute", "Stop sound", None,
-               "Recent fires", None, "Quit"]
+    labels += [
+        None,
+        "Resume all" if view.paused_all else "Pause all",
+        "Mute",
+        "Stop sound",
+        None,
+        "Recent fires",
+        None,
+        "Quit",
+    ]
     return labels
 
 
@@ -75,13 +83,18 @@ def build_menu(menu_cls: Any, item_cls: Any, view: View, actions: Actions) -> An
         items.append(item_cls("No reminders", None, enabled=False))
     items += [
         sep,
-        item_cls("Resume all", act(actions.resume_all)) if view.paused_all else item_cls("Pause all", act(actions.pause_all)),
-        item_cls("Mute", act(lambda: actions.set_muted(not view.muted)), checked=lambda _item: view.muted),
+        item_cls("Resume all", act(actions.resume_all))
+        if view.paused_all
+        else item_cls("Pause all", act(actions.pause_all)),
+        item_cls(
+            "Mute", act(lambda: actions.set_muted(not view.muted)), checked=lambda _item: view.muted
+        ),
         item_cls("Stop sound", act(actions.stop_sound), enabled=view.sounding),
         sep,
     ]
     recent = [item_cls(line, None, enabled=False) for line in view.fires] or [
-        item_cls("No fires yet", None, enabled=False)]
+        item_cls("No fires yet", None, enabled=False)
+    ]
     if view.stats:  # the counts of `remindkit stats` above the list
         recent = [item_cls(view.stats, None, enabled=False), sep, *recent]
     items.append(item_cls("Recent fires", menu_cls(*recent)))

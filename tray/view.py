@@ -44,7 +44,9 @@ class View:
     sounding: bool
     failed: int
     note: str | None = None  # e.g. "menu unavailable"
-    stats: str | None = None  # "last 24h: 12 fires · 11 delivered · …" (the same counts as `remindkit stats`)
+    stats: str | None = (
+        None  # "last 24h: 12 fires · 11 delivered · …" (the same counts as `remindkit stats`)
+    )
 
     @property
     def header(self) -> str:
@@ -68,13 +70,19 @@ def countdown(rem: Reminder, now: datetime, *, paused_all: bool = False) -> str:
     return f"in {format_countdown(left)}"
 
 
-def tooltip(active: Sequence[Reminder], now: datetime, *, paused_all: bool, muted: bool, failed: int) -> str:
+def tooltip(
+    active: Sequence[Reminder], now: datetime, *, paused_all: bool, muted: bool, failed: int
+) -> str:
     if not active:
         text = "no active reminders"
     elif paused_all:
         text = f"{len(active)} active · paused"
     else:
-        nxt = min((r for r in active if r.next_fire_at is not None), key=lambda r: r.next_fire_at, default=None)  # type: ignore[arg-type, return-value]
+        nxt = min(
+            (r for r in active if r.next_fire_at is not None),
+            key=lambda r: r.next_fire_at,  # type: ignore[arg-type, return-value]
+            default=None,
+        )
         text = f"{len(active)} active"
         if nxt is not None:
             text += f" · next: {reminder_name(nxt)} {countdown(nxt, now)}"
@@ -123,8 +131,12 @@ def build_view(
     active = [r for r in live if r.state == ACTIVE]
     failed = sum(1 for o in fires if o.state == "failed")
     entries = tuple(
-        Entry(r.id, reminder_name(r), f"{reminder_name(r)} — {countdown(r, now, paused_all=paused_all)}",
-              r.state == PAUSED)
+        Entry(
+            r.id,
+            reminder_name(r),
+            f"{reminder_name(r)} — {countdown(r, now, paused_all=paused_all)}",
+            r.state == PAUSED,
+        )
         for r in live
     )
     known = {r.id: reminder_name(r) for r in reminders}

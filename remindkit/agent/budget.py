@@ -59,7 +59,10 @@ def group_turns(history: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]
 
 
 def fit_turns(
-    head: Sequence[dict[str, Any]], history: Sequence[dict[str, Any]], budget: int, count: Counter,
+    head: Sequence[dict[str, Any]],
+    history: Sequence[dict[str, Any]],
+    budget: int,
+    count: Counter,
 ) -> tuple[list[dict[str, Any]], int]:
     """``head`` (the system prompt) plus the newest turns of ``history`` that fit
     in ``budget`` tokens; returns the messages and how many were dropped. The
@@ -94,5 +97,12 @@ def reply_tokens(context: int, max_tokens: int) -> int:
     return max(16, min(max_tokens, context // 4))
 
 
-__all__ = ["Counter", "estimate_tokens", "fit_turns", "group_turns", "message_tokens", "prompt_budget",
-           "reply_tokens"]
+__all__ = [
+    "Counter",
+    "estimate_tokens",
+    "fit_turns",
+    "group_turns",
+    "message_tokens",
+    "prompt_budget",
+    "reply_tokens",
+]

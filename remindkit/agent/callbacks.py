@@ -31,7 +31,9 @@ CANCEL_PREVIEW = 55
 
 
 def set_callback(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    extra = sorted(set(args) - {"action", "message", "delay_seconds", "repeat_count", "callback_id"})
+    extra = sorted(
+        set(args) - {"action", "message", "delay_seconds", "repeat_count", "callback_id"}
+    )
     if extra:
         return _err("invalid_argument", f"unknown argument(s) {', '.join(extra)}")
     action = args.get("action")
@@ -49,7 +51,11 @@ def set_callback(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 def callbacks(ctx: ToolContext) -> list[Reminder]:
     """The session's live callbacks, by slot."""
-    rems = [r for r in ctx.api.list(session=ctx.session) if r.source == "callback" and r.slot is not None]
+    rems = [
+        r
+        for r in ctx.api.list(session=ctx.session)
+        if r.source == "callback" and r.slot is not None
+    ]
     return sorted(rems, key=lambda r: r.slot or 0)
 
 
@@ -58,20 +64,38 @@ def _set(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if not isinstance(message, str) or not message.strip():
         return _err("empty_text", "message is required for action set")
     delay = args.get("delay_seconds")
-    if isinstance(delay, bool) or not isinstance(delay, int) or not CALLBACK_DELAY_MIN <= delay <= CALLBACK_DELAY_MAX:
-        return _err("invalid_delay", f"delay_seconds must be between {CALLBACK_DELAY_MIN} and {CALLBACK_DELAY_MAX}")
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, int)
+        or not CALLBACK_DELAY_MIN <= delay <= CALLBACK_DELAY_MAX
+    ):
+        return _err(
+            "invalid_delay",
+            f"delay_seconds must be between {CALLBACK_DELAY_MIN} and {CALLBACK_DELAY_MAX}",
+        )
     count = args.get("repeat_count", DEFAULT_REPEAT)
     if count is None:
         count = DEFAULT_REPEAT
     if isinstance(count, bool) or not isinstance(count, int) or count < -1:
-        return _err("invalid_repeat", "repeat_count must be a number of fires, -1 for forever, or 0 or 1 for once")
+        return _err(
+            "invalid_repeat",
+            "repeat_count must be a number of fires, -1 for forever, or 0 or 1 for once",
+        )
     repeat: int | None = None if count == -1 else max(1, count)
     used = {r.slot for r in callbacks(ctx)}
     for slot in (s for s in range(CALLBACK_SLOTS) if s not in used):
         try:
             created = ctx.api.add(
-                message, session=ctx.session, label=f"callback-{slot}", every=delay, repeat=repeat,
-                on_busy="rebase", source="callback", slot=slot, replace_label=False, min_period_s=CALLBACK_DELAY_MIN,
+                message,
+                session=ctx.session,
+                label=f"callback-{slot}",
+                every=delay,
+                repeat=repeat,
+                on_busy="rebase",
+                source="callback",
+                slot=slot,
+                replace_label=False,
+                min_period_s=CALLBACK_DELAY_MIN,
                 surface=ctx.surface,
             )
         except Conflict as exc:
@@ -115,12 +139,18 @@ def _cancel(ctx: ToolContext, callback_id: object) -> ToolResult:
     if isinstance(callback_id, bool) or not isinstance(callback_id, int):
         return _err("invalid_argument", "callback_id must be a slot number")
     if not 0 <= callback_id < CALLBACK_SLOTS:
-        return _err("callback_out_of_range", f"callback_id {callback_id} out of range (max {CALLBACK_SLOTS - 1})")
+        return _err(
+            "callback_out_of_range",
+            f"callback_id {callback_id} out of range (max {CALLBACK_SLOTS - 1})",
+        )
     match = [r for r in live if r.slot == callback_id]
     if not match:
         return _err("callback_not_active", f"callback slot {callback_id} is not active")
     ctx.api.cancel([match[0].id], session=ctx.session, surface=ctx.surface)
-    return ToolResult(f'Cancelled callback slot {callback_id}: "{_preview(match[0].text, CANCEL_PREVIEW)}"', ok=True)
+    return ToolResult(
+        f'Cancelled callback slot {callback_id}: "{_preview(match[0].text, CANCEL_PREVIEW)}"',
+        ok=True,
+    )
 
 
 def _preview(text: str, limit: int) -> str:

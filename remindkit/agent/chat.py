@@ -72,30 +72,49 @@ class ChatSession:
         self.engine = engine
         existing = store.get_session(self.id)
         if existing is not None and existing.state == SESSION_DELETED:
-            raise InvalidInput(f"session {self.id!r} was deleted; use another id", code="session_deleted")
+            raise InvalidInput(
+                f"session {self.id!r} was deleted; use another id", code="session_deleted"
+            )
         if base_url is not None:
             if not isinstance(model, str) or not model:
-                raise InvalidInput("an OpenAI-compatible chat needs model=NAME", code="invalid_argument")
-            config = dict(existing.config) if existing is not None and existing.adapter == "openai" else {}
+                raise InvalidInput(
+                    "an OpenAI-compatible chat needs model=NAME", code="invalid_argument"
+                )
+            config = (
+                dict(existing.config)
+                if existing is not None and existing.adapter == "openai"
+                else {}
+            )
             config.update(base_url=base_url, model=model)
             if api_key_env:
                 config["api_key_env"] = check_key_env(api_key_env)
             if system is not _SESSION_OWN:
                 config["system"] = system or ""  # "" or None: no system prompt
-            sess = store.put_session(Session(self.id, adapter="openai", config=config, title=title),
-                                     now_us=now_us(self.clock))
+            sess = store.put_session(
+                Session(self.id, adapter="openai", config=config, title=title),
+                now_us=now_us(self.clock),
+            )
             from ..sessions.openai import OpenAIChatModel
 
-            chat_model: ChatModel = OpenAIChatModel.from_config(sess.config, limits=self.settings.model)
+            chat_model: ChatModel = OpenAIChatModel.from_config(
+                sess.config, limits=self.settings.model
+            )
             prompt = session_system(sess)  # the one the engine uses for fired turns too
         else:
             if model is None or isinstance(model, str):
-                raise InvalidInput("give base_url and model, or a model object or function", code="invalid_argument")
+                raise InvalidInput(
+                    "give base_url and model, or a model object or function",
+                    code="invalid_argument",
+                )
             chat_model = model if isinstance(model, ChatModelLike) else CallableModel(model)
-            store.put_session(Session(self.id, adapter="python", config={}, title=title), now_us=now_us(self.clock))
+            store.put_session(
+                Session(self.id, adapter="python", config={}, title=title),
+                now_us=now_us(self.clock),
+            )
             prompt = DEFAULT_SYSTEM if system is _SESSION_OWN else cast("str | None", system)
-        self.conversation = Conversation(store, self.id, chat_model, clock=self.clock, settings=self.settings,
-                                         system=prompt)
+        self.conversation = Conversation(
+            store, self.id, chat_model, clock=self.clock, settings=self.settings, system=prompt
+        )
         if base_url is None:
             self.attach(engine)
 
@@ -151,14 +170,26 @@ class ChatSession:
             if mine is None:
                 mine = [m for m in self.store.messages(self.id, last=400) if m.kind == FIRED_TURN]
             key = occ.key
-            seq = next((m.seq for m in reversed(mine) if key in fired_keys(m.content or "")), 0) or self.last_seq()
+            seq = (
+                next((m.seq for m in reversed(mine) if key in fired_keys(m.content or "")), 0)
+                or self.last_seq()
+            )
             label = self._label(occ.reminder_id)
             if failed:
-                notes.append(Entry(seq, "failed", f"⚠ reminder {label} could not be delivered: {occ.error or 'failed'}"))
+                notes.append(
+                    Entry(
+                        seq,
+                        "failed",
+                        f"⚠ reminder {label} could not be delivered: {occ.error or 'failed'}",
+                    )
+                )
                 continue
             reply = _reply_to(self.store.messages(str(occ.delivered_to), last=200), key)
-            text = f"(from fresh session {occ.delivered_to}) {reply}" if reply else (
-                f"(reminder {label} was answered in fresh session {occ.delivered_to})")
+            text = (
+                f"(from fresh session {occ.delivered_to}) {reply}"
+                if reply
+                else (f"(reminder {label} was answered in fresh session {occ.delivered_to})")
+            )
             notes.append(Entry(seq, "fallback", text))
         return notes
 
@@ -173,12 +204,18 @@ class ChatSession:
 
 def _reply_to(messages: Sequence[Message], key: str) -> str:
     """The display text of the replies to the fired turn that carries ``key``."""
-    start = next((i for i, m in enumerate(messages)
-                  if m.kind == FIRED_TURN and key in fired_keys(m.content or "")), None)
+    start = next(
+        (
+            i
+            for i, m in enumerate(messages)
+            if m.kind == FIRED_TURN and key in fired_keys(m.content or "")
+        ),
+        None,
+    )
     if start is None:
         return ""
     texts: list[str] = []
-    for m in messages[start + 1:]:
+    for m in messages[start + 1 :]:
         if m.role == "user" and m.kind != FEEDBACK:
             break
         if m.role == "assistant" and m.content:

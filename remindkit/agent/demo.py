@@ -34,24 +34,33 @@ class ScriptedModel:
 
     name = SCRIPT_LABEL
 
-    def __init__(self, *, delay_s: int = 3, label: str = "stretch",
-                 text: str = "Stand up, stretch and drink some water.",
-                 announce: str = "Time to stretch!") -> None:
+    def __init__(
+        self,
+        *,
+        delay_s: int = 3,
+        label: str = "stretch",
+        text: str = "Stand up, stretch and drink some water.",
+        announce: str = "Time to stretch!",
+    ) -> None:
         self.delay_s = delay_s
         self.label = label
         self.text = text
         self.announce = announce
         self.calls = 0
 
-    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion:
+    def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> Completion:
         self.calls += 1
         last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
         content = str((last or {}).get("content") or "")
         if f"<{TAG}" in content:
             texts = _reminder_texts(content)
             about = "; ".join(texts) if texts else "your reminder"
-            return Completion(f"[{SCRIPT_LABEL}] Your reminder is due: {about} I'm back in this conversation, "
-                              "as promised.")
+            return Completion(
+                f"[{SCRIPT_LABEL}] Your reminder is due: {about} I'm back in this conversation, "
+                "as promised."
+            )
         return Completion(
             f"[{SCRIPT_LABEL}] Sure, I'll remind you in {self.delay_s} seconds.\n"
             f'<schedule label="{self.label}" delay="{self.delay_s}s" alarm="true" announce="{self.announce}">'
@@ -70,8 +79,14 @@ def _reminder_texts(message: str) -> list[str]:
     return out
 
 
-def run_demo(out: TextIO, *, db_url: str | None = None, delay_s: int = 3, timeout_s: float = 30.0,
-             alerter: Any = None) -> int:
+def run_demo(
+    out: TextIO,
+    *,
+    db_url: str | None = None,
+    delay_s: int = 3,
+    timeout_s: float = 30.0,
+    alerter: Any = None,
+) -> int:
     """Run the loop once; 0 when the agent answered the fired reminder."""
     from ..engine import Engine
     from ..settings import Settings
@@ -105,9 +120,16 @@ def run_demo(out: TextIO, *, db_url: str | None = None, delay_s: int = 3, timeou
         engine.events.subscribe(ev.ALERTED, on_alerted)
     try:
         engine.start()
-        chat = ChatSession(store, session="demo", model=ScriptedModel(delay_s=delay_s), engine=engine,
-                           title="remindkit demo")
-        say(f"remindkit demo: a {SCRIPT_LABEL} (no model server, no network) in session {chat.id!r}")
+        chat = ChatSession(
+            store,
+            session="demo",
+            model=ScriptedModel(delay_s=delay_s),
+            engine=engine,
+            title="remindkit demo",
+        )
+        say(
+            f"remindkit demo: a {SCRIPT_LABEL} (no model server, no network) in session {chat.id!r}"
+        )
         if alerter is None:
             say("(no alarm or speech on this machine: the reminder is shown here only)")
         question = f"Remind me in {delay_s} seconds to stretch."

@@ -37,7 +37,9 @@ class Handover:
 
 
 class ExternalTurns:
-    def __init__(self, store: SqlStore, *, clock: Clock | None = None, settings: Settings | None = None) -> None:
+    def __init__(
+        self, store: SqlStore, *, clock: Clock | None = None, settings: Settings | None = None
+    ) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self.api = Reminders(store, clock=self.clock, settings=settings or store.settings)
@@ -58,17 +60,27 @@ class ExternalTurns:
         by_key = {f.key: f for f in handover.fires}
 
         def build(fresh: list[str]) -> Message:
-            return Message(session, "user", frame_fired([by_key[k] for k in fresh]), kind=FIRED_TURN, hidden=True)
+            return Message(
+                session,
+                "user",
+                frame_fired([by_key[k] for k in fresh]),
+                kind=FIRED_TURN,
+                hidden=True,
+            )
 
         self.store.append_fired(session, list(by_key), build, now_us=now_us(self.clock))
         if reply is None:
             return []
         rows = [Message(session, "assistant", reply)]
         echoed_from = [f.text for f in handover.fires]
-        outcomes = run_reply_tags(self.api, session, reply, echoed_from=echoed_from) if reply else []
+        outcomes = (
+            run_reply_tags(self.api, session, reply, echoed_from=echoed_from) if reply else []
+        )
         errors = feedback_errors(outcomes)
         if errors:
-            rows.append(Message(session, "user", frame_feedback(errors), kind=FEEDBACK, hidden=True))
+            rows.append(
+                Message(session, "user", frame_feedback(errors), kind=FEEDBACK, hidden=True)
+            )
         self.store.append_messages(session, rows, now_us=now_us(self.clock))
         return outcomes
 

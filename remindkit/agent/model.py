@@ -23,7 +23,11 @@ class ToolCall:
     arguments: str  # JSON text, as the model wrote it
 
     def to_openai(self) -> dict[str, Any]:
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,15 @@ class ModelError(RemindkitError):
 
     code = "model_error"
 
-    def __init__(self, message: str, *, code: str | None = None, instant: bool = False,
-                 retry_after: float | None = None, **details: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        instant: bool = False,
+        retry_after: float | None = None,
+        **details: Any,
+    ) -> None:
         super().__init__(message, code=code, **details)
         self.instant = instant
         self.retry_after = retry_after  # seconds the server asked us to wait (Retry-After)
@@ -49,25 +60,35 @@ class ModelError(RemindkitError):
 class ChatModel(Protocol):
     name: str
 
-    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion: ...
+    def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> Completion: ...
 
 
 @runtime_checkable
 class ChatModelLike(Protocol):
     """Anything with ``complete`` (for isinstance checks)."""
 
-    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion: ...
+    def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> Completion: ...
 
 
 class CallableModel:
     """A model from a function ``fn(messages, tools) -> str | Completion``."""
 
-    def __init__(self, fn: Callable[[Sequence[dict[str, Any]], Sequence[dict[str, Any]]], Any], *,
-                 name: str = "python") -> None:
+    def __init__(
+        self,
+        fn: Callable[[Sequence[dict[str, Any]], Sequence[dict[str, Any]]], Any],
+        *,
+        name: str = "python",
+    ) -> None:
         self.fn = fn
         self.name = name
 
-    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion:
+    def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> Completion:
         out = self.fn(messages, tools)
         if isinstance(out, Completion):
             return out

@@ -30,15 +30,23 @@ PERSISTENCE_UNCERTAIN = "persistence_uncertain"
 _SELECTORS = ("after", "at", "every", "cron")
 
 
-def handle_tool_call(session: ToolContext, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
+def handle_tool_call(
+    session: ToolContext, name: str, arguments: str | Mapping[str, Any] | None
+) -> ToolResult:
     """Carry out one tool call for ``session``; never raises for bad input."""
     if name not in TOOL_NAMES:
-        return _error("unknown_tool", f"there is no tool {name!r}; the reminder tools are {', '.join(TOOL_NAMES)}")
+        return _error(
+            "unknown_tool",
+            f"there is no tool {name!r}; the reminder tools are {', '.join(TOOL_NAMES)}",
+        )
     args = _arguments(arguments)
     if isinstance(args, ToolResult):
         if name == "set_callback":
-            return ToolResult(f"Error: {args.data['error']['message'] if args.data else 'invalid arguments'}",
-                              ok=False, code=args.code)
+            return ToolResult(
+                f"Error: {args.data['error']['message'] if args.data else 'invalid arguments'}",
+                ok=False,
+                code=args.code,
+            )
         return args
     if name == "set_callback":
         return set_callback(session, args)
@@ -53,8 +61,11 @@ def handle_tool_call(session: ToolContext, name: str, arguments: str | Mapping[s
     except RemindkitError as exc:
         code = exc.code
         if code == "store_unavailable":
-            return _error(PERSISTENCE_UNCERTAIN, "the reminder store could not be reached, so the change may or "
-                          "may not have been saved; call schedule_list to check before retrying")
+            return _error(
+                PERSISTENCE_UNCERTAIN,
+                "the reminder store could not be reached, so the change may or "
+                "may not have been saved; call schedule_list to check before retrying",
+            )
         if code == "not_found" or (name == "schedule_delete" and code == "not_active"):
             code = NOT_FOUND
         return _error(code, exc.message)
@@ -64,14 +75,29 @@ def handle_tool_call(session: ToolContext, name: str, arguments: str | Mapping[s
 
 
 def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    allowed = {"prompt", "label", "after", "at", "every", "cron", "time_zone", "repeat", "until", "alarm",
-               "announce", "on_busy"}
+    allowed = {
+        "prompt",
+        "label",
+        "after",
+        "at",
+        "every",
+        "cron",
+        "time_zone",
+        "repeat",
+        "until",
+        "alarm",
+        "announce",
+        "on_busy",
+    }
     bad = _unknown(args, allowed)
     if bad:
         return bad
     chosen = [s for s in _SELECTORS if args.get(s) is not None]
     if len(chosen) > 1:
-        return _error("conflicting_schedule", f"give exactly one of after, at, every or cron (got {', '.join(chosen)})")
+        return _error(
+            "conflicting_schedule",
+            f"give exactly one of after, at, every or cron (got {', '.join(chosen)})",
+        )
     if not chosen:
         return _error("missing_schedule", "say when: give one of after, at, every or cron")
     for key in ("prompt", "label", "at", "cron", "time_zone", "until", "announce", "on_busy"):
@@ -83,10 +109,21 @@ def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if not isinstance(alarm, bool):
         return _error("invalid_argument", "alarm must be true or false")
     created = ctx.api.add(
-        args["prompt"], session=ctx.session, label=args.get("label"), in_=args.get("after"), at=args.get("at"),
-        every=args.get("every"), cron=args.get("cron"), tz=args.get("time_zone"), repeat=args.get("repeat"),
-        until=args.get("until"), alarm=alarm, announce=args.get("announce"),
-        on_busy=args.get("on_busy") or "wait", source="tool", surface=ctx.surface,
+        args["prompt"],
+        session=ctx.session,
+        label=args.get("label"),
+        in_=args.get("after"),
+        at=args.get("at"),
+        every=args.get("every"),
+        cron=args.get("cron"),
+        tz=args.get("time_zone"),
+        repeat=args.get("repeat"),
+        until=args.get("until"),
+        alarm=alarm,
+        announce=args.get("announce"),
+        on_busy=args.get("on_busy") or "wait",
+        source="tool",
+        surface=ctx.surface,
     )
     data = {"ok": True, "reminder": reminder_view(created.reminder), "armed": created.armed}
     if created.replaced:
@@ -126,7 +163,10 @@ def _change(ctx: ToolContext, name: str, args: dict[str, Any]) -> ToolResult:
     if snooze:
         duration = args.get("duration")
         if duration is None or isinstance(duration, bool) or not isinstance(duration, (str, int)):
-            return _error("invalid_duration", "duration must be 30s, 5m, 2h, 1h30m or a whole number of seconds")
+            return _error(
+                "invalid_duration",
+                "duration must be 30s, 5m, 2h, 1h30m or a whole number of seconds",
+            )
         changed = ctx.api.snooze(rid, duration, session=ctx.session)
     elif name == "schedule_pause":
         (changed,) = ctx.api.pause([rid], session=ctx.session)
@@ -152,8 +192,12 @@ def reminder_view(r: Reminder) -> dict[str, Any]:
         "remaining": r.remaining if r.schedule.repeating else None,
         "alarm": r.alarm,
         "announce": r.announce,
-        "delivery": {"mode": "turn", "session": r.session, "on_busy": r.on_busy,
-                     "note": "comes back to this conversation as a new turn when it is idle"},
+        "delivery": {
+            "mode": "turn",
+            "session": r.session,
+            "on_busy": r.on_busy,
+            "note": "comes back to this conversation as a new turn when it is idle",
+        },
     }
 
 
@@ -179,7 +223,9 @@ def _unknown(args: dict[str, Any], allowed: set[str]) -> ToolResult | None:
     if not extra:
         return None
     takes = ", ".join(sorted(allowed)) if allowed else "no arguments"
-    return _error("invalid_argument", f"unknown argument(s) {', '.join(extra)}; this tool takes {takes}")
+    return _error(
+        "invalid_argument", f"unknown argument(s) {', '.join(extra)}; this tool takes {takes}"
+    )
 
 
 def _ok(data: dict[str, Any]) -> ToolResult:
@@ -194,4 +240,11 @@ def _error(code: str, message: str) -> ToolResult:
 tool_error = _error  # a refusal in the tools' shape, for calls refused before they reach a tool
 
 
-__all__ = ["NOT_FOUND", "ToolContext", "ToolResult", "handle_tool_call", "reminder_view", "tool_error"]
+__all__ = [
+    "NOT_FOUND",
+    "ToolContext",
+    "ToolResult",
+    "handle_tool_call",
+    "reminder_view",
+    "tool_error",
+]

@@ -29,6 +29,11 @@ class NullAlerter:
         self.played: list[str] = []
 
     def alert(self, fire: Fire) -> str:
-        log.info("alert for %s (alarm=%s announce=%r): no alert devices here", fire.key, fire.alarm, fire.announce)
+        log.info(
+            "alert for %s (alarm=%s announce=%r): no alert devices here",
+            fire.key,
+            fire.alarm,
+            fire.announce,
+        )
         self.played.append(fire.key)
         return "done"

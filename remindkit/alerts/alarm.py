@@ -96,9 +96,16 @@ class AlarmPlayer:
                     reasons.append(f"{name}: {type(exc).__name__}: {exc}")
                     continue
                 if outcome == "timeout":
-                    return PlayResult(False, player=name, error=f"{name} did not finish in time; stopped",
-                                      timed_out=True, tried=tuple(tried))
-                return PlayResult(True, player=name, stopped=outcome == "stopped", tried=tuple(tried))
+                    return PlayResult(
+                        False,
+                        player=name,
+                        error=f"{name} did not finish in time; stopped",
+                        timed_out=True,
+                        tried=tuple(tried),
+                    )
+                return PlayResult(
+                    True, player=name, stopped=outcome == "stopped", tried=tuple(tried)
+                )
             why = "; ".join(reasons) or "no player configured"
             return PlayResult(False, error=f"audio unavailable ({why})", tried=tuple(tried))
 
@@ -131,7 +138,9 @@ class AlarmPlayer:
         except Exception as exc:  # ImportError, or a broken build
             raise _Failed(f"not available ({type(exc).__name__}: {exc})") from None
         try:
-            with quiet_stderr():  # ALSA's C library prints its own "ALSA lib … Unknown PCM default" on fd 2
+            with (
+                quiet_stderr()
+            ):  # ALSA's C library prints its own "ALSA lib … Unknown PCM default" on fd 2
                 play = simpleaudio.WaveObject.from_wave_file(str(path)).play()
         except Exception as exc:  # SimpleaudioError: no device
             raise _Failed(str(exc).strip()) from None
@@ -146,8 +155,13 @@ class AlarmPlayer:
 
     def _subprocess(self, argv: list[str], deadline: float) -> str:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, start_new_session=os.name == "posix")
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=os.name == "posix",
+            )
         except OSError as exc:
             raise _Failed(exc.strerror or str(exc)) from None
         assert proc.stderr is not None
@@ -157,7 +171,9 @@ class AlarmPlayer:
                 return outcome
             err = proc.stderr.read().decode(errors="replace").strip()
         if proc.returncode != 0:
-            raise _Failed(f"exit {proc.returncode}: {err.splitlines()[-1] if err else 'no message'}")
+            raise _Failed(
+                f"exit {proc.returncode}: {err.splitlines()[-1] if err else 'no message'}"
+            )
         return "done"
 
     def _winsound(self, path: Path, deadline: float) -> str:

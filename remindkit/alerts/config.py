@@ -58,7 +58,10 @@ class AlertConfig:
         if env.get("REMINDKIT_ALARM"):
             cfg = replace(cfg, alarm_path=Path(env["REMINDKIT_ALARM"]).expanduser())
         if env.get("REMINDKIT_AUDIO"):
-            cfg = replace(cfg, players=tuple(p.strip() for p in env["REMINDKIT_AUDIO"].split(",") if p.strip()))
+            cfg = replace(
+                cfg,
+                players=tuple(p.strip() for p in env["REMINDKIT_AUDIO"].split(",") if p.strip()),
+            )
         if env.get("REMINDKIT_VOICE"):
             cfg = replace(cfg, voice=env["REMINDKIT_VOICE"])
         if env.get("REMINDKIT_SPEECH_RATE"):

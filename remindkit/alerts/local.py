@@ -88,8 +88,14 @@ class LocalAlerter:
         cfg = self.config
         self.player = player or AlarmPlayer(cfg.players, timeout_s=cfg.alarm_timeout_s)
         self.speaker = speaker or Speaker(self.player, timeout_s=cfg.speech_timeout_s)
-        self.notifier = notifier if notifier is not None else (
-            Notifier(snooze_label=f"Snooze {cfg.snooze}", timeout_s=cfg.notify_timeout_s) if cfg.notify else None
+        self.notifier = (
+            notifier
+            if notifier is not None
+            else (
+                Notifier(snooze_label=f"Snooze {cfg.snooze}", timeout_s=cfg.notify_timeout_s)
+                if cfg.notify
+                else None
+            )
         )
         if self.notifier is not None and self.notifier.on_action is None:
             self.notifier.on_action = self.on_action
@@ -143,11 +149,15 @@ class LocalAlerter:
                 self._sound_failed("alarm for %s did not play: %s", fire.key, alarm.error)
         if fire.announce and not self._halt.is_set():
             marks.append(("speech.start", self.clock.now()))
-            speech = self.speaker.say(fire.announce, voice=cfg.voice, rate=cfg.rate, timeout_s=cfg.speech_timeout_s)
+            speech = self.speaker.say(
+                fire.announce, voice=cfg.voice, rate=cfg.rate, timeout_s=cfg.speech_timeout_s
+            )
             marks.append(("speech.end", self.clock.now()))
             if not speech.ok:
                 self._sound_failed("announcement for %s was not spoken: %s", fire.key, speech.error)
-        failed = (alarm is not None and not alarm.ok) or (speech is not None and not speech.ok and not speech.stopped)
+        failed = (alarm is not None and not alarm.ok) or (
+            speech is not None and not speech.ok and not speech.stopped
+        )
         return self._record(fire, FAILED if failed else DONE, silence, note, alarm, speech, marks)
 
     no_audio = False  # no player could open a sound device (said once in the log)
@@ -183,8 +193,12 @@ class LocalAlerter:
         from ..reminders import Reminders
 
         # the desktop notification's Snooze button: the tray's surface (the desktop)
-        rem = Reminders(self.store, clock=self.clock, surface="tray").snooze(reminder_id, self.config.snooze)
-        log.info("snoozed %s (%s) from its notification; next at %s", reminder_id, key, rem.next_fire_at)
+        rem = Reminders(self.store, clock=self.clock, surface="tray").snooze(
+            reminder_id, self.config.snooze
+        )
+        log.info(
+            "snoozed %s (%s) from its notification; next at %s", reminder_id, key, rem.next_fire_at
+        )
 
     def close(self) -> None:
         for unsubscribe in self._unsubscribe:
@@ -210,13 +224,35 @@ class LocalAlerter:
             log.warning("cannot read mute / quiet hours (%s); alerting", exc)
             return Silence(False)
 
-    def _record(self, fire: Fire, state: str, silence: Silence, note: NotifyResult | None,
-                alarm: PlayResult | None, speech: SpeechResult | None,
-                marks: list[tuple[str, datetime]]) -> str:
+    def _record(
+        self,
+        fire: Fire,
+        state: str,
+        silence: Silence,
+        note: NotifyResult | None,
+        alarm: PlayResult | None,
+        speech: SpeechResult | None,
+        marks: list[tuple[str, datetime]],
+    ) -> str:
         marks.append(("end", self.clock.now()))
-        rec = AlertRecord(fire.key, fire.reminder_id, fire.label, state, silence, note, alarm, speech, tuple(marks))
+        rec = AlertRecord(
+            fire.key,
+            fire.reminder_id,
+            fire.label,
+            state,
+            silence,
+            note,
+            alarm,
+            speech,
+            tuple(marks),
+        )
         self.records.append(rec)
-        log.info("alert for %s: %s%s", fire.key, state, f" ({'; '.join(rec.problems)})" if rec.problems else "")
+        log.info(
+            "alert for %s: %s%s",
+            fire.key,
+            state,
+            f" ({'; '.join(rec.problems)})" if rec.problems else "",
+        )
         return state
 
 

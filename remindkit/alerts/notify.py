@@ -78,7 +78,9 @@ class Notifier:
         self._lock = threading.Lock()
         self._conn: Any = None
         self._caps: frozenset[str] | None = None
-        self._sent: OrderedDict[int, tuple[str, str]] = OrderedDict()  # notification id -> (reminder, key)
+        self._sent: OrderedDict[int, tuple[str, str]] = (
+            OrderedDict()
+        )  # notification id -> (reminder, key)
         self._listener: threading.Thread | None = None
         self._closing = threading.Event()
         self._listening = threading.Event()
@@ -133,8 +135,12 @@ class Notifier:
             }
             expire = 0 if fire.urgency == "critical" else -1
             addr = DBusAddress(PATH, bus_name=BUS_NAME, interface=IFACE)
-            msg = new_method_call(addr, "Notify", "susssasa{sv}i",
-                                  (APP_NAME, 0, ICON, summary, body, actions, hints, expire))
+            msg = new_method_call(
+                addr,
+                "Notify",
+                "susssasa{sv}i",
+                (APP_NAME, 0, ICON, summary, body, actions, hints, expire),
+            )
             try:
                 reply = conn.send_and_get_reply(msg, timeout=self.timeout_s)
             except Exception:
@@ -165,7 +171,9 @@ class Notifier:
         conn = open_dbus_connection(bus="SESSION")
         try:
             addr = DBusAddress(PATH, bus_name=BUS_NAME, interface=IFACE)
-            reply = conn.send_and_get_reply(new_method_call(addr, "GetCapabilities"), timeout=self.timeout_s)
+            reply = conn.send_and_get_reply(
+                new_method_call(addr, "GetCapabilities"), timeout=self.timeout_s
+            )
             _check(reply)
             self._caps = frozenset(str(c) for c in reply.body[0])
         except Exception:
@@ -189,7 +197,9 @@ class Notifier:
             if self._listener is not None and self._listener.is_alive():
                 return
             self._listening.clear()
-            self._listener = threading.Thread(target=self._listen, name="remindkit-notify-actions", daemon=True)
+            self._listener = threading.Thread(
+                target=self._listen, name="remindkit-notify-actions", daemon=True
+            )
             self._listener.start()
         self._listening.wait(self.timeout_s)
 
@@ -244,7 +254,9 @@ def _check(reply: Any) -> None:
         raise RuntimeError(f"D-Bus error: {reply.body[0] if reply.body else reply.header}")
 
 
-MARKUP_BACKENDS = frozenset({"gtk", "appindicator"})  # pystray backends whose notifications parse body markup
+MARKUP_BACKENDS = frozenset(
+    {"gtk", "appindicator"}
+)  # pystray backends whose notifications parse body markup
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -269,6 +281,7 @@ def inert_text(text: str) -> str:
 
 def _default_fallback() -> Callable[[str, str], Any] | None:
     if sys.platform == "darwin" and shutil.which("osascript"):
+
         def osascript(summary: str, body: str) -> None:
             script = f"display notification {_applescript(body)} with title {_applescript(summary)}"
             subprocess.run(["osascript", "-e", script], timeout=5, check=True, capture_output=True)

@@ -46,13 +46,19 @@ class QuietHours:
             return None
         m = _HHMM.match(text)
         if m is None:
-            raise InvalidInput(f"quiet hours {text!r} are not HH:MM-HH:MM (e.g. 22:00-07:00) or off",
-                               code="invalid_quiet_hours")
+            raise InvalidInput(
+                f"quiet hours {text!r} are not HH:MM-HH:MM (e.g. 22:00-07:00) or off",
+                code="invalid_quiet_hours",
+            )
         h1, m1, h2, m2 = (int(g) for g in m.groups())
         if h1 > 23 or h2 > 23 or m1 > 59 or m2 > 59:
-            raise InvalidInput(f"quiet hours {text!r} name a time that does not exist", code="invalid_quiet_hours")
+            raise InvalidInput(
+                f"quiet hours {text!r} name a time that does not exist", code="invalid_quiet_hours"
+            )
         if (h1, m1) == (h2, m2):
-            raise InvalidInput("quiet hours need an end different from their start", code="invalid_quiet_hours")
+            raise InvalidInput(
+                "quiet hours need an end different from their start", code="invalid_quiet_hours"
+            )
         return cls(time(h1, m1), time(h2, m2))
 
     def contains(self, local: time) -> bool:
@@ -123,5 +129,8 @@ class Switches:
 
     def _need_store(self) -> Any:
         if self.store is None:
-            raise InvalidInput("mute and quiet hours are kept in the store; open one first", code="invalid_argument")
+            raise InvalidInput(
+                "mute and quiet hours are kept in the store; open one first",
+                code="invalid_argument",
+            )
         return self.store

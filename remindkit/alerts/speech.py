@@ -72,17 +72,27 @@ class Speaker:
     ) -> None:
         self.player = player or AlarmPlayer()
         self.engines = tuple(engines if engines is not None else default_engines())
-        self.worker_argv = tuple(worker_argv or (sys.executable, "-m", "remindkit.alerts.speak_worker"))
+        self.worker_argv = tuple(
+            worker_argv or (sys.executable, "-m", "remindkit.alerts.speak_worker")
+        )
         self.timeout_s = timeout_s
-        self.render_to_file = sys.platform.startswith("linux") if render_to_file is None else render_to_file
+        self.render_to_file = (
+            sys.platform.startswith("linux") if render_to_file is None else render_to_file
+        )
         self.which = which
         self._stop = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
 
     # -- speaking ------------------------------------------------------------------------
 
-    def say(self, text: str, *, voice: str | None = None, rate: int | None = None,
-            timeout_s: float | None = None) -> SpeechResult:
+    def say(
+        self,
+        text: str,
+        *,
+        voice: str | None = None,
+        rate: int | None = None,
+        timeout_s: float | None = None,
+    ) -> SpeechResult:
         """Speak ``text`` (bounded by the timeout); never raises."""
         self._stop.clear()
         deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
@@ -98,7 +108,12 @@ class Speaker:
                     reasons.append(f"{engine}: {exc}")
                     continue
                 except _TimedOut:
-                    return SpeechResult(False, engine, error=f"{engine} did not finish in time; killed", timed_out=True)
+                    return SpeechResult(
+                        False,
+                        engine,
+                        error=f"{engine} did not finish in time; killed",
+                        timed_out=True,
+                    )
                 except Exception as exc:
                     reasons.append(f"{engine}: {type(exc).__name__}: {exc}")
                     continue
@@ -107,12 +122,25 @@ class Speaker:
                 played = self.player.play(out, timeout_s=max(0.1, deadline - time.monotonic()))
                 if played.ok:
                     return SpeechResult(True, engine, stopped=played.stopped)
-                return SpeechResult(False, engine, error=f"rendered but not played: {played.error}",
-                                    timed_out=played.timed_out)
-        return SpeechResult(False, error="speech unavailable (" + ("; ".join(reasons) or "no engine") + ")")
+                return SpeechResult(
+                    False,
+                    engine,
+                    error=f"rendered but not played: {played.error}",
+                    timed_out=played.timed_out,
+                )
+        return SpeechResult(
+            False, error="speech unavailable (" + ("; ".join(reasons) or "no engine") + ")"
+        )
 
-    def render(self, text: str, out: str | Path, *, voice: str | None = None, rate: int | None = None,
-               timeout_s: float | None = None) -> SpeechResult:
+    def render(
+        self,
+        text: str,
+        out: str | Path,
+        *,
+        voice: str | None = None,
+        rate: int | None = None,
+        timeout_s: float | None = None,
+    ) -> SpeechResult:
         """Write the utterance to the WAV file ``out`` with the first engine that can."""
         deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         reasons: list[str] = []
@@ -121,7 +149,9 @@ class Speaker:
                 self._run(engine, text, Path(out), voice=voice, rate=rate, deadline=deadline)
                 return SpeechResult(True, engine)
             except _TimedOut:
-                return SpeechResult(False, engine, error=f"{engine} did not finish in time; killed", timed_out=True)
+                return SpeechResult(
+                    False, engine, error=f"{engine} did not finish in time; killed", timed_out=True
+                )
             except Exception as exc:
                 reasons.append(f"{engine}: {exc}")
         return SpeechResult(False, error="speech unavailable (" + "; ".join(reasons) + ")")
@@ -136,8 +166,16 @@ class Speaker:
 
     # -- engines -------------------------------------------------------------------------
 
-    def _run(self, engine: str, text: str, out: Path | None, *, voice: str | None, rate: int | None,
-             deadline: float) -> None:
+    def _run(
+        self,
+        engine: str,
+        text: str,
+        out: Path | None,
+        *,
+        voice: str | None,
+        rate: int | None,
+        deadline: float,
+    ) -> None:
         if engine == "pyttsx3":
             argv = list(self.worker_argv)
             if out is not None:
@@ -178,14 +216,21 @@ class Speaker:
 
     def _spawn(self, argv: list[str], text: str, deadline: float) -> None:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, start_new_session=os.name == "posix")
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=os.name == "posix",
+            )
         except OSError as exc:
             raise _Failed(exc.strerror or str(exc)) from None
         self._proc = proc
         try:
             try:
-                _, err = proc.communicate(text.encode("utf-8"), timeout=max(0.05, deadline - time.monotonic()))
+                _, err = proc.communicate(
+                    text.encode("utf-8"), timeout=max(0.05, deadline - time.monotonic())
+                )
             except subprocess.TimeoutExpired:
                 kill_tree(proc)
                 proc.communicate()

@@ -38,8 +38,15 @@ from ..reminders import Reminders
 from ..store.projects import check_project
 from . import tokens as tk
 
-STATUS = {InvalidInput: 400, Unauthorized: 401, Forbidden: 403, NotFound: 404, Conflict: 409,
-          LimitExceeded: 409, StoreError: 503}
+STATUS = {
+    InvalidInput: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    LimitExceeded: 409,
+    StoreError: 503,
+}
 STATIC = Path(__file__).with_name("static")
 NOTEBOOK_STATIC = Path(__file__).parent.parent / "notebook" / "static"
 ASSETS = Path(__file__).parent.parent / "assets"
@@ -61,10 +68,16 @@ class ReminderIn(BaseModel):
     or ``at`` for its first fire) or ``cron`` (with ``timezone``)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    prompt: str = Field(description="what to remind about; handed back to the session when it fires")
-    name: str | None = Field(None, description="label; a new reminder with a live name replaces the old one")
+    prompt: str = Field(
+        description="what to remind about; handed back to the session when it fires"
+    )
+    name: str | None = Field(
+        None, description="label; a new reminder with a live name replaces the old one"
+    )
     in_: str | int | None = Field(None, alias="in", description="30s, 5m, 2h, 1h30m or seconds")
-    at: str | None = Field(None, description="RFC 3339 with offset, or a local date-time with timezone")
+    at: str | None = Field(
+        None, description="RFC 3339 with offset, or a local date-time with timezone"
+    )
     every: str | int | None = None
     cron: str | None = Field(None, description="5 fields, or 6 with seconds first")
     timezone: str | None = Field(None, description="IANA zone")
@@ -114,7 +127,12 @@ def mcp_over_http(api: Reminders) -> Any:
     def verify(token: str) -> str | None:
         try:
             who = tk.authenticate(store, token, open_when_none=False)
-            if who.scope != "session" or who.read_only or who.session is None or who.project is None:
+            if (
+                who.scope != "session"
+                or who.read_only
+                or who.session is None
+                or who.project is None
+            ):
                 return None
             tk.require_project(store, who.project)
         except RemindkitError:
@@ -124,8 +142,9 @@ def mcp_over_http(api: Reminders) -> Any:
     return http_app(api, verify, path="/")
 
 
-def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None,
-               feed: Any = None) -> FastAPI:
+def create_app(
+    api: Reminders, *, open_loopback: bool = True, engine: Any = None, feed: Any = None
+) -> FastAPI:
     """The application over ``api``. ``open_loopback``: with no token in the store a
     request without one acts as admin (the server listens on loopback only)."""
     store = api.store
@@ -139,10 +158,19 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         async with mcp_app.router.lifespan_context(mcp_app):  # the MCP session manager
             yield
 
-    app = FastAPI(title="remindkit", version="1", description=__doc__, lifespan=lifespan,
-                  responses={400: {"description": "bad input"}, 401: {"description": "no or unknown token"},
-                             403: {"description": "outside the token's scope, read-only, or feature_disabled"},
-                             404: {"description": "unknown"}, 409: {"description": "limits, conflicts"}})
+    app = FastAPI(
+        title="remindkit",
+        version="1",
+        description=__doc__,
+        lifespan=lifespan,
+        responses={
+            400: {"description": "bad input"},
+            401: {"description": "no or unknown token"},
+            403: {"description": "outside the token's scope, read-only, or feature_disabled"},
+            404: {"description": "unknown"},
+            409: {"description": "limits, conflicts"},
+        },
+    )
     app.state.api = api
     app.state.engine = engine
     if mcp_app is not None:
@@ -151,7 +179,9 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
     @app.exception_handler(RemindkitError)
     async def _refusal(_request: Request, exc: RemindkitError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
-        return JSONResponse(error_body(exc.code, exc.message), status_code=status_of(exc), headers=headers)
+        return JSONResponse(
+            error_body(exc.code, exc.message), status_code=status_of(exc), headers=headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -159,15 +189,22 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         for err in exc.errors()[:5]:
             where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
             parts.append(f"{where}: {err.get('msg')}")
-        return JSONResponse(error_body("invalid_argument", "; ".join(parts) or "invalid request"), status_code=400)
+        return JSONResponse(
+            error_body("invalid_argument", "; ".join(parts) or "invalid request"), status_code=400
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_argument")
+        code = {404: "not_found", 405: "method_not_allowed"}.get(
+            exc.status_code, "invalid_argument"
+        )
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
 
-    async def principal(request: Request, authorization: Annotated[str | None, Header()] = None,
-                  access_token: Annotated[str | None, Query(include_in_schema=False)] = None) -> tk.Principal:
+    async def principal(
+        request: Request,
+        authorization: Annotated[str | None, Header()] = None,
+        access_token: Annotated[str | None, Query(include_in_schema=False)] = None,
+    ) -> tk.Principal:
         token = None
         if authorization:
             scheme, _, value = authorization.partition(" ")
@@ -180,7 +217,9 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
 
     Who = Annotated[tk.Principal, Depends(principal)]
 
-    def in_project(who: tk.Principal, project: str, session: str | None, *, write: bool = False) -> str | None:
+    def in_project(
+        who: tk.Principal, project: str, session: str | None, *, write: bool = False
+    ) -> str | None:
         check_project(project)
         sid = None if session is None else check_session_id(session)
         who.may_use(project, sid)
@@ -215,11 +254,18 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         return {
             "paused_all": paused,
             "armed": not paused and bool(engines),
-            "engines": [{"id": e["id"], "role": e["role"], "pid": e["pid"], "host": e["host"]} for e in engines],
+            "engines": [
+                {"id": e["id"], "role": e["role"], "pid": e["pid"], "host": e["host"]}
+                for e in engines
+            ],
             "alerter": holder[0] if holder else None,
             "engine": getattr(engine, "id", None),
-            "scope": {"scope": who.scope, "project": who.project, "session": who.session,
-                      "read_only": who.read_only},
+            "scope": {
+                "scope": who.scope,
+                "project": who.project,
+                "session": who.session,
+                "read_only": who.read_only,
+            },
         }
 
     # -- sessions --------------------------------------------------------------------------
@@ -235,7 +281,9 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         assert sid is not None
         got = store.session_in_project(project, sid, now_us=now_us())
         if got is None:
-            raise NotFound(f"No session by the id of {sid!r} was found", code="session_not_found", session=sid)
+            raise NotFound(
+                f"No session by the id of {sid!r} was found", code="session_not_found", session=sid
+            )
         return session_out(got, project)
 
     @app.get(base + "/{session}/view", tags=["sessions"])
@@ -250,14 +298,22 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         if store.session_in_project(project, sid) is None:
             return JSONResponse({"pills": [], "lines": []})
         lines = chat_lines(store.messages(sid, last=TRANSCRIPT_LINES * 4), get_zone(api.default_tz))
-        return JSONResponse({"pills": [p.to_json() for p in pills(api.list(session=sid))],
-                             "lines": [ln.to_json() for ln in lines]})
+        return JSONResponse(
+            {
+                "pills": [p.to_json() for p in pills(api.list(session=sid))],
+                "lines": [ln.to_json() for ln in lines],
+            }
+        )
 
     # -- reminders -------------------------------------------------------------------------
 
     @app.get(base + "/{session}/reminders", tags=["reminders"])
-    async def list_reminders(project: str, session: str, who: Who,
-                       all: Annotated[bool, Query(description="finished ones too")] = False) -> Response:
+    async def list_reminders(
+        project: str,
+        session: str,
+        who: Who,
+        all: Annotated[bool, Query(description="finished ones too")] = False,
+    ) -> Response:
         sid = in_project(who, project, session)
         assert sid is not None
         if store.session_in_project(project, sid, now_us=now_us()) is None:
@@ -269,16 +325,32 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         sid = in_project(who, project, session, write=True)
         assert sid is not None
         created = api.add(
-            body.prompt, session=sid, label=body.name, in_=body.in_, at=body.at, every=body.every,
-            cron=body.cron, tz=body.timezone, repeat=body.repeat, until=body.until, alarm=body.alarm,
-            announce=body.announce, urgency=body.urgency, misfire=body.misfire, on_busy=body.on_busy,
-            source="http", project=project,
+            body.prompt,
+            session=sid,
+            label=body.name,
+            in_=body.in_,
+            at=body.at,
+            every=body.every,
+            cron=body.cron,
+            tz=body.timezone,
+            repeat=body.repeat,
+            until=body.until,
+            alarm=body.alarm,
+            announce=body.announce,
+            urgency=body.urgency,
+            misfire=body.misfire,
+            on_busy=body.on_busy,
+            source="http",
+            project=project,
         )
         rem = created.reminder
         data = reminder_out(rem)
         data["replaced"] = list(created.replaced)
-        return JSONResponse(data, status_code=201,
-                            headers={"Location": f"/v1/projects/{project}/sessions/{sid}/reminders/{rem.id}"})
+        return JSONResponse(
+            data,
+            status_code=201,
+            headers={"Location": f"/v1/projects/{project}/sessions/{sid}/reminders/{rem.id}"},
+        )
 
     @app.get(base + "/{session}/reminders/{reminder_id}", tags=["reminders"])
     async def get_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
@@ -286,17 +358,26 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         return JSONResponse(reminder_out(own(api.get(reminder_id), project, sid)))
 
     @app.patch(base + "/{session}/reminders/{reminder_id}", tags=["reminders"])
-    async def patch_reminder(project: str, session: str, reminder_id: str, body: ReminderPatch, who: Who) -> Response:
+    async def patch_reminder(
+        project: str, session: str, reminder_id: str, body: ReminderPatch, who: Who
+    ) -> Response:
         sid = in_project(who, project, session, write=True)
         rem = own(api.get(reminder_id), project, sid)
         if body.version is not None and body.version != rem.version:
-            raise Conflict(f"reminder {rem.id} is at version {rem.version}, not {body.version}; read it again",
-                           code="conflict", reminder_id=rem.id)
+            raise Conflict(
+                f"reminder {rem.id} is at version {rem.version}, not {body.version}; read it again",
+                code="conflict",
+                reminder_id=rem.id,
+            )
         version = body.version
         if body.prompt is not None or "name" in body.model_fields_set:
-            rem = api.edit(rem.id, text=body.prompt,
-                           label=body.name if "name" in body.model_fields_set else Any, session=sid,
-                           version=version)
+            rem = api.edit(
+                rem.id,
+                text=body.prompt,
+                label=body.name if "name" in body.model_fields_set else Any,
+                session=sid,
+                version=version,
+            )
             version = None
         if body.enabled is False:
             rem = api.pause([rem.id], session=sid)[0]
@@ -314,8 +395,13 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
         return Response(status_code=204)
 
     @app.get(base + "/{session}/reminders/{reminder_id}/history", tags=["reminders"])
-    def reminder_history(project: str, session: str, reminder_id: str, who: Who,
-                         limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> builtins.list[dict[str, Any]]:
+    def reminder_history(
+        project: str,
+        session: str,
+        reminder_id: str,
+        who: Who,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> builtins.list[dict[str, Any]]:
         sid = in_project(who, project, session)
         own(api.get(reminder_id), project, sid)
         return [o.to_dict() for o in api.history(reminder_id, limit=limit)]
@@ -323,10 +409,14 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
     # -- events ----------------------------------------------------------------------------
 
     if feed is not None:
-        def stream_scope(who: Who, project: str | None = None, session: str | None = None,
-                         last_event_id: Annotated[str | None, Header()] = None,
-                         after: Annotated[int | None, Query(ge=0, description="resume after this id")] = None,
-                         ) -> tuple[str | None, str | None, int | None]:
+
+        def stream_scope(
+            who: Who,
+            project: str | None = None,
+            session: str | None = None,
+            last_event_id: Annotated[str | None, Header()] = None,
+            after: Annotated[int | None, Query(ge=0, description="resume after this id")] = None,
+        ) -> tuple[str | None, str | None, int | None]:
             """Checked before the stream starts, so a refusal is an ordinary error answer."""
             feed.check_room()
             if who.scope != "admin":
@@ -338,7 +428,9 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
                 try:
                     start = int(last_event_id)
                 except ValueError:
-                    raise InvalidInput("Last-Event-ID must be an event id", code="invalid_argument") from None
+                    raise InvalidInput(
+                        "Last-Event-ID must be an event id", code="invalid_argument"
+                    ) from None
             if project is not None:
                 check_project(project)
                 sid = None if session is None else check_session_id(session)
@@ -350,9 +442,10 @@ def create_app(api: Reminders, *, open_loopback: bool = True, engine: Any = None
             return None, None, start
 
         @app.get("/v1/events", response_class=EventSourceResponse, tags=["events"])
-        async def events(request: Request,
-                         scope: Annotated[tuple[str | None, str | None, int | None], Depends(stream_scope)],
-                         ) -> AsyncIterator[ServerSentEvent]:
+        async def events(
+            request: Request,
+            scope: Annotated[tuple[str | None, str | None, int | None], Depends(stream_scope)],
+        ) -> AsyncIterator[ServerSentEvent]:
             """Server-sent events: created, modified, paused, resumed, snoozed, cancelled,
             replaced, fired (with the reminder's alarm and announce), delivered, failed,
             skipped, waiting. Each has the store's event id: reconnect with

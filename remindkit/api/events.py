@@ -136,9 +136,16 @@ class EventFeed:
             with contextlib.suppress(Exception):
                 rem = self.store.get_reminder(data["reminder_id"])
                 if rem is not None:
-                    data["reminder"] = {"text": rem.text, "label": rem.label, "alarm": rem.alarm,
-                                        "announce": rem.announce, "urgency": rem.urgency}
-        data["_json"] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # once, not once per stream
+                    data["reminder"] = {
+                        "text": rem.text,
+                        "label": rem.label,
+                        "alarm": rem.alarm,
+                        "announce": rem.announce,
+                        "urgency": rem.urgency,
+                    }
+        data["_json"] = json.dumps(
+            data, ensure_ascii=False, separators=(",", ":")
+        )  # once, not once per stream
         return data
 
     def _project_of(self, session: str) -> str | None:
@@ -153,17 +160,22 @@ class EventFeed:
     def check_room(self) -> None:
         with self._lock:
             if len(self._streams) >= STREAMS_MAX:
-                raise LimitExceeded(f"this server has {STREAMS_MAX} event streams open; try again later",
-                                    code="too_many_streams")
+                raise LimitExceeded(
+                    f"this server has {STREAMS_MAX} event streams open; try again later",
+                    code="too_many_streams",
+                )
 
-    async def stream(self, request: Request, scope: tuple[str | None, str | None],
-                     after: int | None) -> AsyncIterator[ServerSentEvent]:
+    async def stream(
+        self, request: Request, scope: tuple[str | None, str | None], after: int | None
+    ) -> AsyncIterator[ServerSentEvent]:
         project, session = scope
         s = _Stream(asyncio.get_running_loop(), asyncio.Queue(QUEUE_MAX), project, session)
         with self._lock:
             if len(self._streams) >= STREAMS_MAX:
-                raise LimitExceeded(f"this server has {STREAMS_MAX} event streams open; try again later",
-                                    code="too_many_streams")
+                raise LimitExceeded(
+                    f"this server has {STREAMS_MAX} event streams open; try again later",
+                    code="too_many_streams",
+                )
             self._streams.add(s)
         try:
             last = self.last_id if after is None else after
@@ -240,4 +252,3 @@ def _pipe() -> tuple[int, int]:
     os.set_blocking(r, False)
     os.set_blocking(w, False)
     return r, w
-

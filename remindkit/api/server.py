@@ -35,14 +35,24 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}", code="invalid_argument") from None
+        raise InvalidInput(
+            f"cannot listen on {host}:{port}: {exc.strerror}", code="invalid_argument"
+        ) from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
 
-def run_api(api: Reminders, out: TextIO, *, host: str = "127.0.0.1", port: int = 8765, no_alerts: bool = False,
-            engine: bool = True, verbose: bool = False) -> int:
+def run_api(
+    api: Reminders,
+    out: TextIO,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    no_alerts: bool = False,
+    engine: bool = True,
+    verbose: bool = False,
+) -> int:
     """Serve until SIGINT/SIGTERM. Another address than loopback needs tokens."""
     import uvicorn
 
@@ -60,25 +70,36 @@ def run_api(api: Reminders, out: TextIO, *, host: str = "127.0.0.1", port: int =
             f"{host} is not a loopback address: create a token first (`remindkit token create --project P`)",
             code="tokens_required",
         )
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     eng: Any = build_engine(api, no_alerts=no_alerts, role="api") if engine else None
     feed = EventFeed(api.store) if hasattr(api.store, "events_after") else None
     if eng is not None and feed is not None:
-        eng.events.subscribe("*", lambda *_a, **_k: feed.poke())  # this engine's fires: read at once
+        eng.events.subscribe(
+            "*", lambda *_a, **_k: feed.poke()
+        )  # this engine's fires: read at once
     app = create_app(api, open_loopback=loopback, engine=eng, feed=feed)
     sock = bind(host, port)
     where = sock.getsockname()
-    config = uvicorn.Config(app, log_level="info" if verbose else "warning", access_log=verbose,
-                            timeout_graceful_shutdown=2, lifespan="on")
+    config = uvicorn.Config(
+        app,
+        log_level="info" if verbose else "warning",
+        access_log=verbose,
+        timeout_graceful_shutdown=2,
+        lifespan="on",
+    )
     server = uvicorn.Server(config)
     if eng is not None:
         eng.start()
     if feed is not None:
         feed.start()
     shown = f"[{where[0]}]" if ":" in where[0] else where[0]
-    out.write(f"remindkit api: listening on http://{shown}:{where[1]} "
-              f"(engine {getattr(eng, 'id', '-')}, store {api.store.url})\n")
+    out.write(
+        f"remindkit api: listening on http://{shown}:{where[1]} "
+        f"(engine {getattr(eng, 'id', '-')}, store {api.store.url})\n"
+    )
     out.flush()
     try:
         server.run(sockets=[sock])

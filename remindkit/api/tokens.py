@@ -33,10 +33,14 @@ class Principal:
         if self.scope == "admin":
             return
         if self.project != project:
-            raise Forbidden(f"this token is for project {self.project!r}, not {project!r}", code="forbidden")
+            raise Forbidden(
+                f"this token is for project {self.project!r}, not {project!r}", code="forbidden"
+            )
         if self.scope == "session" and self.session != session:
             what = f"session {session!r}" if session is not None else "the whole project"
-            raise Forbidden(f"this token is for session {self.session!r}, not {what}", code="forbidden")
+            raise Forbidden(
+                f"this token is for session {self.session!r}, not {what}", code="forbidden"
+            )
 
     def may_write(self) -> None:
         if self.read_only:
@@ -50,8 +54,9 @@ def digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def create_token(store: SqlStore, *, project: str | None, session: str | None, read_only: bool,
-                 now_us: int) -> tuple[str, str]:
+def create_token(
+    store: SqlStore, *, project: str | None, session: str | None, read_only: bool, now_us: int
+) -> tuple[str, str]:
     """Store a new token's hash; return (token id, the token). ``project`` None: admin."""
     if project is not None:
         project = check_project(project)
@@ -63,8 +68,14 @@ def create_token(store: SqlStore, *, project: str | None, session: str | None, r
         session = check_session_id(session)
     token = PREFIX + secrets.token_urlsafe(32)
     token_id = "tok_" + secrets.token_hex(4)
-    store.add_token(token_id=token_id, digest=digest(token), project=project, session=session,
-                    read_only=read_only, now_us=now_us)
+    store.add_token(
+        token_id=token_id,
+        digest=digest(token),
+        project=project,
+        session=session,
+        read_only=read_only,
+        now_us=now_us,
+    )
     return token_id, token
 
 
@@ -74,8 +85,10 @@ def authenticate(store: SqlStore, token: str | None, *, open_when_none: bool) ->
     if not token:
         if open_when_none and store.count_tokens() == 0:
             return OPEN
-        raise Unauthorized("a bearer token is needed (Authorization: Bearer rk_…; `remindkit token create`)",
-                           code="unauthorized")
+        raise Unauthorized(
+            "a bearer token is needed (Authorization: Bearer rk_…; `remindkit token create`)",
+            code="unauthorized",
+        )
     if len(token) > 200:
         raise Unauthorized("that token is not known", code="unauthorized")
     row = store.token_by_hash(digest(token))
@@ -90,8 +103,11 @@ def require_project(store: SqlStore, project: str) -> dict:
     if got is None:
         raise project_not_found(project)
     if not got["features"]["reminders"]:
-        raise Forbidden(f"the reminders feature is off for project {project!r}", code="feature_disabled",
-                        project=project)
+        raise Forbidden(
+            f"the reminders feature is off for project {project!r}",
+            code="feature_disabled",
+            project=project,
+        )
     return got
 
 
@@ -108,8 +124,9 @@ class AgentTokens:
         """The environment entries to add for a command run for ``session``."""
         if session not in self._made:
             project = self.store.project_of(session) or "default"
-            self._made[session] = create_token(self.store, project=project, session=session, read_only=False,
-                                               now_us=now_us)
+            self._made[session] = create_token(
+                self.store, project=project, session=session, read_only=False, now_us=now_us
+            )
         return {"REMINDKIT_TOKEN": self._made[session][1]}
 
     def revoke_all(self) -> None:

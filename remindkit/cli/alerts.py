@@ -19,18 +19,26 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    a = sub.add_parser("alerts", parents=[common], help="alarm, speech and notification settings (all processes)")
+    a = sub.add_parser(
+        "alerts", parents=[common], help="alarm, speech and notification settings (all processes)"
+    )
     aa = a.add_subparsers(dest="alerts_command", metavar="ACTION")
     aa.add_parser("status", parents=[common], help="show the settings (the default)")
     aa.add_parser("mute", parents=[common], help="no alarm or speech (notifications still shown)")
     aa.add_parser("unmute", parents=[common], help="alarm and speech again")
     q = aa.add_parser("quiet", parents=[common], help="daily quiet hours, e.g. 22:00-07:00, or off")
     q.add_argument("hours")
-    v = aa.add_parser("voice", parents=[common], help="voice for announcements (id, name or language), or default")
+    v = aa.add_parser(
+        "voice", parents=[common], help="voice for announcements (id, name or language), or default"
+    )
     v.add_argument("voice")
-    r = aa.add_parser("rate", parents=[common], help="speech rate in words per minute (40-600), or default")
+    r = aa.add_parser(
+        "rate", parents=[common], help="speech rate in words per minute (40-600), or default"
+    )
     r.add_argument("rate")
-    t = aa.add_parser("test", parents=[common], help="play the alarm and speak a sentence here, now")
+    t = aa.add_parser(
+        "test", parents=[common], help="play the alarm and speak a sentence here, now"
+    )
     t.add_argument("--text", default="This is a remindkit test.")
     a.set_defaults(func=run_command)
 
@@ -62,7 +70,10 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     elif action == "rate":
         value = "" if args.rate.lower() == "default" else args.rate
         if value and not (value.isdigit() and 40 <= int(value) <= 600):
-            raise InvalidInput(f"rate {args.rate!r} is not 40-600 words per minute or default", code="invalid_argument")
+            raise InvalidInput(
+                f"rate {args.rate!r} is not 40-600 words per minute or default",
+                code="invalid_argument",
+            )
         store.set_flag(RATE, value, now_us=now_us)
     elif action == "test":
         return _test(args, api, out)
@@ -95,8 +106,17 @@ def _test(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     alerter.store = api.store
     alerter.switches = Switches(api.store)
     now = api.clock.now()
-    fire = Fire(occurrence_id=0, reminder_id="rem_test", session=None, due_at=now, text=args.text,
-                label="remindkit test", alarm=True, announce=args.text, fired_at=now)
+    fire = Fire(
+        occurrence_id=0,
+        reminder_id="rem_test",
+        session=None,
+        due_at=now,
+        text=args.text,
+        label="remindkit test",
+        alarm=True,
+        announce=args.text,
+        fired_at=now,
+    )
     try:
         state = alerter.alert(fire)
     finally:
@@ -106,8 +126,12 @@ def _test(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         "state": state,
         "silenced": rec.silence.reason,
         "notification": None if rec.notify is None else (rec.notify.how or rec.notify.error),
-        "alarm": None if rec.alarm is None else (rec.alarm.player if rec.alarm.ok else rec.alarm.error),
-        "speech": None if rec.speech is None else (rec.speech.engine if rec.speech.ok else rec.speech.error),
+        "alarm": None
+        if rec.alarm is None
+        else (rec.alarm.player if rec.alarm.ok else rec.alarm.error),
+        "speech": None
+        if rec.speech is None
+        else (rec.speech.engine if rec.speech.ok else rec.speech.error),
     }
     if args.json:
         out.write(json.dumps(result) + "\n")

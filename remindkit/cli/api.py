@@ -14,9 +14,17 @@ if TYPE_CHECKING:
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    a = sub.add_parser("api", parents=[common], help="the HTTP API, its event stream and web page (with an engine)")
-    a.add_argument("--host", default="127.0.0.1", help="address to listen on (anything but loopback needs tokens)")
-    a.add_argument("--port", type=int, default=8765, help="port (0: any free one, printed at start)")
+    a = sub.add_parser(
+        "api", parents=[common], help="the HTTP API, its event stream and web page (with an engine)"
+    )
+    a.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (anything but loopback needs tokens)",
+    )
+    a.add_argument(
+        "--port", type=int, default=8765, help="port (0: any free one, printed at start)"
+    )
     a.add_argument("--no-alerts", action="store_true", help="never play alarms or speech here")
     a.add_argument("--no-engine", action="store_true", help="serve only; another process fires")
     a.add_argument("-v", "--verbose", action="store_true")
@@ -24,7 +32,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
     t = sub.add_parser("token", parents=[common], help="bearer tokens of the HTTP API")
     ts = t.add_subparsers(dest="token_command", metavar="ACTION")
-    c = ts.add_parser("create", parents=[common], help="make a token and print it once (only its hash is kept)")
+    c = ts.add_parser(
+        "create", parents=[common], help="make a token and print it once (only its hash is kept)"
+    )
     c.add_argument("--project", help="the project it acts on (created if new)")
     c.add_argument("--session", help="only this session of the project")
     c.add_argument("--admin", action="store_true", help="every project (instead of --project)")
@@ -34,7 +44,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     rm.add_argument("id")
     t.set_defaults(func=lambda cx: _local(cx, "token", run_token))
 
-    p = sub.add_parser("projects", parents=[common], help="projects (namespaces of sessions) and their features")
+    p = sub.add_parser(
+        "projects", parents=[common], help="projects (namespaces of sessions) and their features"
+    )
     ps = p.add_subparsers(dest="projects_command", metavar="ACTION")
     ps.add_parser("ls", parents=[common], help="list projects and their features")
     pc = ps.add_parser("create", parents=[common], help="create a project (features on)")
@@ -59,11 +71,20 @@ def run_api_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> in
     from ..api.server import run_api
 
     try:
-        return run_api(api, out, host=args.host, port=args.port, no_alerts=args.no_alerts,
-                       engine=not args.no_engine, verbose=args.verbose)
+        return run_api(
+            api,
+            out,
+            host=args.host,
+            port=args.port,
+            no_alerts=args.no_alerts,
+            engine=not args.no_engine,
+            verbose=args.verbose,
+        )
     except ImportError as exc:
-        raise InvalidInput(f"the HTTP API needs the api extra (pip install 'remindkit[api]'): {exc}",
-                           code="invalid_argument") from None
+        raise InvalidInput(
+            f"the HTTP API needs the api extra (pip install 'remindkit[api]'): {exc}",
+            code="invalid_argument",
+        ) from None
 
 
 def run_token(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
@@ -74,9 +95,16 @@ def run_token(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     action = args.token_command
     if action == "create":
         if args.admin == bool(args.project):
-            raise InvalidInput("give --project P (and maybe --session S), or --admin", code="invalid_argument")
-        token_id, token = create_token(store, project=args.project, session=args.session,
-                                       read_only=args.read_only, now_us=now_us)
+            raise InvalidInput(
+                "give --project P (and maybe --session S), or --admin", code="invalid_argument"
+            )
+        token_id, token = create_token(
+            store,
+            project=args.project,
+            session=args.session,
+            read_only=args.read_only,
+            now_us=now_us,
+        )
         if args.json:
             out.write(json.dumps({"id": token_id, "token": token}) + "\n")
         else:
@@ -87,7 +115,9 @@ def run_token(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         rows = store.list_tokens()
         for r in rows:
             r["created_at"] = format_utc(from_us(r["created_at"]))
-            r["last_used_at"] = format_utc(from_us(r["last_used_at"])) if r["last_used_at"] else None
+            r["last_used_at"] = (
+                format_utc(from_us(r["last_used_at"])) if r["last_used_at"] else None
+            )
         if args.json:
             out.write(json.dumps(rows) + "\n")
         elif not rows:
@@ -97,8 +127,10 @@ def run_token(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 where = r["project"] or "*"
                 if r["session"]:
                     where += f"/{r['session']}"
-                out.write(f"{r['id']}  {r['scope']:8} {where}{'  read-only' if r['read_only'] else ''}  "
-                          f"created {r['created_at']}\n")
+                out.write(
+                    f"{r['id']}  {r['scope']:8} {where}{'  read-only' if r['read_only'] else ''}  "
+                    f"created {r['created_at']}\n"
+                )
         return 0
     if action == "rm":
         if not store.remove_token(args.id):
@@ -133,6 +165,8 @@ def run_projects(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
             raise project_not_found(name)
         got = store.set_feature(name, args.feature, args.action == "enable", now_us=now_us)
         state = "on" if got["features"][args.feature] else "off"
-        out.write(json.dumps(got) + "\n" if args.json else f"project {name}: {args.feature} {state}\n")
+        out.write(
+            json.dumps(got) + "\n" if args.json else f"project {name}: {args.feature} {state}\n"
+        )
         return 0
     raise InvalidInput("say what to do: projects ls, create or features", code="invalid_argument")

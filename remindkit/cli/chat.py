@@ -24,16 +24,41 @@ from .inert import one_line
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    c = sub.add_parser("chat", parents=[common], help="chat with an OpenAI-compatible model; reminders come back as turns")
-    c.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:11434/v1 (Ollama), http://127.0.0.1:8080/v1")
+    c = sub.add_parser(
+        "chat",
+        parents=[common],
+        help="chat with an OpenAI-compatible model; reminders come back as turns",
+    )
+    c.add_argument(
+        "--base-url",
+        required=True,
+        help="e.g. http://127.0.0.1:11434/v1 (Ollama), http://127.0.0.1:8080/v1",
+    )
     c.add_argument("--model", required=True)
-    c.add_argument("--session", help="session id (default: a new one); an existing openai session is resumed")
-    c.add_argument("--api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)")
-    c.add_argument("--system", help="the session's system prompt, for typed and fired turns alike (default: the "
-                                    "session's own, else remindkit's, which explains the tags); \"\" for none")
-    c.add_argument("--no-engine", action="store_true", help="do not run an engine here (another process delivers)")
-    d = sub.add_parser("demo", parents=[common], help="the whole loop with a scripted local model (no model server)")
-    d.add_argument("--delay", type=int, default=3, help="seconds until the demo reminder fires (default 3)")
+    c.add_argument(
+        "--session", help="session id (default: a new one); an existing openai session is resumed"
+    )
+    c.add_argument(
+        "--api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)"
+    )
+    c.add_argument(
+        "--system",
+        help="the session's system prompt, for typed and fired turns alike (default: the "
+        "session's own, else remindkit's, which explains the tags); \"\" for none",
+    )
+    c.add_argument(
+        "--no-engine",
+        action="store_true",
+        help="do not run an engine here (another process delivers)",
+    )
+    d = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="the whole loop with a scripted local model (no model server)",
+    )
+    d.add_argument(
+        "--delay", type=int, default=3, help="seconds until the demo reminder fires (default 3)"
+    )
     d.add_argument("--no-alerts", action="store_true", help="no alarm or speech")
     c.set_defaults(func=chat_command)
     d.set_defaults(func=demo_command)
@@ -57,15 +82,32 @@ def run_chat(args: argparse.Namespace, api: Reminders, out: TextIO, inp: TextIO)
         from .engines import default_alerter
 
         alerter = default_alerter()
-        engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role="chat",
-                        can_alert=alerter is not None)
+        engine = Engine(
+            api.store,
+            clock=api.clock,
+            settings=api.settings,
+            alerter=alerter,
+            role="chat",
+            can_alert=alerter is not None,
+        )
     extra: dict[str, Any] = {} if args.system is None else {"system": args.system}
-    chat = ChatSession(api.store, session=args.session, base_url=args.base_url, model=args.model,
-                       api_key_env=args.api_key_env, engine=engine, clock=api.clock, settings=api.settings, **extra)
+    chat = ChatSession(
+        api.store,
+        session=args.session,
+        base_url=args.base_url,
+        model=args.model,
+        api_key_env=args.api_key_env,
+        engine=engine,
+        clock=api.clock,
+        settings=api.settings,
+        **extra,
+    )
     view = _ChatView(chat, out)
     view.interactive = _is_tty(inp)
-    out.write(f"remindkit chat: {args.model} at {args.base_url}, session {chat.id}. "
-              "Reminders come back here while you are idle. /reminders lists them, /quit leaves.\n")
+    out.write(
+        f"remindkit chat: {args.model} at {args.base_url}, session {chat.id}. "
+        "Reminders come back here while you are idle. /reminders lists them, /quit leaves.\n"
+    )
     out.flush()
     if engine is not None:
         engine.start()
@@ -108,7 +150,9 @@ class _ChatView:
         self._own_turn = False
         self._waiting = False  # the input prompt is on screen
         self.interactive = False  # show an input prompt (a terminal)
-        self._noted: set[tuple[int, str, str]] = {(e.seq, e.who, e.text) for e in chat.delivery_notes()}
+        self._noted: set[tuple[int, str, str]] = {
+            (e.seq, e.who, e.text) for e in chat.delivery_notes()
+        }
         self._thread = threading.Thread(target=self._poll, daemon=True, name="remindkit-chat-view")
 
     def start(self) -> None:
@@ -154,7 +198,9 @@ class _ChatView:
                 self.out.write(f"agent> {inert(reply.text)}\n")
                 for o in reply.tags:
                     if o.ok and o.reminder is not None:
-                        self.out.write(f"  (reminder '{one_line(o.reminder.label)}' set for {format_utc(o.reminder.next_fire_at)})\n")
+                        self.out.write(
+                            f"  (reminder '{one_line(o.reminder.label)}' set for {format_utc(o.reminder.next_fire_at)})\n"
+                        )
                     elif o.ok:
                         self.out.write(f"  (cancelled {one_line(', '.join(o.cancelled))})\n")
                     else:
@@ -173,8 +219,10 @@ class _ChatView:
             if not rems:
                 self.out.write("no reminders\n")
             for r in rems:
-                self.out.write(f"  {one_line(r.id)}  {one_line(r.label or '-')}  {r.state}  next {format_utc(r.next_fire_at) or '-'}"
-                               f"  {one_line(r.schedule.describe())}\n")
+                self.out.write(
+                    f"  {one_line(r.id)}  {one_line(r.label or '-')}  {r.state}  next {format_utc(r.next_fire_at) or '-'}"
+                    f"  {one_line(r.schedule.describe())}\n"
+                )
             self.out.flush()
 
     def _poll(self) -> None:
@@ -196,10 +244,14 @@ class _ChatView:
                 out.append(f"agent> {inert(entry.text)}")
             elif entry.who == "you":
                 out.append(f"{PROMPT}{inert(entry.text)}")
-        for note in self.chat.delivery_notes():  # failed fired turns, replies from a fallback session
+        for (
+            note
+        ) in self.chat.delivery_notes():  # failed fired turns, replies from a fallback session
             if (note.seq, note.who, note.text) not in self._noted:
                 self._noted.add((note.seq, note.who, note.text))
-                out.append(f"agent> {inert(note.text)}" if note.who == "fallback" else inert(note.text))
+                out.append(
+                    f"agent> {inert(note.text)}" if note.who == "fallback" else inert(note.text)
+                )
         if not out:
             return
         if self._waiting:  # printed while you are at the prompt: above it, and the prompt again

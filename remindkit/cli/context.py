@@ -55,7 +55,9 @@ class Context:
             from ..store import open_store
 
             store = open_store(self.args.db, settings=self.settings)
-            self._api = Reminders(store, clock=SystemClock(), settings=self.settings, surface=Surface.CLI)
+            self._api = Reminders(
+                store, clock=SystemClock(), settings=self.settings, surface=Surface.CLI
+            )
         return self._api
 
     def close(self) -> None:

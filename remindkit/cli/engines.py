@@ -16,14 +16,22 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     sv.add_argument("--no-alerts", action="store_true", help="never play alarms or speech here")
     sv.add_argument("-v", "--verbose", action="store_true")
     sv.set_defaults(func=serve_command)
-    tr = sub.add_parser("tray", parents=[common], help="the tray app (alarms, speech, menu); headless without a display")
-    tr.add_argument("--headless", action="store_true", help="no icon: the engine and its alerts only")
+    tr = sub.add_parser(
+        "tray",
+        parents=[common],
+        help="the tray app (alarms, speech, menu); headless without a display",
+    )
+    tr.add_argument(
+        "--headless", action="store_true", help="no icon: the engine and its alerts only"
+    )
     tr.add_argument("-v", "--verbose", action="store_true")
     tr.set_defaults(func=tray_command)
 
 
 def serve_command(cx: Context) -> int:
-    return serve(cx.api, cx.out, no_alerts=cx.args.no_alerts, verbose=cx.args.verbose, as_json=cx.args.json)
+    return serve(
+        cx.api, cx.out, no_alerts=cx.args.no_alerts, verbose=cx.args.verbose, as_json=cx.args.json
+    )
 
 
 def tray_command(cx: Context) -> int:
@@ -38,23 +46,37 @@ def build_engine(api: Reminders, *, no_alerts: bool = False, role: str = "serve"
     from ..engine import Engine
 
     alerter = None if no_alerts else default_alerter()
-    engine = Engine(api.store, clock=api.clock, settings=api.settings, alerter=alerter, role=role,
-                    can_alert=not no_alerts and alerter is not None)
+    engine = Engine(
+        api.store,
+        clock=api.clock,
+        settings=api.settings,
+        alerter=alerter,
+        role=role,
+        can_alert=not no_alerts and alerter is not None,
+    )
     if alerter is not None and hasattr(alerter, "attach"):
         alerter.attach(engine)  # mute/quiet hours from the store; notifications for every fire
     return engine
 
 
-def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool = False,
-          as_json: bool = False) -> int:
+def serve(
+    api: Reminders,
+    out: TextIO,
+    *,
+    no_alerts: bool = False,
+    verbose: bool = False,
+    as_json: bool = False,
+) -> int:
     """Run an engine in the foreground until SIGINT or SIGTERM."""
     import faulthandler
     import logging
     import signal
     import threading
 
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     engine = build_engine(api, no_alerts=no_alerts, role="serve")
     stop = threading.Event()
 
@@ -64,7 +86,9 @@ def serve(api: Reminders, out: TextIO, *, no_alerts: bool = False, verbose: bool
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
-    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 PID`: every thread's stack on stderr (a stuck engine)
+    if hasattr(
+        signal, "SIGUSR1"
+    ):  # `kill -USR1 PID`: every thread's stack on stderr (a stuck engine)
         faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     if as_json:
         emit_json(out, {"serving": engine.id, "store": api.store.url})

@@ -47,8 +47,27 @@ SIGPIPE_STATUS = 128 + 13  # what a shell reports for a command whose reader wen
 # (the commands a module registers, how to register them): main builds only the group of
 # the command it is given, which matters for a command run every second (status --line)
 GROUPS: list[tuple[frozenset[str], Any]] = [
-    (frozenset({"remind", "add", "ls", "list", "show", "pause", "resume", "rm", "stop", "delete", "cancel",
-                "snooze", "history", "reminders"}), reminder_cmds.add_parsers),
+    (
+        frozenset(
+            {
+                "remind",
+                "add",
+                "ls",
+                "list",
+                "show",
+                "pause",
+                "resume",
+                "rm",
+                "stop",
+                "delete",
+                "cancel",
+                "snooze",
+                "history",
+                "reminders",
+            }
+        ),
+        reminder_cmds.add_parsers,
+    ),
     (frozenset({"export", "import"}), backup_cmds.add_parsers),
     (frozenset({"serve", "tray"}), engine_cmds.add_parsers),
     (frozenset({"status", "stats"}), status_cmds.add_parsers),
@@ -69,11 +88,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     # --db and --json may come before or after the command: the sub-commands take them
     # with a suppressed default, so they do not overwrite a value given before.
     common = Parser(add_help=False)
-    common.add_argument("--db", default=argparse.SUPPRESS,
-                        help="SQLAlchemy URL of the store (default: REMINDKIT_DB or a SQLite file)")
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+    common.add_argument(
+        "--db",
+        default=argparse.SUPPRESS,
+        help="SQLAlchemy URL of the store (default: REMINDKIT_DB or a SQLite file)",
+    )
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    )
 
-    p = Parser(prog="remindkit", description="Durable reminders for agent sessions.", parents=[common])
+    p = Parser(
+        prog="remindkit", description="Durable reminders for agent sessions.", parents=[common]
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     known = command is not None and any(command in names for names, _add in GROUPS)
     for names, add in GROUPS:
@@ -95,8 +121,13 @@ def command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None,
-         stdin: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    stdin: TextIO | None = None,
+) -> int:
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     args_list = list(sys.argv[1:] if argv is None else argv)

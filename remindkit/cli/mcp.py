@@ -16,28 +16,68 @@ from ..settings import Settings
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    m = sub.add_parser("mcp", parents=[common], help="MCP server on stdio (Claude Code, Claude Desktop, Cursor, VS Code)")
-    m.add_argument("--session", help="the session this server speaks for (default: the Claude Code session bound "
-                                     "by the SessionStart hook, else one per project)")
-    m.add_argument("--project", help="the project folder (default: CLAUDE_PROJECT_DIR or the working directory)")
-    m.add_argument("--resume-command", metavar="ARGV",
-                   help="while no client of the session is connected, deliver fires by running this "
-                        "({session} and {message} replaced), e.g. 'claude -p --resume {session}'")
-    m.add_argument("--no-channel", action="store_true",
-                   help="do not declare the claude/channel capability (tools only)")
+    m = sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="MCP server on stdio (Claude Code, Claude Desktop, Cursor, VS Code)",
+    )
+    m.add_argument(
+        "--session",
+        help="the session this server speaks for (default: the Claude Code session bound "
+        "by the SessionStart hook, else one per project)",
+    )
+    m.add_argument(
+        "--project",
+        help="the project folder (default: CLAUDE_PROJECT_DIR or the working directory)",
+    )
+    m.add_argument(
+        "--resume-command",
+        metavar="ARGV",
+        help="while no client of the session is connected, deliver fires by running this "
+        "({session} and {message} replaced), e.g. 'claude -p --resume {session}'",
+    )
+    m.add_argument(
+        "--no-channel",
+        action="store_true",
+        help="do not declare the claude/channel capability (tools only)",
+    )
     m.add_argument("-v", "--verbose", action="store_true", help="log to stderr at INFO")
     ms = m.add_subparsers(dest="mcp_command", metavar="ACTION")
-    b = ms.add_parser("bind", parents=[common],
-                      help="Claude Code SessionStart hook: bind this project's server to the session on stdin")
+    b = ms.add_parser(
+        "bind",
+        parents=[common],
+        help="Claude Code SessionStart hook: bind this project's server to the session on stdin",
+    )
     b.add_argument("--project")
-    ins = ms.add_parser("install", parents=[common], help="print the JSON for Claude Desktop, Cursor and VS Code")
-    ins.add_argument("--command", dest="host_command", default="remindkit", help="how the host starts remindkit (default: remindkit)")
-    cc = ms.add_parser("install-claude-code", parents=[common],
-                       help="write .mcp.json and the hooks into a project (or --user); idempotent, shows the diff")
-    cc.add_argument("--user", action="store_true", help="the user's ~/.claude.json and ~/.claude/settings.json")
+    ins = ms.add_parser(
+        "install", parents=[common], help="print the JSON for Claude Desktop, Cursor and VS Code"
+    )
+    ins.add_argument(
+        "--command",
+        dest="host_command",
+        default="remindkit",
+        help="how the host starts remindkit (default: remindkit)",
+    )
+    cc = ms.add_parser(
+        "install-claude-code",
+        parents=[common],
+        help="write .mcp.json and the hooks into a project (or --user); idempotent, shows the diff",
+    )
+    cc.add_argument(
+        "--user", action="store_true", help="the user's ~/.claude.json and ~/.claude/settings.json"
+    )
     cc.add_argument("--project", help="the project folder (default: the working directory)")
-    cc.add_argument("--command", dest="host_command", default="remindkit", help="how Claude Code starts remindkit (default: remindkit)")
-    cc.add_argument("--resume-command", metavar="ARGV", help="passed to the server, e.g. 'claude -p --resume {session}'")
+    cc.add_argument(
+        "--command",
+        dest="host_command",
+        default="remindkit",
+        help="how Claude Code starts remindkit (default: remindkit)",
+    )
+    cc.add_argument(
+        "--resume-command",
+        metavar="ARGV",
+        help="passed to the server, e.g. 'claude -p --resume {session}'",
+    )
     cc.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
     m.set_defaults(func=run_command)
 
@@ -60,8 +100,12 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
         return 0
     if args.mcp_command == "install-claude-code":
         project = identity.project_dir(args.project or ".")
-        changes = install.claude_code_changes(project=project, user=args.user, command=args.host_command,
-                                              resume_command=args.resume_command)
+        changes = install.claude_code_changes(
+            project=project,
+            user=args.user,
+            command=args.host_command,
+            resume_command=args.resume_command,
+        )
         for change in changes:
             if not change.changed:
                 out.write(f"{change.path}: up to date\n")
@@ -81,8 +125,13 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
         from ..reminders import check_session_id
 
         check_session_id(sid)
-        path = identity.write_binding(settings.home, project, sid, pids=identity.ancestors(),
-                                      source=data.get("source") if isinstance(data.get("source"), str) else None)
+        path = identity.write_binding(
+            settings.home,
+            project,
+            sid,
+            pids=identity.ancestors(),
+            source=data.get("source") if isinstance(data.get("source"), str) else None,
+        )
         if data.get("source") in (None, "startup", "resume", "clear"):
             from ..store import open_store
 
@@ -94,20 +143,27 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
         if args.json:
             import json
 
-            out.write(json.dumps({"session": sid, "project": str(project), "file": str(path)}) + "\n")
+            out.write(
+                json.dumps({"session": sid, "project": str(project), "file": str(path)}) + "\n"
+            )
     except (RemindkitError, OSError) as exc:
         sys.stderr.write(f"remindkit mcp bind: {exc}\n")
     return 0
 
 
 def run(args: argparse.Namespace, api: Any, out: TextIO) -> int:
-    logging.basicConfig(stream=sys.stderr, level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         from ..mcp.server import run_stdio
     except ImportError as exc:  # the optional SDK
-        raise InvalidInput(f"remindkit mcp needs the mcp extra: pip install 'remindkit[mcp]' ({exc})",
-                           code="missing_dependency") from None
+        raise InvalidInput(
+            f"remindkit mcp needs the mcp extra: pip install 'remindkit[mcp]' ({exc})",
+            code="missing_dependency",
+        ) from None
     resume = None
     if args.resume_command:
         from ..sessions.command import parse_argv
@@ -124,4 +180,6 @@ def run(args: argparse.Namespace, api: Any, out: TextIO) -> int:
     from ..mcp import identity
 
     project = identity.project_dir(args.project) if args.project else identity.project_dir()
-    return run_stdio(api, session=session, project=Path(project), resume_argv=resume, channel=not args.no_channel)
+    return run_stdio(
+        api, session=session, project=Path(project), resume_argv=resume, channel=not args.no_channel
+    )

@@ -45,11 +45,25 @@ def table(out: TextIO, rems: Sequence[Reminder], now: datetime) -> None:
             state, nxt = "waiting", f"({r.delivery.wait_for or 'session'})"
         if r.last_error:
             text = f"! {r.last_error[:60]} | {text}"
-        rows.append((printable(r.id), printable(state), nxt, printable(r.schedule.describe()),
-                     printable(r.session or "-"), printable(r.label or "-"), printable(text.replace("\n", " "))))
+        rows.append(
+            (
+                printable(r.id),
+                printable(state),
+                nxt,
+                printable(r.schedule.describe()),
+                printable(r.session or "-"),
+                printable(r.label or "-"),
+                printable(text.replace("\n", " ")),
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
-        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1] + "\n")
+        out.write(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
+            + "  "
+            + row[-1]
+            + "\n"
+        )
 
 
 def history(out: TextIO, hist: Sequence[Occurrence]) -> None:
@@ -69,7 +83,9 @@ def history(out: TextIO, hist: Sequence[Occurrence]) -> None:
         out.write(f"{format_utc(o.due_at)}  {o.reminder_id}  {o.state}{late}{missed}{err}\n")
 
 
-def write_events(out: TextIO, events: Sequence[Event], printable: Callable[[object], str] = printable) -> None:
+def write_events(
+    out: TextIO, events: Sequence[Event], printable: Callable[[object], str] = printable
+) -> None:
     if not events:
         out.write("no events\n")
         return
@@ -77,8 +93,13 @@ def write_events(out: TextIO, events: Sequence[Event], printable: Callable[[obje
 
     for e in events:
         detail = " ".join(f"{k}={_value(v)}" for k, v in e.detail.items())
-        out.write(printable(f"{e.id:>6}  {format_utc(e.at)}  {e.kind:<9}  {e.surface:<8}  "
-                            f"{e.reminder_id or '-'}  {e.session or '-'}  {detail}".rstrip()) + "\n")
+        out.write(
+            printable(
+                f"{e.id:>6}  {format_utc(e.at)}  {e.kind:<9}  {e.surface:<8}  "
+                f"{e.reminder_id or '-'}  {e.session or '-'}  {detail}".rstrip()
+            )
+            + "\n"
+        )
 
 
 def _value(v: object) -> str:

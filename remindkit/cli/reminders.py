@@ -14,34 +14,65 @@ from .scope import scope, session_or_none
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     _add_commands(sub, common, flat=True)
-    group = sub.add_parser("reminders", parents=[common], help="the reminder commands as a group: "
-                           "reminders add|ls|show|pause|resume|rm|snooze|history")
+    group = sub.add_parser(
+        "reminders",
+        parents=[common],
+        help="the reminder commands as a group: "
+        "reminders add|ls|show|pause|resume|rm|snooze|history",
+    )
     inner = group.add_subparsers(dest="reminders_command", metavar="ACTION")
     _add_commands(inner, common, flat=False)
     group.set_defaults(func=ls, session=None, all=False)  # `remindkit reminders` alone lists them
 
 
 def _add_commands(sub: Any, common: argparse.ArgumentParser, *, flat: bool) -> None:
-    r = sub.add_parser("remind" if flat else "add", parents=[common], help="set a reminder",
-                       aliases=["add"] if flat else ["remind"])
+    r = sub.add_parser(
+        "remind" if flat else "add",
+        parents=[common],
+        help="set a reminder",
+        aliases=["add"] if flat else ["remind"],
+    )
     r.add_argument("text", help="what to remind about (handed back to the session when it fires)")
     r.add_argument("--session", help="the session it fires into (default: REMINDKIT_SESSION)")
     r.add_argument("--label", help="name; a new reminder with a live label replaces the old one")
     w = r.add_argument_group("when")
     w.add_argument("--in", dest="in_", metavar="DURATION", help="30s, 5m, 2h, 2d, 1h30m or seconds")
-    w.add_argument("--at", metavar="TIME", help="RFC 3339 with offset, local date-time with --tz, or HH:MM")
-    w.add_argument("--every", metavar="DURATION", help="repeat on this fixed interval (anchored to the first fire)")
+    w.add_argument(
+        "--at", metavar="TIME", help="RFC 3339 with offset, local date-time with --tz, or HH:MM"
+    )
+    w.add_argument(
+        "--every",
+        metavar="DURATION",
+        help="repeat on this fixed interval (anchored to the first fire)",
+    )
     w.add_argument("--cron", metavar="EXPR", help="5 fields, or 6 with seconds first")
-    w.add_argument("--tz", "--timezone", dest="tz", help="IANA time zone (default: REMINDKIT_TZ or the local zone)")
-    w.add_argument("--repeat", metavar="N", help="number of fires, or forever / -1 (repeating kinds)")
-    w.add_argument("--until", metavar="TIME", help="last possible fire, inclusive (repeating kinds)")
+    w.add_argument(
+        "--tz",
+        "--timezone",
+        dest="tz",
+        help="IANA time zone (default: REMINDKIT_TZ or the local zone)",
+    )
+    w.add_argument(
+        "--repeat", metavar="N", help="number of fires, or forever / -1 (repeating kinds)"
+    )
+    w.add_argument(
+        "--until", metavar="TIME", help="last possible fire, inclusive (repeating kinds)"
+    )
     r.add_argument("--alarm", action="store_true", help="play the alarm sound when it fires")
     r.add_argument("--announce", metavar="TEXT", help="speak this when it fires")
     r.add_argument("--urgency", default="normal", choices=["low", "normal", "critical"])
-    r.add_argument("--misfire", default="latest", choices=["latest", "skip", "all"],
-                   help="occurrences missed while nothing ran: fire the latest once (default), skip, or all (capped)")
-    r.add_argument("--on-busy", default="wait", choices=["wait", "rebase", "skip"],
-                   help="when the session is busy at the due time")
+    r.add_argument(
+        "--misfire",
+        default="latest",
+        choices=["latest", "skip", "all"],
+        help="occurrences missed while nothing ran: fire the latest once (default), skip, or all (capped)",
+    )
+    r.add_argument(
+        "--on-busy",
+        default="wait",
+        choices=["wait", "rebase", "skip"],
+        help="when the session is busy at the due time",
+    )
     r.set_defaults(func=remind)
 
     ls_ = sub.add_parser("ls", parents=[common], help="list reminders", aliases=["list"])
@@ -54,16 +85,24 @@ def _add_commands(sub: Any, common: argparse.ArgumentParser, *, flat: bool) -> N
     show_.add_argument("--session", help="only if it belongs to this session")
     show_.set_defaults(func=show)
 
-    for name, helptext in (("pause", "pause reminders (or --all: everything, persisted; with a session: its own)"),
-                           ("resume", "resume reminders (or --all); the next fire is computed from now")):
+    for name, helptext in (
+        ("pause", "pause reminders (or --all: everything, persisted; with a session: its own)"),
+        ("resume", "resume reminders (or --all); the next fire is computed from now"),
+    ):
         sp = sub.add_parser(name, parents=[common], help=helptext)
         sp.add_argument("ids", nargs="*", metavar="ID")
         sp.add_argument("--all", action="store_true")
-        sp.add_argument("--session", help="only this session's: ids must belong to it, --all means its own")
+        sp.add_argument(
+            "--session", help="only this session's: ids must belong to it, --all means its own"
+        )
         sp.set_defaults(func=pause_resume, pausing=name == "pause", verb=name)
 
-    rm_ = sub.add_parser("rm", parents=[common], help="cancel reminders (kept in history)",
-                         aliases=["stop", "delete", "cancel"])
+    rm_ = sub.add_parser(
+        "rm",
+        parents=[common],
+        help="cancel reminders (kept in history)",
+        aliases=["stop", "delete", "cancel"],
+    )
     rm_.add_argument("ids", nargs="*", metavar="ID")
     rm_.add_argument("--session")
     rm_.add_argument("--label")
@@ -86,9 +125,21 @@ def _add_commands(sub: Any, common: argparse.ArgumentParser, *, flat: bool) -> N
 def remind(cx: Context) -> int:
     args, api = cx.args, cx.api
     created = api.add(
-        args.text, session=session_or_none(args), label=args.label, in_=args.in_, at=args.at, every=args.every,
-        cron=args.cron, tz=args.tz, repeat=args.repeat, until=args.until, alarm=args.alarm,
-        announce=args.announce, urgency=args.urgency, misfire=args.misfire, on_busy=args.on_busy,
+        args.text,
+        session=session_or_none(args),
+        label=args.label,
+        in_=args.in_,
+        at=args.at,
+        every=args.every,
+        cron=args.cron,
+        tz=args.tz,
+        repeat=args.repeat,
+        until=args.until,
+        alarm=args.alarm,
+        announce=args.announce,
+        urgency=args.urgency,
+        misfire=args.misfire,
+        on_busy=args.on_busy,
         source="cli",
     )
     rem = created.reminder
@@ -109,8 +160,10 @@ def remind(cx: Context) -> int:
 def not_armed_hint(db: str | None) -> str:
     """What to say when no engine runs on the store: nothing will fire until one does."""
     where = "" if not db else f" --db {printable(db)}"
-    return (f"no engine is running on this store, so nothing fires until one starts: run `remindkit serve{where}`, "
-            f"or `remindkit service install{where}` to keep one running")
+    return (
+        f"no engine is running on this store, so nothing fires until one starts: run `remindkit serve{where}`, "
+        f"or `remindkit service install{where}` to keep one running"
+    )
 
 
 def ls(cx: Context) -> int:
@@ -164,12 +217,17 @@ def rm(cx: Context) -> int:
             raise CliError("rm --all needs --session", code="invalid_argument")
         done = api.cancel_session(within)
     else:
-        raise CliError("say what to cancel: ids, --session S --label L, or --session S --all", code="invalid_argument")
+        raise CliError(
+            "say what to cancel: ids, --session S --label L, or --session S --all",
+            code="invalid_argument",
+        )
     if args.json:
         cx.json([r.to_dict() for r in done])
     else:
         for r in done:
-            cx.out.write(f"cancelled {r.id}" + (f" ({printable(r.label)})" if r.label else "") + "\n")
+            cx.out.write(
+                f"cancelled {r.id}" + (f" ({printable(r.label)})" if r.label else "") + "\n"
+            )
         if not done:
             cx.out.write("nothing to cancel\n")
     return 0
@@ -224,7 +282,9 @@ def pause_resume(cx: Context) -> int:
             cx.out.write("paused everything (persisted)\n" if pausing else "resumed everything\n")
         return 0
     if not ids:
-        raise CliError(f"say which reminders to {args.verb}: ids, or --all", code="invalid_argument")
+        raise CliError(
+            f"say which reminders to {args.verb}: ids, or --all", code="invalid_argument"
+        )
     rems = api.pause(ids, session=within) if pausing else api.resume(ids, session=within)
     if args.json:
         cx.json([r.to_dict() for r in rems])

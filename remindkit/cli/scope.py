@@ -29,8 +29,11 @@ def scope(args: argparse.Namespace) -> Any:
     confined = env_scope()
     if confined is not None:
         if given is not None and given != confined:
-            raise Forbidden(f"this command runs in session scope {confined!r}; "
-                            "it cannot act on another session", code="forbidden")
+            raise Forbidden(
+                f"this command runs in session scope {confined!r}; "
+                "it cannot act on another session",
+                code="forbidden",
+            )
         return confined
     return given if given is not None else Any
 
@@ -44,5 +47,7 @@ def refuse_in_scope(what: str) -> None:
     """``what`` reaches beyond one session: refused inside a session scope."""
     confined = env_scope()
     if confined is not None:
-        raise Forbidden(f"{what} is not allowed in session scope {confined!r} (REMINDKIT_SESSION)",
-                        code="forbidden")
+        raise Forbidden(
+            f"{what} is not allowed in session scope {confined!r} (REMINDKIT_SESSION)",
+            code="forbidden",
+        )

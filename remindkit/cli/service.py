@@ -35,13 +35,23 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    sv = sub.add_parser("service", parents=[common],
-                        help="keep an engine running: a systemd user unit for `serve` (and the tray on a desktop)")
+    sv = sub.add_parser(
+        "service",
+        parents=[common],
+        help="keep an engine running: a systemd user unit for `serve` (and the tray on a desktop)",
+    )
     sv.add_argument("action", choices=["install", "uninstall", "status"])
     tray = sv.add_mutually_exclusive_group()
-    tray.add_argument("--tray", dest="tray", action="store_true", default=None,
-                      help="also write the tray's autostart entry (default: when a desktop is detected)")
-    tray.add_argument("--no-tray", dest="tray", action="store_false", help="no tray autostart entry")
+    tray.add_argument(
+        "--tray",
+        dest="tray",
+        action="store_true",
+        default=None,
+        help="also write the tray's autostart entry (default: when a desktop is detected)",
+    )
+    tray.add_argument(
+        "--no-tray", dest="tray", action="store_false", help="no tray autostart entry"
+    )
     sv.set_defaults(func=lambda cx: _refused_in_scope_then(run, cx))
 
 
@@ -54,7 +64,9 @@ class Paths:
     def from_env(cls, env: dict[str, str] | None = None) -> Paths:
         env = dict(os.environ) if env is None else env
         base = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-        return cls(unit=base / "systemd" / "user" / UNIT_NAME, desktop=base / "autostart" / DESKTOP_NAME)
+        return cls(
+            unit=base / "systemd" / "user" / UNIT_NAME, desktop=base / "autostart" / DESKTOP_NAME
+        )
 
 
 def serve_argv(db: str | None) -> list[str]:
@@ -65,8 +77,10 @@ def serve_argv(db: str | None) -> list[str]:
 
 def _check_arg(value: str) -> str:
     if _CONTROL.search(value):
-        raise InvalidInput("a store URL or path for the service cannot contain control characters",
-                           code="invalid_argument")
+        raise InvalidInput(
+            "a store URL or path for the service cannot contain control characters",
+            code="invalid_argument",
+        )
     return value
 
 
@@ -119,18 +133,20 @@ def unit_text(db: str | None) -> str:
 
 def desktop_text(db: str | None) -> str:
     argv = [sys.executable, "-m", "remindkit", "tray"] + (["--db", db] if db else [])
-    return "\n".join([
-        f"# {MARK}; `remindkit service uninstall` removes it.",
-        "[Desktop Entry]",
-        "Type=Application",
-        "Name=remindkit tray",
-        "Comment=Reminders: alarm, speech and a menu in the system tray",
-        "Exec=" + " ".join(desktop_quote(a) for a in argv),
-        "Terminal=false",
-        "NoDisplay=true",
-        "X-GNOME-Autostart-enabled=true",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"# {MARK}; `remindkit service uninstall` removes it.",
+            "[Desktop Entry]",
+            "Type=Application",
+            "Name=remindkit tray",
+            "Comment=Reminders: alarm, speech and a menu in the system tray",
+            "Exec=" + " ".join(desktop_quote(a) for a in argv),
+            "Terminal=false",
+            "NoDisplay=true",
+            "X-GNOME-Autostart-enabled=true",
+            "",
+        ]
+    )
 
 
 def on_desktop(env: dict[str, str] | None = None) -> bool:
@@ -146,7 +162,9 @@ def _systemctl(*args: str) -> tuple[int, str]:
     if exe is None:
         return 127, "systemctl is not installed"
     try:
-        proc = subprocess.run([exe, "--user", *args], capture_output=True, text=True, timeout=SYSTEMCTL_TIMEOUT)
+        proc = subprocess.run(
+            [exe, "--user", *args], capture_output=True, text=True, timeout=SYSTEMCTL_TIMEOUT
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return 1, str(exc)
     return proc.returncode, (proc.stdout.strip() or proc.stderr.strip())
@@ -208,8 +226,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 def install(paths: Paths, db: str | None, *, tray: bool) -> dict[str, Any]:
     for path in (paths.unit, paths.desktop):
         if path.exists() and not _ours(path):
-            raise Conflict(f"{path} exists and was not written by remindkit; move it away first",
-                           code="already_exists")
+            raise Conflict(
+                f"{path} exists and was not written by remindkit; move it away first",
+                code="already_exists",
+            )
     messages: list[str] = []
     unit_changed = _write(paths.unit, unit_text(db))
     desktop_changed = False
@@ -217,7 +237,9 @@ def install(paths: Paths, db: str | None, *, tray: bool) -> dict[str, Any]:
         desktop_changed = _write(paths.desktop, desktop_text(db))
     messages.append(f"{'wrote' if unit_changed else 'unchanged'}: {paths.unit}")
     if tray:
-        messages.append(f"{'wrote' if desktop_changed else 'unchanged'}: {paths.desktop} (the tray starts at login)")
+        messages.append(
+            f"{'wrote' if desktop_changed else 'unchanged'}: {paths.desktop} (the tray starts at login)"
+        )
     started = False
     reachable = systemd_reachable()
     if reachable:
@@ -236,15 +258,23 @@ def install(paths: Paths, db: str | None, *, tray: bool) -> dict[str, Any]:
         else:
             messages.append(f"{UNIT_NAME} is already enabled and running")
     else:
-        messages.append("no user systemd instance is reachable here; to start the engine now run "
-                        f"`systemctl --user daemon-reload && systemctl --user enable --now {UNIT_NAME}` "
-                        "in a login session, or `remindkit serve`")
+        messages.append(
+            "no user systemd instance is reachable here; to start the engine now run "
+            f"`systemctl --user daemon-reload && systemctl --user enable --now {UNIT_NAME}` "
+            "in a login session, or `remindkit serve`"
+        )
     changed = unit_changed or desktop_changed or started
     if not changed:
         messages.insert(0, "already installed; nothing changed")
-    return {"action": "install", "changed": changed, "unit": str(paths.unit),
-            "desktop": str(paths.desktop) if tray else None, "systemd": reachable, "started": started,
-            "messages": messages}
+    return {
+        "action": "install",
+        "changed": changed,
+        "unit": str(paths.unit),
+        "desktop": str(paths.desktop) if tray else None,
+        "systemd": reachable,
+        "started": started,
+        "messages": messages,
+    }
 
 
 def uninstall(paths: Paths) -> dict[str, Any]:
@@ -253,7 +283,11 @@ def uninstall(paths: Paths) -> dict[str, Any]:
     removed: list[str] = []
     if reachable and paths.unit.exists() and _ours(paths.unit):
         code, said = _systemctl("disable", "--now", UNIT_NAME)
-        messages.append(f"stopped and disabled {UNIT_NAME}" if code == 0 else f"systemctl disable failed: {said}")
+        messages.append(
+            f"stopped and disabled {UNIT_NAME}"
+            if code == 0
+            else f"systemctl disable failed: {said}"
+        )
     for path in (paths.unit, paths.desktop):
         if not path.exists():
             continue
@@ -267,8 +301,13 @@ def uninstall(paths: Paths) -> dict[str, Any]:
         _systemctl("daemon-reload")
     if not removed:
         messages.insert(0, "not installed; nothing to remove")
-    return {"action": "uninstall", "changed": bool(removed), "removed": removed, "systemd": reachable,
-            "messages": messages}
+    return {
+        "action": "uninstall",
+        "changed": bool(removed),
+        "removed": removed,
+        "systemd": reachable,
+        "messages": messages,
+    }
 
 
 def status(paths: Paths) -> dict[str, Any]:
@@ -282,11 +321,27 @@ def status(paths: Paths) -> dict[str, Any]:
     elif unit:
         messages.append("state:     unknown (no user systemd instance is reachable here)")
     messages.append(f"autostart: {paths.desktop if desktop else 'none'}")
-    return {"action": "status", "installed": unit, "unit": str(paths.unit), "desktop": desktop,
-            "systemd": reachable, "state": state, "messages": messages}
+    return {
+        "action": "status",
+        "installed": unit,
+        "unit": str(paths.unit),
+        "desktop": desktop,
+        "systemd": reachable,
+        "state": state,
+        "messages": messages,
+    }
 
 
-__all__ = ["Paths", "desktop_text", "install", "serve_argv", "status", "systemd_quote", "uninstall", "unit_text"]
+__all__ = [
+    "Paths",
+    "desktop_text",
+    "install",
+    "serve_argv",
+    "status",
+    "systemd_quote",
+    "uninstall",
+    "unit_text",
+]
 
 
 def _refused_in_scope_then(fn: Any, cx: Any) -> int:

@@ -16,45 +16,81 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    s = sub.add_parser("session", parents=[common], help="sessions that fired reminders are delivered to")
+    s = sub.add_parser(
+        "session", parents=[common], help="sessions that fired reminders are delivered to"
+    )
     ss = s.add_subparsers(dest="session_command", metavar="ACTION")
     add = ss.add_parser("add", parents=[common], help="register a session and how to deliver to it")
     add.add_argument("id")
-    add.add_argument("--command", dest="command_argv", metavar="ARGV",
-                     help="run this once per delivery ({session} and {message} are replaced; the message is also on stdin)")
-    add.add_argument("--fresh-command", metavar="ARGV",
-                     help="with --command: how to start a new conversation ({session} is the new id), used when "
-                          "a turn fails at once and the delivery is re-sent into a fresh session")
-    add.add_argument("--openai", action="store_true",
-                     help="an OpenAI-compatible chat whose transcript remindkit keeps (needs --base-url and --model)")
+    add.add_argument(
+        "--command",
+        dest="command_argv",
+        metavar="ARGV",
+        help="run this once per delivery ({session} and {message} are replaced; the message is also on stdin)",
+    )
+    add.add_argument(
+        "--fresh-command",
+        metavar="ARGV",
+        help="with --command: how to start a new conversation ({session} is the new id), used when "
+        "a turn fails at once and the delivery is re-sent into a fresh session",
+    )
+    add.add_argument(
+        "--openai",
+        action="store_true",
+        help="an OpenAI-compatible chat whose transcript remindkit keeps (needs --base-url and --model)",
+    )
     add.add_argument("--base-url", help="with --openai: e.g. http://127.0.0.1:11434/v1")
     add.add_argument("--model", help="with --openai: the model name")
-    add.add_argument("--api-key-env", metavar="VAR",
-                     help="with --openai: environment variable that holds the API key (default OPENAI_API_KEY); "
-                          "the key itself is never stored")
-    add.add_argument("--system", help="with --openai: system prompt (default: remindkit's, which explains the tags)")
-    add.add_argument("--python", action="store_true",
-                     help="a session that a live Python process registers (fires wait while none has it)")
-    add.add_argument("--webhook", metavar="URL",
-                     help="POST fired turns to this URL, signed per Standard Webhooks (see README)")
-    add.add_argument("--secret-env", metavar="VAR",
-                     help="with --webhook: environment variable that holds the whsec_ secret "
-                          "(default REMINDKIT_WEBHOOK_SECRET); the secret itself is never stored")
-    add.add_argument("--fallback", choices=["fresh", "none"], default=None,
-                     help="when a turn fails at once: re-send once into a fresh session (fresh, the default) or "
-                          "not (none); after the final failure the reminder is paused with last_error")
+    add.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="with --openai: environment variable that holds the API key (default OPENAI_API_KEY); "
+        "the key itself is never stored",
+    )
+    add.add_argument(
+        "--system",
+        help="with --openai: system prompt (default: remindkit's, which explains the tags)",
+    )
+    add.add_argument(
+        "--python",
+        action="store_true",
+        help="a session that a live Python process registers (fires wait while none has it)",
+    )
+    add.add_argument(
+        "--webhook",
+        metavar="URL",
+        help="POST fired turns to this URL, signed per Standard Webhooks (see README)",
+    )
+    add.add_argument(
+        "--secret-env",
+        metavar="VAR",
+        help="with --webhook: environment variable that holds the whsec_ secret "
+        "(default REMINDKIT_WEBHOOK_SECRET); the secret itself is never stored",
+    )
+    add.add_argument(
+        "--fallback",
+        choices=["fresh", "none"],
+        default=None,
+        help="when a turn fails at once: re-send once into a fresh session (fresh, the default) or "
+        "not (none); after the final failure the reminder is paused with last_error",
+    )
     add.add_argument("--title")
     add.add_argument("--timeout", type=float, help="seconds a command or model turn may take")
     ss.add_parser("ls", parents=[common], help="list sessions")
     rm = ss.add_parser("rm", parents=[common], help="delete a session (its reminders are paused)")
     rm.add_argument("id")
-    for name, helptext in (("busy", "mark a session busy: fires wait until `idle`"),
-                           ("idle", "mark a session idle: waiting fires are delivered")):
+    for name, helptext in (
+        ("busy", "mark a session busy: fires wait until `idle`"),
+        ("idle", "mark a session idle: waiting fires are delivered"),
+    ):
         sp = ss.add_parser(name, parents=[common], help=helptext)
         sp.add_argument("id", nargs="?")
-        sp.add_argument("--hook", action="store_true",
-                        help="a Claude Code hook: the session is the session_id of the JSON on stdin; "
-                             "problems are reported on stderr and never fail the hook")
+        sp.add_argument(
+            "--hook",
+            action="store_true",
+            help="a Claude Code hook: the session is the session_id of the JSON on stdin; "
+            "problems are reported on stderr and never fail the hook",
+        )
     s.set_defaults(func=run_command)
 
 
@@ -65,11 +101,15 @@ def run_command(cx: Context) -> int:
     if action in ("busy", "idle") and args.hook:
         return _hook_busy(args, cx.api, action == "busy", cx.out)
     if action in ("busy", "idle") and args.id is None:
-        raise InvalidInput(f"session {action} needs a session id (or --hook)", code="invalid_argument")
+        raise InvalidInput(
+            f"session {action} needs a session id (or --hook)", code="invalid_argument"
+        )
     if action in ("busy", "idle") and confined is not None:
         if args.id != confined:  # its own session only: another's deliveries are not its to hold
-            raise Forbidden(f"session {action} of another session is not allowed in session scope {confined!r}",
-                            code="forbidden")
+            raise Forbidden(
+                f"session {action} of another session is not allowed in session scope {confined!r}",
+                code="forbidden",
+            )
     else:
         refuse_in_scope(f"session {action or 'ls'}")
     return run(args, cx.api, cx.out)
@@ -92,10 +132,14 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
             check_printable(args.title, "--title", 200)
         existing = store.get_session(sid)
         if existing is not None and existing.state == "deleted":
-            raise InvalidInput(f"session {sid!r} was deleted; use another id", code="session_deleted")
+            raise InvalidInput(
+                f"session {sid!r} was deleted; use another id", code="session_deleted"
+            )
         fallback = args.fallback or (existing.fallback if existing is not None else "fresh")
-        sess = store.put_session(Session(sid, adapter=adapter, config=config, title=args.title, fallback=fallback),
-                                 now_us=now_us)
+        sess = store.put_session(
+            Session(sid, adapter=adapter, config=config, title=args.title, fallback=fallback),
+            now_us=now_us,
+        )
         _emit(out, args.json, sess.to_dict(), f"session {sess.id} ({sess.adapter or 'no adapter'})")
         return 0
     if action == "ls" or action is None:
@@ -109,19 +153,29 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 busy = " busy" if (s.busy or s.in_turn) else ""
                 failing = ""
                 if s.failures:
-                    breaker = " breaker open: fallback first" if s.failures >= store.settings.breaker_after else ""
+                    breaker = (
+                        " breaker open: fallback first"
+                        if s.failures >= store.settings.breaker_after
+                        else ""
+                    )
                     failing = f"  failed {s.failures}x in a row{breaker}: {_inert(s.last_error or '')[:80]}"
                 disabled = "  disabled" if s.config.get(DISABLED) else ""
-                out.write(f"{_inert(s.id)}  {_inert(s.adapter or '-')}  {s.state}{busy}{disabled}  "
-                          f"fallback {s.fallback}  last active {format_utc(s.last_active_at)}{failing}\n")
+                out.write(
+                    f"{_inert(s.id)}  {_inert(s.adapter or '-')}  {s.state}{busy}{disabled}  "
+                    f"fallback {s.fallback}  last active {format_utc(s.last_active_at)}{failing}\n"
+                )
         return 0
     if action == "rm":
         check_session_id(args.id)
         from ..audit import Surface
 
         paused = store.delete_session(args.id, now_us=now_us, surface=Surface.CLI)
-        _emit(out, args.json, {"deleted": args.id, "paused": paused},
-              f"deleted session {args.id}; paused {len(paused)} reminder(s)")
+        _emit(
+            out,
+            args.json,
+            {"deleted": args.id, "paused": paused},
+            f"deleted session {args.id}; paused {len(paused)} reminder(s)",
+        )
         return 0
     if action in ("busy", "idle"):
         sid = check_session_id(args.id)
@@ -136,8 +190,16 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
     """The adapter and its config from ``session add`` options (one adapter at most)."""
     from ..sessions.command import parse_argv
 
-    chosen = [name for name, on in (("command", bool(args.command_argv)), ("openai", args.openai), ("python", args.python),
-                                    ("webhook", bool(args.webhook))) if on]
+    chosen = [
+        name
+        for name, on in (
+            ("command", bool(args.command_argv)),
+            ("openai", args.openai),
+            ("python", args.python),
+            ("webhook", bool(args.webhook)),
+        )
+        if on
+    ]
     if len(chosen) > 1:
         raise InvalidInput(f"give one adapter, not {' and '.join(chosen)}", code="invalid_argument")
     config: dict[str, Any] = {}
@@ -154,7 +216,9 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
         if not args.base_url or not args.model:
             raise InvalidInput("--openai needs --base-url and --model", code="invalid_argument")
         if not args.base_url.startswith(("http://", "https://")):
-            raise InvalidInput(f"--base-url {args.base_url!r} is not an http(s) URL", code="invalid_argument")
+            raise InvalidInput(
+                f"--base-url {args.base_url!r} is not an http(s) URL", code="invalid_argument"
+            )
         config.update(base_url=args.base_url, model=args.model)
         if args.api_key_env:
             from ..sessions.trust import check_key_env
@@ -163,21 +227,31 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
         if args.system is not None:
             config["system"] = args.system
     elif args.base_url or args.model or args.api_key_env or args.system is not None:
-        raise InvalidInput("--base-url, --model, --api-key-env and --system go with --openai", code="invalid_argument")
+        raise InvalidInput(
+            "--base-url, --model, --api-key-env and --system go with --openai",
+            code="invalid_argument",
+        )
     if args.webhook:
         if not args.webhook.startswith(("http://", "https://")):
-            raise InvalidInput(f"--webhook {args.webhook!r} is not an http(s) URL", code="invalid_argument")
+            raise InvalidInput(
+                f"--webhook {args.webhook!r} is not an http(s) URL", code="invalid_argument"
+            )
         config["url"] = args.webhook
         if args.secret_env:
             if not args.secret_env.replace("_", "").isalnum() or not args.secret_env.isascii():
-                raise InvalidInput(f"--secret-env {args.secret_env!r} is not an environment variable name",
-                                   code="invalid_argument")
+                raise InvalidInput(
+                    f"--secret-env {args.secret_env!r} is not an environment variable name",
+                    code="invalid_argument",
+                )
             config["secret_env"] = args.secret_env
     elif args.secret_env:
         raise InvalidInput("--secret-env goes with --webhook", code="invalid_argument")
     if args.timeout is not None:
         if not 0 < args.timeout < math.inf:
-            raise InvalidInput(f"--timeout {args.timeout!r} is not a positive number of seconds", code="invalid_argument")
+            raise InvalidInput(
+                f"--timeout {args.timeout!r} is not a positive number of seconds",
+                code="invalid_argument",
+            )
         config["timeout"] = args.timeout
     return config, (chosen[0] if chosen else None)
 
@@ -197,8 +271,11 @@ def _hook_busy(args: argparse.Namespace, api: Reminders, busy: bool, out: TextIO
         assert sid is not None
         confined = env_scope()
         if confined is not None and sid != confined:
-            raise Forbidden(f"session {'busy' if busy else 'idle'} of another session is not allowed in session "
-                            f"scope {confined!r}", code="forbidden")
+            raise Forbidden(
+                f"session {'busy' if busy else 'idle'} of another session is not allowed in session "
+                f"scope {confined!r}",
+                code="forbidden",
+            )
         sess = api.store.set_session_busy(sid, busy, now_us=to_us(api.clock.now()))
         if args.json:
             out.write(json.dumps(sess.to_dict()) + "\n")

@@ -16,8 +16,11 @@ from .scope import scope
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     st = sub.add_parser("status", parents=[common], help="engines, alerter, pause state, counts")
     st.add_argument("--session", help="this session's counts and next reminder only")
-    st.add_argument("--line", action="store_true",
-                    help="one short line for a prompt or tmux: ⏰COUNT M:SS to the next, ⏸ paused, ! a failed delivery")
+    st.add_argument(
+        "--line",
+        action="store_true",
+        help="one short line for a prompt or tmux: ⏰COUNT M:SS to the next, ⏸ paused, ! a failed delivery",
+    )
     st.set_defaults(func=status)
     sa = sub.add_parser("stats", parents=[common], help="fires, outcomes and lateness per session")
     sa.add_argument("--session", help="this session only")
@@ -42,7 +45,9 @@ def status(cx: Context) -> int:
         "paused_all": api.paused_all,
         "active": store.count_reminders(session=within, states=["active"]),
         "paused": store.count_reminders(session=within, states=["paused"]),
-        "engines": [{"id": e["id"], "role": e["role"], "pid": e["pid"], "host": e["host"]} for e in engines],
+        "engines": [
+            {"id": e["id"], "role": e["role"], "pid": e["pid"], "host": e["host"]} for e in engines
+        ],
         "alerter": holder[0] if holder else None,
         "quarantined": [{"id": rid, "reason": why} for rid, why in quarantined],
         "armed": api.armed(),
@@ -56,9 +61,16 @@ def status(cx: Context) -> int:
         return 0
     out = cx.out
     out.write(f"store:    {data['store']}\n")
-    out.write(f"active:   {data['active']}   paused: {data['paused']}"
-              + ("   (everything paused)" if data["paused_all"] else "") + "\n")
-    out.write(f"engines:  {len(engines)}" + "".join(f"\n  {e['id']} ({e['role']})" for e in engines) + "\n")
+    out.write(
+        f"active:   {data['active']}   paused: {data['paused']}"
+        + ("   (everything paused)" if data["paused_all"] else "")
+        + "\n"
+    )
+    out.write(
+        f"engines:  {len(engines)}"
+        + "".join(f"\n  {e['id']} ({e['role']})" for e in engines)
+        + "\n"
+    )
     out.write(f"alerter:  {data['alerter'] or '-'}\n")
     if not data["armed"]:
         from .reminders import not_armed_hint
@@ -90,9 +102,17 @@ def status_line(cx: Context) -> int:
     line = statusfile.format_line(summary, now_us=now_us, paused_all=paused_all)
     if cx.args.json:
         nxt = summary.get("next_us")
-        cx.json({"line": line, "active": summary.get("active", 0), "paused": summary.get("paused", 0),
-                 "next_in_s": None if nxt is None else max(0.0, round((nxt - now_us) / 1e6, 3)),
-                 "paused_all": paused_all, "failed": bool(summary.get("failed")), "source": source})
+        cx.json(
+            {
+                "line": line,
+                "active": summary.get("active", 0),
+                "paused": summary.get("paused", 0),
+                "next_in_s": None if nxt is None else max(0.0, round((nxt - now_us) / 1e6, 3)),
+                "paused_all": paused_all,
+                "failed": bool(summary.get("failed")),
+                "source": source,
+            }
+        )
     else:
         cx.out.write(line + "\n")
     return 0
@@ -107,22 +127,39 @@ def stats(cx: Context) -> int:
     within = scope(args)
     seconds = parse_duration(args.since)
     if seconds <= 0:
-        raise InvalidInput(f"--since {args.since!r} is not a positive duration", code="invalid_duration")
+        raise InvalidInput(
+            f"--since {args.since!r} is not a positive duration", code="invalid_duration"
+        )
     api = cx.api
     now_us = to_us(api.clock.now())
-    data = api.store.fire_stats(since_us=now_us - seconds * 1_000_000, session=None if within is Any else within)
+    data = api.store.fire_stats(
+        since_us=now_us - seconds * 1_000_000, session=None if within is Any else within
+    )
     data["since_s"] = seconds
     if args.json:
         cx.json(data)
         return 0
-    rows = [("SESSION", "FIRES", "DELIVERED", "FAILED", "WAITING", "SKIPPED", "LATE P50", "P99", "MAX")]
+    rows = [
+        ("SESSION", "FIRES", "DELIVERED", "FAILED", "WAITING", "SKIPPED", "LATE P50", "P99", "MAX")
+    ]
 
     def ms(v: int | None) -> str:
         return "-" if v is None else f"{v}ms"
 
     for name, e in [*data["sessions"].items(), ("all", data["all"])]:
-        rows.append((printable(name), str(e["fires"]), str(e["delivered"]), str(e["failed"]), str(e["waiting"]),
-                     str(e["skipped"]), ms(e["late_p50_ms"]), ms(e["late_p99_ms"]), ms(e["late_max_ms"])))
+        rows.append(
+            (
+                printable(name),
+                str(e["fires"]),
+                str(e["delivered"]),
+                str(e["failed"]),
+                str(e["waiting"]),
+                str(e["skipped"]),
+                ms(e["late_p50_ms"]),
+                ms(e["late_p99_ms"]),
+                ms(e["late_max_ms"]),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     cx.out.write(f"fires in the last {args.since}\n")
     for r in rows:

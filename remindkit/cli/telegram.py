@@ -27,33 +27,62 @@ _CHAT_ID = re.compile(r"-?[0-9]{1,20}", re.ASCII)
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    tg = sub.add_parser("telegram", parents=[common], help="a Telegram bot: each chat or topic is an agent session")
-    tg.add_argument("--token-env", default="TELEGRAM_BOT_TOKEN", metavar="VAR",
-                    help="environment variable holding the bot token (default TELEGRAM_BOT_TOKEN)")
-    tg.add_argument("--allow", action="extend", nargs="+", default=[], metavar="CHAT_ID",
-                    help="chats that get an agent (repeatable)")
+    tg = sub.add_parser(
+        "telegram", parents=[common], help="a Telegram bot: each chat or topic is an agent session"
+    )
+    tg.add_argument(
+        "--token-env",
+        default="TELEGRAM_BOT_TOKEN",
+        metavar="VAR",
+        help="environment variable holding the bot token (default TELEGRAM_BOT_TOKEN)",
+    )
+    tg.add_argument(
+        "--allow",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="CHAT_ID",
+        help="chats that get an agent (repeatable)",
+    )
     tg.add_argument("--allow-all", action="store_true", help="every chat gets an agent")
-    tg.add_argument("--command", dest="command_argv", metavar="ARGV",
-                    help="the agent: run this once per turn ({session} and {message} are replaced; stdin has the message)")
-    tg.add_argument("--openai", action="store_true", help="the agent: an OpenAI-compatible chat (needs --base-url, --model)")
+    tg.add_argument(
+        "--command",
+        dest="command_argv",
+        metavar="ARGV",
+        help="the agent: run this once per turn ({session} and {message} are replaced; stdin has the message)",
+    )
+    tg.add_argument(
+        "--openai",
+        action="store_true",
+        help="the agent: an OpenAI-compatible chat (needs --base-url, --model)",
+    )
     tg.add_argument("--base-url", help="with --openai")
     tg.add_argument("--model", help="with --openai")
     tg.add_argument("--api-key-env", metavar="VAR", help="with --openai (default OPENAI_API_KEY)")
     tg.add_argument("--system", help="with --openai: system prompt")
     tg.add_argument("--timeout", type=float, help="seconds one agent turn may take")
-    tg.add_argument("--api-url", metavar="URL",
-                    help="Bot API base URL, the token appended (default https://api.telegram.org/bot); "
-                         "for a local Bot API server")
-    tg.add_argument("--poll-timeout", type=int, default=30, help="getUpdates long-polling seconds (default 30)")
-    tg.add_argument("--no-engine", action="store_true", help="do not run an engine here (another process fires)")
+    tg.add_argument(
+        "--api-url",
+        metavar="URL",
+        help="Bot API base URL, the token appended (default https://api.telegram.org/bot); "
+        "for a local Bot API server",
+    )
+    tg.add_argument(
+        "--poll-timeout", type=int, default=30, help="getUpdates long-polling seconds (default 30)"
+    )
+    tg.add_argument(
+        "--no-engine", action="store_true", help="do not run an engine here (another process fires)"
+    )
     tg.add_argument("-v", "--verbose", action="store_true")
     tg.set_defaults(func=run_command)
 
 
 def agent_config(args: argparse.Namespace) -> dict[str, Any]:
     if bool(args.command_argv) == bool(args.openai):
-        raise InvalidInput("give the agent: --command ARGV or --openai --base-url URL --model NAME",
-                           code="invalid_argument")
+        raise InvalidInput(
+            "give the agent: --command ARGV or --openai --base-url URL --model NAME",
+            code="invalid_argument",
+        )
     config: dict[str, Any]
     if args.command_argv:
         try:
@@ -63,8 +92,14 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError as exc:
             raise InvalidInput(f"--command: {exc}", code="invalid_command") from None
     else:
-        if not args.base_url or not args.model or not args.base_url.startswith(("http://", "https://")):
-            raise InvalidInput("--openai needs --base-url (an http(s) URL) and --model", code="invalid_argument")
+        if (
+            not args.base_url
+            or not args.model
+            or not args.base_url.startswith(("http://", "https://"))
+        ):
+            raise InvalidInput(
+                "--openai needs --base-url (an http(s) URL) and --model", code="invalid_argument"
+            )
         config = {"agent": "openai", "base_url": args.base_url, "model": args.model}
         if args.api_key_env:
             config["api_key_env"] = args.api_key_env
@@ -72,21 +107,30 @@ def agent_config(args: argparse.Namespace) -> dict[str, Any]:
             config["system"] = args.system
     if args.timeout is not None:
         if not args.timeout > 0:
-            raise InvalidInput("--timeout must be a positive number of seconds", code="invalid_argument")
+            raise InvalidInput(
+                "--timeout must be a positive number of seconds", code="invalid_argument"
+            )
         config["timeout"] = args.timeout
     return config
 
 
 def allowlist(args: argparse.Namespace) -> set[int] | None:
     if args.allow_all and args.allow:
-        raise InvalidInput("give --allow CHAT_ID … or --allow-all, not both", code="invalid_argument")
+        raise InvalidInput(
+            "give --allow CHAT_ID … or --allow-all, not both", code="invalid_argument"
+        )
     if args.allow_all:
         return None
     if not args.allow:
-        raise InvalidInput("no chat would get an agent: give --allow CHAT_ID … or --allow-all", code="invalid_argument")
+        raise InvalidInput(
+            "no chat would get an agent: give --allow CHAT_ID … or --allow-all",
+            code="invalid_argument",
+        )
     bad = [a for a in args.allow if not _CHAT_ID.fullmatch(a)]
     if bad:
-        raise InvalidInput(f"--allow {bad[0]!r} is not a chat id (an integer)", code="invalid_argument")
+        raise InvalidInput(
+            f"--allow {bad[0]!r} is not a chat id (an integer)", code="invalid_argument"
+        )
     return {int(a) for a in args.allow}
 
 
@@ -101,28 +145,46 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     config = agent_config(args)
     allow = allowlist(args)
     if not _ENV_NAME.fullmatch(args.token_env):
-        raise InvalidInput(f"--token-env {args.token_env!r} is not an environment variable name", code="invalid_argument")
+        raise InvalidInput(
+            f"--token-env {args.token_env!r} is not an environment variable name",
+            code="invalid_argument",
+        )
     token = os.environ.get(args.token_env, "")
     if not token:
-        raise InvalidInput(f"the bot token variable {args.token_env} is not set", code="telegram_token_missing")
+        raise InvalidInput(
+            f"the bot token variable {args.token_env} is not set", code="telegram_token_missing"
+        )
     if args.api_url is not None and not args.api_url.startswith(("http://", "https://")):
-        raise InvalidInput(f"--api-url {args.api_url!r} is not an http(s) URL", code="invalid_argument")
+        raise InvalidInput(
+            f"--api-url {args.api_url!r} is not an http(s) URL", code="invalid_argument"
+        )
     try:
         from ..channels.telegram.bot import TelegramBridge, make_bot
     except ImportError:
-        raise InvalidInput("remindkit telegram needs python-telegram-bot: pip install 'remindkit[telegram]'",
-                           code="telegram_not_installed") from None
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        raise InvalidInput(
+            "remindkit telegram needs python-telegram-bot: pip install 'remindkit[telegram]'",
+            code="telegram_not_installed",
+        ) from None
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     for noisy in ("httpx", "httpcore", "telegram"):  # request lines carry the token in their URL
         logging.getLogger(noisy).setLevel(logging.WARNING)
     engine = None
     if not args.no_engine:
         from ..engine import Engine
 
-        engine = Engine(api.store, clock=api.clock, settings=api.settings, role="telegram", can_alert=False)
-    bridge = TelegramBridge(api, make_bot(token, args.api_url), agent=config, allow=allow,
-                            poll_timeout=args.poll_timeout)
+        engine = Engine(
+            api.store, clock=api.clock, settings=api.settings, role="telegram", can_alert=False
+        )
+    bridge = TelegramBridge(
+        api,
+        make_bot(token, args.api_url),
+        agent=config,
+        allow=allow,
+        poll_timeout=args.poll_timeout,
+    )
     del token
     if engine is not None:
         routed = engine.adapters.get("telegram")
@@ -137,8 +199,10 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
             loop.add_signal_handler(sig, stop.set)
         await bridge.run(stop, on_ready=engine.start if engine is not None else None)
 
-    out.write(f"remindkit telegram: on {api.store.url}; allow {'all' if allow is None else sorted(allow)}; "
-              f"agent {config['agent']}; stop with Ctrl-C\n")
+    out.write(
+        f"remindkit telegram: on {api.store.url}; allow {'all' if allow is None else sorted(allow)}; "
+        f"agent {config['agent']}; stop with Ctrl-C\n"
+    )
     out.flush()
     try:
         asyncio.run(main())

@@ -23,7 +23,11 @@ LAST_FIRES = 8
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    w = sub.add_parser("watch", parents=[common], help="a live full-screen list: countdowns, paused, last fires (Ctrl-C ends)")
+    w = sub.add_parser(
+        "watch",
+        parents=[common],
+        help="a live full-screen list: countdowns, paused, last fires (Ctrl-C ends)",
+    )
     w.add_argument("--session", help="this session's reminders only")
     w.add_argument("--once", action="store_true", help="draw one frame and end (no full screen)")
     w.set_defaults(func=watch)
@@ -58,9 +62,17 @@ def render(snap: dict[str, Any]) -> Any:
             left = Text("-")
         else:
             secs = (r.next_fire_at - now).total_seconds()
-            left = Text(format_countdown(max(0.0, secs)), style="bold green" if secs > 60 else "bold red")
-        rems.add_row(left, r.state, Text(printable(r.label or "-")), Text(printable(r.session or "-")),
-                     Text(r.schedule.describe()), Text(printable(r.text)))
+            left = Text(
+                format_countdown(max(0.0, secs)), style="bold green" if secs > 60 else "bold red"
+            )
+        rems.add_row(
+            left,
+            r.state,
+            Text(printable(r.label or "-")),
+            Text(printable(r.session or "-")),
+            Text(r.schedule.describe()),
+            Text(printable(r.text)),
+        )
     if not snap["reminders"]:
         rems.add_row("-", "", "", "", "", "no reminders")
     fires = Table(title="last fires", expand=True, title_justify="left")
@@ -68,8 +80,12 @@ def render(snap: dict[str, Any]) -> Any:
         fires.add_column(col, no_wrap=True)
     styles = {"delivered": "green", "failed": "bold red", "waiting": "yellow", "skipped": "dim"}
     for o in snap["fires"]:
-        fires.add_row(format_utc(o.due_at), o.reminder_id, Text(o.state, style=styles.get(o.state, "")),
-                      "-" if o.late_ms is None else f"{o.late_ms}ms")
+        fires.add_row(
+            format_utc(o.due_at),
+            o.reminder_id,
+            Text(o.state, style=styles.get(o.state, "")),
+            "-" if o.late_ms is None else f"{o.late_ms}ms",
+        )
     if not snap["fires"]:
         fires.add_row("-", "", "no fires yet", "")
     return Group(rems, fires, Text("Ctrl-C to leave", style="dim"))
@@ -83,15 +99,18 @@ def watch(cx: Context) -> int:
         from rich.console import Console
         from rich.live import Live
     except ImportError:
-        raise InvalidInput("remindkit watch needs Rich: pip install 'remindkit[watch]'",
-                           code="invalid_argument") from None
+        raise InvalidInput(
+            "remindkit watch needs Rich: pip install 'remindkit[watch]'", code="invalid_argument"
+        ) from None
     console = Console(file=cx.out)
     if cx.args.once:
         console.print(render(snapshot(cx, within)))
         return 0
     listener = cx.api.store.wake.listen()
     try:
-        with Live(render(snapshot(cx, within)), console=console, screen=True, auto_refresh=False) as live:
+        with Live(
+            render(snapshot(cx, within)), console=console, screen=True, auto_refresh=False
+        ) as live:
             while True:
                 _wait(listener)
                 live.update(render(snapshot(cx, within)), refresh=True)
@@ -109,9 +128,14 @@ def _watch_json(cx: Context, within: Any) -> int:
     try:
         while True:
             snap = snapshot(cx, within)
-            cx.json({"now": format_utc(snap["now"]), "paused_all": snap["paused_all"],
-                     "reminders": [r.to_dict() for r in snap["reminders"]],
-                     "fires": [o.to_dict() for o in snap["fires"]]})
+            cx.json(
+                {
+                    "now": format_utc(snap["now"]),
+                    "paused_all": snap["paused_all"],
+                    "reminders": [r.to_dict() for r in snap["reminders"]],
+                    "fires": [o.to_dict() for o in snap["fires"]],
+                }
+            )
             cx.out.flush()
             if cx.args.once:
                 return 0

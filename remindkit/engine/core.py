@@ -88,11 +88,21 @@ class Engine:
         self.alert_priority = alert_priority
         self.can_alert = can_alert
         self._alerter = alerter
-        self.adapters = adapters or default_adapters(store, clock=self.clock, settings=self.settings)
+        self.adapters = adapters or default_adapters(
+            store, clock=self.clock, settings=self.settings
+        )
         self._pokes = {name: _Pipe() for name in ("store", "fire")}
         self.dispatcher = Dispatcher(
-            store, clock=self.clock, owner=self.id, adapters=self.adapters, alerter=alerter,
-            events=self.events, settings=self.settings, inline=inline, poke=self.poke, forget=self._forget,
+            store,
+            clock=self.clock,
+            owner=self.id,
+            adapters=self.adapters,
+            alerter=alerter,
+            events=self.events,
+            settings=self.settings,
+            inline=inline,
+            poke=self.poke,
+            forget=self._forget,
         )
         self._lock = threading.Lock()
         self._pending: list[tuple[int, int, Fire]] = []  # heap of (due_us, occurrence_id, fire)
@@ -103,7 +113,9 @@ class Engine:
         self._dirty_epoch = self.dispatcher.epoch()  # sessions cached before this are reloaded
         self._housekeeping_us = 0
         self._takeover_after_us = 0  # an expired lease was left to its live owner: not before this
-        self._lease_keeper = False  # the lease thread runs (run()); tick() alone renews in housekeeping
+        self._lease_keeper = (
+            False  # the lease thread runs (run()); tick() alone renews in housekeeping
+        )
         self._orphans: set[int] = set()
         self._liveness: Liveness | None = None  # set while run() runs (real processes)
         self._flushed_us = 0
@@ -161,21 +173,30 @@ class Engine:
                     self._drop_cancelled()
                     self.dispatcher.deliver_waiting()
                 if not self._known:  # a read first: claiming takes the write lock
-                    self._next_due_us, self._next_lease_us = self.store.next_due_us(leave_alerts=self.leave_alerts)
+                    self._next_due_us, self._next_lease_us = self.store.next_due_us(
+                        leave_alerts=self.leave_alerts
+                    )
                     self._known = True
                 if self._next_due_us is not None and self._next_due_us <= t + lookahead:
                     changed = True
                     self._claim(t)
-                if self._next_lease_us is not None and self._next_lease_us < t and t >= self._takeover_after_us:
+                if (
+                    self._next_lease_us is not None
+                    and self._next_lease_us < t
+                    and t >= self._takeover_after_us
+                ):
                     self._take_over(t)
                 # Outcomes are written in batches, at most every FLUSH_INTERVAL, so that
                 # a burst of deliveries costs a few commits rather than one each.
                 # While a burst of turns is being handed over, writing waits (up to
                 # FLUSH_BUSY_MAX) so that it does not compete with the hand-over.
                 since = t - self._flushed_us
-                if (self.dispatcher.inline or self.dispatcher.urgent
-                        or since >= int(FLUSH_BUSY_MAX * 1e6)
-                        or (since >= int(FLUSH_INTERVAL * 1e6) and self.dispatcher.turns_idle)):
+                if (
+                    self.dispatcher.inline
+                    or self.dispatcher.urgent
+                    or since >= int(FLUSH_BUSY_MAX * 1e6)
+                    or (since >= int(FLUSH_INTERVAL * 1e6) and self.dispatcher.turns_idle)
+                ):
                     changed = changed or self.dispatcher.has_outcomes
                     self.dispatcher.flush()
                     self._flushed_us = t
@@ -184,8 +205,13 @@ class Engine:
             self.errors += 1
             self._backoff_s = min(max(0.5, self._backoff_s * 2), s.wait_cap_s)
             self._known = False
-            log.warning("engine %s: store step failed (%s: %s); retrying in %.1fs",
-                        self.id, type(exc).__name__, exc, self._backoff_s)
+            log.warning(
+                "engine %s: store step failed (%s: %s); retrying in %.1fs",
+                self.id,
+                type(exc).__name__,
+                exc,
+                self._backoff_s,
+            )
             return t + int(self._backoff_s * 1e6)
         candidates = [t + int(s.wait_cap_s * 1e6), self._housekeeping_us]
         if self.status is not None:
@@ -195,7 +221,9 @@ class Engine:
         elif self.dispatcher.has_outcomes:
             at = self._flushed_us + int(FLUSH_INTERVAL * 1e6)
             if at <= t:  # turns are still being handed over: look again shortly
-                at = min(self._flushed_us + int(FLUSH_BUSY_MAX * 1e6), t + int(FLUSH_INTERVAL * 1e6) // 5)
+                at = min(
+                    self._flushed_us + int(FLUSH_BUSY_MAX * 1e6), t + int(FLUSH_INTERVAL * 1e6) // 5
+                )
             candidates.append(at)
         if self._next_due_us is not None:
             candidates.append(self._next_due_us - lookahead)
@@ -211,7 +239,10 @@ class Engine:
         now = from_us(t)
         while True:
             fires, n = self.store.claim_due(
-                now_us=t, horizon_us=horizon, owner=self.id, lease_us=int(s.lease_s * 1e6),
+                now_us=t,
+                horizon_us=horizon,
+                owner=self.id,
+                lease_us=int(s.lease_s * 1e6),
                 limit=s.claim_batch,  # each reminder carries its own catch-up cap, within the engine's
                 plan=lambda r: guarded_plan(r, now, catchup_max=s.catchup_max),
                 leave_alerts=self.leave_alerts,
@@ -222,7 +253,9 @@ class Engine:
                 self._push(fires)
             if n < s.claim_batch:
                 break
-        self._next_due_us, self._next_lease_us = self.store.next_due_us(leave_alerts=self.leave_alerts)
+        self._next_due_us, self._next_lease_us = self.store.next_due_us(
+            leave_alerts=self.leave_alerts
+        )
         self._known = True
 
     def _take_over(self, t: int) -> None:
@@ -233,17 +266,26 @@ class Engine:
         def may_take(owner: str, lease_until: int) -> bool:
             return live is None or live.may_take_over(owner, lease_until, t, lease)
 
-        fires = self.store.reclaim_expired(now_us=t, owner=self.id, lease_us=lease, limit=s.claim_batch,
-                                           may_take=may_take)
+        fires = self.store.reclaim_expired(
+            now_us=t, owner=self.id, lease_us=lease, limit=s.claim_batch, may_take=may_take
+        )
         if fires:
-            log.info("engine %s: took over %d occurrence(s) whose lease ran out", self.id, len(fires))
+            log.info(
+                "engine %s: took over %d occurrence(s) whose lease ran out", self.id, len(fires)
+            )
             self.dispatcher.prefetch({f.session for f in fires})
             self._push(fires)
-        self._next_due_us, self._next_lease_us = self.store.next_due_us(leave_alerts=self.leave_alerts)
+        self._next_due_us, self._next_lease_us = self.store.next_due_us(
+            leave_alerts=self.leave_alerts
+        )
         # A lease still expired now (and not because the batch was full) belongs to an
         # owner that was spared (alive, only slow to renew): look again in a while
         # rather than at once, round after round.
-        if len(fires) < s.claim_batch and self._next_lease_us is not None and self._next_lease_us < t:
+        if (
+            len(fires) < s.claim_batch
+            and self._next_lease_us is not None
+            and self._next_lease_us < t
+        ):
             self._takeover_after_us = t + int(TAKEOVER_RETRY * 1e6)
 
     def _drop_cancelled(self) -> None:
@@ -280,17 +322,28 @@ class Engine:
         lease = int(s.lease_s * 1e6)
         self._housekeeping_us = t + lease // 4
         if not self._lease_keeper:  # the lease thread renews on its own when run() runs
-            self.store.renew_leases(owner=self.id, until_us=t + lease,  # first: what we hold
-                                    turn_tokens=self.dispatcher.turn_tokens())
-        self.store.heartbeat(engine_id=self.id, host=socket.gethostname(), pid=os.getpid(), role=self.role,
-                             priority=self.alert_priority, now_us=t)
+            self.store.renew_leases(
+                owner=self.id,
+                until_us=t + lease,  # first: what we hold
+                turn_tokens=self.dispatcher.turn_tokens(),
+            )
+        self.store.heartbeat(
+            engine_id=self.id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            role=self.role,
+            priority=self.alert_priority,
+            now_us=t,
+        )
         if self.alert_ready():
             holder, _prio, until = self.store.hold_lease(
                 ALERTER, holder=self.id, priority=self.alert_priority, until_us=t + lease, now_us=t
             )
             self.is_alerter = holder == self.id
             self.leave_alerts = not self.is_alerter
-            if not self.is_alerter:  # its holder may have died: look again the moment its lease ends
+            if (
+                not self.is_alerter
+            ):  # its holder may have died: look again the moment its lease ends
                 self._housekeeping_us = min(self._housekeeping_us, until + 1)
         else:
             if self.is_alerter:  # it had a way to alert and lost it: another engine may alert now
@@ -318,9 +371,16 @@ class Engine:
         adopt = orphans & self._orphans
         self._orphans = orphans - adopt
         if adopt:
-            fires = self.store.reclaim_expired(now_us=t, owner=self.id, lease_us=int(self.settings.lease_s * 1e6),
-                                               limit=len(adopt), ids=sorted(adopt))
-            log.warning("engine %s: took back %d claim(s) it had lost track of", self.id, len(fires))
+            fires = self.store.reclaim_expired(
+                now_us=t,
+                owner=self.id,
+                lease_us=int(self.settings.lease_s * 1e6),
+                limit=len(adopt),
+                ids=sorted(adopt),
+            )
+            log.warning(
+                "engine %s: took back %d claim(s) it had lost track of", self.id, len(fires)
+            )
             self._push(fires)
 
     def alert_ready(self) -> bool:
@@ -370,7 +430,9 @@ class Engine:
                 try:
                     self.dispatcher.submit(chunk, t)
                 except Exception:  # a bug: the claims are taken back as orphans (_adopt_orphans)
-                    log.exception("engine %s: handing %d fire(s) to delivery failed", self.id, len(chunk))
+                    log.exception(
+                        "engine %s: handing %d fire(s) to delivery failed", self.id, len(chunk)
+                    )
         return nxt
 
     # -- threads -------------------------------------------------------------------------
@@ -387,6 +449,7 @@ class Engine:
     def run(self, stop: threading.Event | None = None) -> None:
         """Run both halves until ``stop`` (or :meth:`stop`) is set, then shut down."""
         if stop is not None:
+
             def watch() -> None:
                 stop.wait()
                 self._halt()
@@ -401,12 +464,18 @@ class Engine:
             self._liveness = Liveness(self.store.engine.url.render_as_string(hide_password=True))
             self._liveness.hold(self.id)
         except OSError as exc:
-            log.warning("engine %s: no liveness file (%s); leases alone decide take-overs", self.id, exc)
+            log.warning(
+                "engine %s: no liveness file (%s); leases alone decide take-overs", self.id, exc
+            )
             self._liveness = None
-        timer = threading.Thread(target=self._fire_loop, name=f"remindkit-fire-{self.id}", daemon=True)
+        timer = threading.Thread(
+            target=self._fire_loop, name=f"remindkit-fire-{self.id}", daemon=True
+        )
         timer.start()
         self.status = StatusWriter(self.store, self.settings.home)
-        keeper = threading.Thread(target=self._lease_loop, name=f"remindkit-lease-{self.id}", daemon=True)
+        keeper = threading.Thread(
+            target=self._lease_loop, name=f"remindkit-lease-{self.id}", daemon=True
+        )
         self._lease_keeper = True
         keeper.start()
         log.info("engine %s started on %s", self.id, self.store.url)
@@ -452,8 +521,11 @@ class Engine:
                 continue  # nothing in hand (an orphaned claim is left to expire and be taken over)
             try:
                 with self.store.origin(self.id):
-                    self.store.renew_leases(owner=self.id, until_us=now_us(self.clock) + int(lease * 1e6),
-                                            turn_tokens=self.dispatcher.turn_tokens())
+                    self.store.renew_leases(
+                        owner=self.id,
+                        until_us=now_us(self.clock) + int(lease * 1e6),
+                        turn_tokens=self.dispatcher.turn_tokens(),
+                    )
             except Exception as exc:
                 log.warning("engine %s: renewing leases failed (%s); retrying", self.id, exc)
 
@@ -465,7 +537,11 @@ class Engine:
         if listener is not None:
             sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
         held_since: int | None = None
-        self._poll_cap = self.settings.wait_cap_s if listener is not None else min(self.settings.wait_cap_s, NO_HINTS_CAP)
+        self._poll_cap = (
+            self.settings.wait_cap_s
+            if listener is not None
+            else min(self.settings.wait_cap_s, NO_HINTS_CAP)
+        )
         try:
             while not self._stop.is_set():
                 try:
@@ -508,7 +584,9 @@ class Engine:
                 self._dirty_epoch = self.dispatcher.epoch()
                 self._dirty = True
                 hinted = True
-        if hinted:  # coalesce: a flood of hints costs one re-read per HINT_GAP, not one per datagram
+        if (
+            hinted
+        ):  # coalesce: a flood of hints costs one re-read per HINT_GAP, not one per datagram
             gap = self._hint_read_at + HINT_GAP - time.monotonic()
             if gap > 0:
                 select.select([pipe.r], [], [], gap)  # a poke from this process still wakes at once

@@ -85,7 +85,11 @@ def route(fires: Sequence[Fire], target: Target) -> list[Decision]:
     if sess.state == SessionState.DELETED:
         return [Decision(Action.FAIL, group, f"session {sess.id} was deleted", pause=True)]
     if not target.adapter:
-        why = "session has no delivery adapter" if sess.adapter is None else f"no {sess.adapter} adapter in this process"
+        why = (
+            "session has no delivery adapter"
+            if sess.adapter is None
+            else f"no {sess.adapter} adapter in this process"
+        )
         return [Decision(Action.WAIT, group, target.why_not or why, WaitFor.SESSION)]
     if not target.reachable:
         why = target.why_not or f"session {sess.id} is not reachable from this process"
@@ -96,23 +100,52 @@ def route(fires: Sequence[Fire], target: Target) -> list[Decision]:
         rebase = tuple(f for f in group if _rebases(f))
         rest = tuple(f for f in group if f not in skip and f not in rebase)
         if skip:
-            out.append(Decision(Action.SKIP, skip, f"session {sess.id} was busy at the due time (policy: skip)"))
+            out.append(
+                Decision(
+                    Action.SKIP, skip, f"session {sess.id} was busy at the due time (policy: skip)"
+                )
+            )
         if rebase:
-            out.append(Decision(Action.WAIT, rebase, f"session {sess.id} was busy at the due time; re-based one "
-                                "period after its turn ends", WaitFor.REBASE))
+            out.append(
+                Decision(
+                    Action.WAIT,
+                    rebase,
+                    f"session {sess.id} was busy at the due time; re-based one "
+                    "period after its turn ends",
+                    WaitFor.REBASE,
+                )
+            )
         if rest:
             if target.our_turn:
-                out.append(Decision(Action.QUEUE, rest, f"session {sess.id} is in a turn; next turn"))
+                out.append(
+                    Decision(Action.QUEUE, rest, f"session {sess.id} is in a turn; next turn")
+                )
             else:
-                out.append(Decision(Action.WAIT, rest, f"session {sess.id} is busy; waiting for it to be idle",
-                                    WaitFor.IDLE))
+                out.append(
+                    Decision(
+                        Action.WAIT,
+                        rest,
+                        f"session {sess.id} is busy; waiting for it to be idle",
+                        WaitFor.IDLE,
+                    )
+                )
         return out
     rebasing = set(target.rebasing) | {f.reminder_id for f in group if f.wait_for == WaitFor.REBASE}
-    rebase = tuple(f for f in group if f.reminder_id in rebasing and f.every_s and f.on_busy == BusyPolicy.REBASE)
+    rebase = tuple(
+        f
+        for f in group
+        if f.reminder_id in rebasing and f.every_s and f.on_busy == BusyPolicy.REBASE
+    )
     deliver = tuple(f for f in group if f not in rebase)
     if rebase:
-        out.append(Decision(Action.REBASE, rebase, "re-based: the session was busy when it came due (policy: "
-                            "rebase); it fires again one period after the turn ended"))
+        out.append(
+            Decision(
+                Action.REBASE,
+                rebase,
+                "re-based: the session was busy when it came due (policy: "
+                "rebase); it fires again one period after the turn ended",
+            )
+        )
     if deliver:
         first = sess.fallback == FallbackPolicy.FRESH and sess.failures >= target.breaker_after
         out.append(Decision(Action.DELIVER, deliver, fallback_first=first))
@@ -129,9 +162,13 @@ class TurnOutcome:
     busy: bool = False  # not run: the session started a turn of its own
     retry: bool = False  # the agent could not be reached
     within_retry: bool = True  # the fires are still inside the retry window
-    fallback_tried: bool = False  # this was already the fallback's turn (or the fallback went first)
+    fallback_tried: bool = (
+        False  # this was already the fallback's turn (or the fallback went first)
+    )
     fallback: str = FallbackPolicy.FRESH  # the session's FallbackPolicy
-    fallback_distinct: bool = True  # a fresh session would really differ (not the same command again)
+    fallback_distinct: bool = (
+        True  # a fresh session would really differ (not the same command again)
+    )
     retry_hours: int = 1
 
 
@@ -147,21 +184,33 @@ class TurnDecision:
 def after_turn(t: TurnOutcome) -> TurnDecision:
     """Decide what a finished turn means for its fires."""
     if t.busy:
-        return TurnDecision(Action.WAIT, "the session started a turn; waiting for it to be idle", WaitFor.IDLE)
+        return TurnDecision(
+            Action.WAIT, "the session started a turn; waiting for it to be idle", WaitFor.IDLE
+        )
     if t.ok:
         return TurnDecision(Action.DELIVERED)
     if t.retry and t.within_retry:
-        return TurnDecision(Action.WAIT, f"{t.error or 'agent unreachable'}; waiting to retry", WaitFor.RETRY)
+        return TurnDecision(
+            Action.WAIT, f"{t.error or 'agent unreachable'}; waiting to retry", WaitFor.RETRY
+        )
     why = t.error or "turn failed"
     if t.retry:
-        return TurnDecision(Action.FAIL, f"{why} (given up: tried for {t.retry_hours} h after the due time)",
-                            pause=True)
+        return TurnDecision(
+            Action.FAIL,
+            f"{why} (given up: tried for {t.retry_hours} h after the due time)",
+            pause=True,
+        )
     if t.instant and not t.fallback_tried:
         if t.fallback != FallbackPolicy.FRESH:
-            return TurnDecision(Action.FAIL, f"{why} (no fallback: the session's fallback is none)", pause=True)
+            return TurnDecision(
+                Action.FAIL, f"{why} (no fallback: the session's fallback is none)", pause=True
+            )
         if not t.fallback_distinct:
-            return TurnDecision(Action.FAIL, f"{why} (no fallback: a fresh session would run the same command)",
-                                pause=True)
+            return TurnDecision(
+                Action.FAIL,
+                f"{why} (no fallback: a fresh session would run the same command)",
+                pause=True,
+            )
         return TurnDecision(Action.FALLBACK, why)
     return TurnDecision(Action.FAIL, why, pause=True)
 

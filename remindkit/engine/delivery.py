@@ -75,7 +75,9 @@ MOST_RECENT = "\0most-recent"
 SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
 FAST_TURN_US = 1_000  # an adapter whose turns take less than this has them run in batches ...
 TURN_BATCH = 32  # ... of this many sessions, one after another on one worker
-RETRY_FOR_US = 3_600_000_000  # an agent that cannot be reached is tried this long after the due time
+RETRY_FOR_US = (
+    3_600_000_000  # an agent that cannot be reached is tried this long after the due time
+)
 
 
 class Dispatcher:
@@ -103,20 +105,28 @@ class Dispatcher:
         self.settings = settings or store.settings
         self.inline = inline
         self.poke = poke or (lambda: None)
-        self.forget = forget or (lambda _ids: None)  # drop claims cancelled under us from the engine's hand
+        self.forget = forget or (
+            lambda _ids: None
+        )  # drop claims cancelled under us from the engine's hand
         # Outcome queues are deques (append and popleft are atomic): producers on
         # several threads never wait on a lock. The lock guards turn state only.
         self._lock = threading.Lock()
         self._outcomes: deque[Outcome] = deque()
         self._fired: deque[tuple[int, str, int]] = deque()
-        self._holding: set[int] = set()  # occurrence ids handed to us whose outcome is not yet written
+        self._holding: set[int] = (
+            set()
+        )  # occurrence ids handed to us whose outcome is not yet written
         self._turns: set[str] = set()  # sessions where a turn of ours runs
         self._turn_tokens: set[str] = set()  # store turn claims we hold (renewed with our leases)
         self._queued: dict[str, list[Fire]] = defaultdict(list)  # fires for its next turn
         self._rebasing: set[str] = set()  # reminders with a fire waiting to be re-based
         self._recheck = False
-        self._sessions: dict[str, tuple[Session | None, int, int]] = {}  # (session, loaded at, epoch)
-        self._epochs = itertools.count(1)  # orders cache loads against change notices (see invalidate)
+        self._sessions: dict[
+            str, tuple[Session | None, int, int]
+        ] = {}  # (session, loaded at, epoch)
+        self._epochs = itertools.count(
+            1
+        )  # orders cache loads against change notices (see invalidate)
         self._turn_us: dict[str, float] = {}  # adapter name -> recent turn time (a moving average)
         self._pool = None if inline else Workers(workers, "remindkit-turn")
         if self._pool is not None:
@@ -168,7 +178,10 @@ class Dispatcher:
         with self._lock:  # written (or refused): no longer ours to hold
             self._holding.difference_update(o.occurrence_id for o in outcomes)
         for occ_id in stale:
-            log.warning("outcome of occurrence %s refused: its lease was taken over by another engine", occ_id)
+            log.warning(
+                "outcome of occurrence %s refused: its lease was taken over by another engine",
+                occ_id,
+            )
         if recheck:
             self.deliver_waiting()
         return stale
@@ -234,7 +247,11 @@ class Dispatcher:
         """Something changed in the store: reload the cached sessions (store thread),
         or with ``before``, those loaded before that mark (a session loaded after the
         change was noticed has it already: after a burst's claim, 10,000 of them)."""
-        keys = [k for k, (_s, _at, loaded) in list(self._sessions.items()) if before is None or loaded < before]
+        keys = [
+            k
+            for k, (_s, _at, loaded) in list(self._sessions.items())
+            if before is None or loaded < before
+        ]
         for k in keys:
             self._sessions.pop(k, None)
         self.prefetch({None if k == MOST_RECENT else k for k in keys})
@@ -261,7 +278,9 @@ class Dispatcher:
             queued = [f for fires in self._queued.values() for f in fires]
             self._queued.clear()
         if queued:  # not run here after all: any engine can pick them up
-            self._finish(queued, WAITING, error="engine stopped before its turn", wait_for=WaitFor.IDLE)
+            self._finish(
+                queued, WAITING, error="engine stopped before its turn", wait_for=WaitFor.IDLE
+            )
 
     # -- routing -------------------------------------------------------------------------
 
@@ -283,8 +302,12 @@ class Dispatcher:
             try:
                 target = self._resolve(f.session)
             except StoreError as exc:  # cannot even look the session up now: it waits
-                self._finish([f], WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300],
-                             wait_for=WaitFor.RETRY)
+                self._finish(
+                    [f],
+                    WAITING,
+                    error=f"store unavailable; waiting to retry: {exc}"[:300],
+                    wait_for=WaitFor.RETRY,
+                )
                 continue
             key = target.id if target is not None else None
             targets[key] = target
@@ -333,7 +356,9 @@ class Dispatcher:
                     self._pool.submit(self._run_turn, *rest)
                 return
 
-    def _target(self, sess: Session | None, adapter: SessionAdapter | None, group: Sequence[Fire]) -> decide.Target:
+    def _target(
+        self, sess: Session | None, adapter: SessionAdapter | None, group: Sequence[Fire]
+    ) -> decide.Target:
         if sess is None:
             return decide.Target(None)
         if adapter is None:
@@ -344,10 +369,17 @@ class Dispatcher:
         with self._lock:
             ours = sess.id in self._turns
             rebasing = {f.reminder_id for f in group if f.reminder_id in self._rebasing}
-        return decide.Target(sess, our_turn=ours, rebasing=rebasing, breaker_after=self.settings.breaker_after)
+        return decide.Target(
+            sess, our_turn=ours, rebasing=rebasing, breaker_after=self.settings.breaker_after
+        )
 
-    def _carry_out(self, sess: Session | None, adapter: SessionAdapter | None, d: decide.Decision,
-                   turns: list[tuple[Session, SessionAdapter, list[Fire], bool]]) -> None:
+    def _carry_out(
+        self,
+        sess: Session | None,
+        adapter: SessionAdapter | None,
+        d: decide.Decision,
+        turns: list[tuple[Session, SessionAdapter, list[Fire], bool]],
+    ) -> None:
         fires = list(d.fires)
         act = d.action
         if act == Action.WAIT:
@@ -356,7 +388,9 @@ class Dispatcher:
                 with self._lock:
                     self._rebasing.update(f.reminder_id for f in fires)
             if d.wait_for in (WaitFor.IDLE, WaitFor.REBASE) and sess is not None:
-                with self._lock:  # look again, in the store, once these are written (the cache may be stale)
+                with (
+                    self._lock
+                ):  # look again, in the store, once these are written (the cache may be stale)
                     self._recheck = True
                 self.events.emit(ev.WAITING, sess.id, fires)
         elif act == Action.SKIP:
@@ -386,24 +420,37 @@ class Dispatcher:
         are cancelled in the same transaction."""
         now = self.clock.now()
         try:
-            stale, cancelled = self.store.rebase(fires, now_us=to_us(now), note=note,
-                                                 push=lambda r, pos: rebased(r, now, pos))
+            stale, cancelled = self.store.rebase(
+                fires, now_us=to_us(now), note=note, push=lambda r, pos: rebased(r, now, pos)
+            )
         except StoreError as exc:
             log.warning("could not re-base %d fire(s) now (%s); they wait", len(fires), exc)
-            self._finish(fires, WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300],
-                         wait_for=WaitFor.REBASE)
+            self._finish(
+                fires,
+                WAITING,
+                error=f"store unavailable; waiting to retry: {exc}"[:300],
+                wait_for=WaitFor.REBASE,
+            )
             return
         with self._lock:
             self._rebasing.difference_update(f.reminder_id for f in fires)
             self._holding.difference_update(f.occurrence_id for f in fires)
         for occ_id in stale:
-            log.warning("re-base of occurrence %s refused: its lease was taken over by another engine", occ_id)
+            log.warning(
+                "re-base of occurrence %s refused: its lease was taken over by another engine",
+                occ_id,
+            )
         if cancelled:
             self.forget(cancelled)
         self.poke()
 
-    def _run_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire],
-                  fallback_first: bool = False) -> None:
+    def _run_turn(
+        self,
+        target: Session,
+        adapter: SessionAdapter,
+        fires: Sequence[Fire],
+        fallback_first: bool = False,
+    ) -> None:
         """Run turns in ``target`` until no more fires are queued for it. A shared
         session's turn is claimed in the store once for the whole run."""
         lease = self._lease(target.id) if _shared(adapter, target) else None
@@ -434,11 +481,23 @@ class Dispatcher:
             self.poke()
 
     def _lease(self, session_id: str) -> TurnLease:
-        return TurnLease(self.store, session_id, owner=self.owner, clock=self.clock, lease_s=self.settings.lease_s,
-                         held=self._turn_tokens, lock=self._lock)
+        return TurnLease(
+            self.store,
+            session_id,
+            owner=self.owner,
+            clock=self.clock,
+            lease_s=self.settings.lease_s,
+            held=self._turn_tokens,
+            lock=self._lock,
+        )
 
-    def _one_turn(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire],
-                  fallback_first: bool = False) -> None:
+    def _one_turn(
+        self,
+        target: Session,
+        adapter: SessionAdapter,
+        fires: Sequence[Fire],
+        fallback_first: bool = False,
+    ) -> None:
         handed = now_us(self.clock)
         started = time.perf_counter()
         message = frame_fired(fires)  # framed once, for the session and its fallback alike
@@ -452,30 +511,59 @@ class Dispatcher:
             avg = self._turn_us.get(adapter.name)
             self._turn_us[adapter.name] = took_us if avg is None else 0.8 * avg + 0.2 * took_us
             within = done - min(to_us(f.due_at) for f in fires) < RETRY_FOR_US
-            verdict = decide.after_turn(decide.TurnOutcome(
-                ok=result.ok, error=result.error, instant=result.instant, busy=result.busy, retry=result.retry,
-                within_retry=within, fallback_tried=True, retry_hours=RETRY_FOR_US // 3_600_000_000))
+            verdict = decide.after_turn(
+                decide.TurnOutcome(
+                    ok=result.ok,
+                    error=result.error,
+                    instant=result.instant,
+                    busy=result.busy,
+                    retry=result.retry,
+                    within_retry=within,
+                    fallback_tried=True,
+                    retry_hours=RETRY_FOR_US // 3_600_000_000,
+                )
+            )
             if verdict.action == Action.WAIT:
-                self._finish(fires, WAITING, error=(verdict.reason or "")[:500], wait_for=verdict.wait_for,
-                             handed_us=handed)
+                self._finish(
+                    fires,
+                    WAITING,
+                    error=(verdict.reason or "")[:500],
+                    wait_for=verdict.wait_for,
+                    handed_us=handed,
+                )
                 if verdict.wait_for == WaitFor.RETRY:
                     self.events.emit(ev.WAITING, target.id, list(fires))
             elif verdict.action == Action.DELIVERED:
-                note = "already taken by an earlier turn of the session" if result.duplicate else None
-                self._finish(fires, OCC_DELIVERED, delivered_us=done, delivered_to=took, error=note,
-                             urgent=slow, handed_us=handed)
+                note = (
+                    "already taken by an earlier turn of the session" if result.duplicate else None
+                )
+                self._finish(
+                    fires,
+                    OCC_DELIVERED,
+                    delivered_us=done,
+                    delivered_to=took,
+                    error=note,
+                    urgent=slow,
+                    handed_us=handed,
+                )
                 if target.failures and took == target.id:
                     self._record_turn(target.id, ok=True)
                 self.events.emit(ev.DELIVERED, took, list(fires), result)
             else:
                 why = verdict.reason or "turn failed"
-                self._finish(fires, OCC_FAILED, error=why, urgent=slow, handed_us=handed, pause=verdict.pause)
+                self._finish(
+                    fires, OCC_FAILED, error=why, urgent=slow, handed_us=handed, pause=verdict.pause
+                )
                 self._record_turn(target.id, ok=False, error=why)
                 self.events.emit(ev.FAILED, target.id, list(fires), why)
         except StoreError as exc:  # the turn could not record itself: retry later, never fail
             log.warning("turn in %s hit a store error (%s); the fires wait", target.id, exc)
-            self._finish(fires, WAITING, error=f"store unavailable; waiting to retry: {exc}"[:300],
-                         wait_for=WaitFor.RETRY)
+            self._finish(
+                fires,
+                WAITING,
+                error=f"store unavailable; waiting to retry: {exc}"[:300],
+                wait_for=WaitFor.RETRY,
+            )
         except Exception as exc:  # an adapter bug must not lose the occurrence
             log.exception("delivery to %s failed", target.id)
             why = f"{type(exc).__name__}: {exc}"
@@ -489,8 +577,14 @@ class Dispatcher:
             log.exception("could not record the turn result of %s", session_id)
         self._sessions.pop(session_id, None)
 
-    def _deliver(self, target: Session, adapter: SessionAdapter, fires: Sequence[Fire], message: str,
-                 fallback_first: bool) -> tuple[TurnResult, str, bool]:
+    def _deliver(
+        self,
+        target: Session,
+        adapter: SessionAdapter,
+        fires: Sequence[Fire],
+        message: str,
+        fallback_first: bool,
+    ) -> tuple[TurnResult, str, bool]:
         """Run the turn; when it fails at once, re-send once into a fresh session
         (seed 000) if the session's fallback policy allows and a fresh session
         would really differ. A session whose breaker is open (it failed
@@ -500,30 +594,54 @@ class Dispatcher:
         if fallback_first and distinct:
             fresh = self._fresh_session(target, adapter)
             if fresh is not None:
-                log.info("session %s failed %d turns in a row; trying its fresh session %s first",
-                         target.id, target.failures, fresh.id)
+                log.info(
+                    "session %s failed %d turns in a row; trying its fresh session %s first",
+                    target.id,
+                    target.failures,
+                    fresh.id,
+                )
                 first = self._turn_in(fresh, adapter, fires, message)
                 if first.ok:
                     return first, fresh.id, True
         result = adapter.run_turn(target, message, fires)
-        verdict = decide.after_turn(decide.TurnOutcome(
-            ok=result.ok, error=result.error, instant=result.instant, busy=result.busy, retry=result.retry,
-            fallback=target.fallback, fallback_distinct=distinct, fallback_tried=fallback_first and distinct))
+        verdict = decide.after_turn(
+            decide.TurnOutcome(
+                ok=result.ok,
+                error=result.error,
+                instant=result.instant,
+                busy=result.busy,
+                retry=result.retry,
+                fallback=target.fallback,
+                fallback_distinct=distinct,
+                fallback_tried=fallback_first and distinct,
+            )
+        )
         if verdict.action != Action.FALLBACK:
             if verdict.action == Action.FAIL and not result.retry:
                 return replace(result, error=verdict.reason), target.id, False
             return result, (result.session or target.id), False
         fresh = self._fresh_session(target, adapter)
         if fresh is None:
-            return replace(result, error=f"{result.error} (no fresh session could take it)"), target.id, True
-        log.warning("turn in %s failed at once (%s); re-sending into fresh session %s", target.id, result.error, fresh.id)
+            return (
+                replace(result, error=f"{result.error} (no fresh session could take it)"),
+                target.id,
+                True,
+            )
+        log.warning(
+            "turn in %s failed at once (%s); re-sending into fresh session %s",
+            target.id,
+            result.error,
+            fresh.id,
+        )
         second = self._turn_in(fresh, adapter, fires, message)
         if second.ok:
             return second, fresh.id, True
         why = f"session {target.id}: {result.error}; fresh session {fresh.id}: {second.error}"
         return TurnResult(False, error=why, retry=second.retry and result.retry), target.id, True
 
-    def _turn_in(self, sess: Session, adapter: SessionAdapter, fires: Sequence[Fire], message: str) -> TurnResult:
+    def _turn_in(
+        self, sess: Session, adapter: SessionAdapter, fires: Sequence[Fire], message: str
+    ) -> TurnResult:
         """A turn in a session other than the one the run holds (the fallback)."""
         lease = self._lease(sess.id) if _shared(adapter, sess) else None
         if lease is not None and not lease.try_acquire():
@@ -539,16 +657,26 @@ class Dispatcher:
         if it is still active, else a new one with the same adapter and config
         (a command session's ``fresh_argv`` replaces its ``argv``)."""
         for sess in self.store.list_sessions(now_us=now_us(self.clock)):
-            if (sess.parent_id == target.id and sess.state == SESSION_ACTIVE and sess.adapter == target.adapter
-                    and sess.config.get("fallback_for") == target.id and adapter.can_deliver(sess)):
+            if (
+                sess.parent_id == target.id
+                and sess.state == SESSION_ACTIVE
+                and sess.adapter == target.adapter
+                and sess.config.get("fallback_for") == target.id
+                and adapter.can_deliver(sess)
+            ):
                 return sess
         config = dict(target.config)
         if config.get("fresh_argv"):
             config["argv"] = config["fresh_argv"]
         config["fallback_for"] = target.id
-        fresh = Session(fresh_session_id(target.id, secrets.token_hex(3)), adapter=target.adapter, config=config,
-                        parent_id=target.id, title=f"fresh session for {target.title or target.id}",
-                        fallback=FallbackPolicy.NONE)
+        fresh = Session(
+            fresh_session_id(target.id, secrets.token_hex(3)),
+            adapter=target.adapter,
+            config=config,
+            parent_id=target.id,
+            title=f"fresh session for {target.title or target.id}",
+            fallback=FallbackPolicy.NONE,
+        )
         if not adapter.can_deliver(fresh):
             return None
         return self.store.put_session(fresh, now_us=now_us(self.clock))
@@ -556,7 +684,9 @@ class Dispatcher:
     def _alert_then_route(self, fires: Sequence[Fire]) -> None:
         for f in fires:
             try:
-                if not self.store.set_alert(f.occurrence_id, f.token, expect="pending", to="playing"):
+                if not self.store.set_alert(
+                    f.occurrence_id, f.token, expect="pending", to="playing"
+                ):
                     continue  # another engine has it, or it already played
                 try:
                     failpoints.hit("during_alert")
@@ -572,17 +702,35 @@ class Dispatcher:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _finish(self, fires: Sequence[Fire], state: str, *, error: str | None = None,
-                delivered_us: int | None = None, delivered_to: str | None = None, urgent: bool = False,
-                wait_for: WaitFor | None = None, handed_us: int | None = None, pause: bool = False) -> None:
+    def _finish(
+        self,
+        fires: Sequence[Fire],
+        state: str,
+        *,
+        error: str | None = None,
+        delivered_us: int | None = None,
+        delivered_to: str | None = None,
+        urgent: bool = False,
+        wait_for: WaitFor | None = None,
+        handed_us: int | None = None,
+        pause: bool = False,
+    ) -> None:
         """Queue outcomes for the store thread. ``urgent``: write them now rather than
         with the next batch (after a slow turn, to keep the window in which a crash
         would repeat it short)."""
         self._outcomes.extend(
-            Outcome(occurrence_id=f.occurrence_id, token=f.token, state=state,
-                    fired_at_us=None if f.fired_at is None else to_us(f.fired_at),
-                    delivered_at_us=delivered_us, delivered_to=delivered_to, error=error,
-                    wait_for=wait_for if state == WAITING else None, handed_at_us=handed_us, pause=pause)
+            Outcome(
+                occurrence_id=f.occurrence_id,
+                token=f.token,
+                state=state,
+                fired_at_us=None if f.fired_at is None else to_us(f.fired_at),
+                delivered_at_us=delivered_us,
+                delivered_to=delivered_to,
+                error=error,
+                wait_for=wait_for if state == WAITING else None,
+                handed_at_us=handed_us,
+                pause=pause,
+            )
             for f in fires
         )
         if urgent:
@@ -607,7 +755,6 @@ class Dispatcher:
             sess = self.store.get_session(session_id, now_us=now)
         self._sessions[key] = (sess, now, next(self._epochs))
         return sess
-
 
 
 def _drain(items: deque[Any]) -> list[Any]:
@@ -654,7 +801,9 @@ def rebased(rem: Reminder, now: datetime, position: int) -> Reminder | None:
         return replace(rem, state=DONE, next_fire_at=None, fired_count=fired)
     if sched.repeat is not None and fired >= sched.repeat:
         return replace(rem, state=DONE, next_fire_at=None, fired_count=fired)
-    return replace(rem, schedule=sched, state=ACTIVE, next_fire_at=nxt, snoozed=False, fired_count=fired)
+    return replace(
+        rem, schedule=sched, state=ACTIVE, next_fire_at=nxt, snoozed=False, fired_count=fired
+    )
 
 
 class Workers:
@@ -662,7 +811,9 @@ class Workers:
     futures; delivery reports through outcomes, not return values)."""
 
     def __init__(self, size: int, name: str) -> None:
-        self._q: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
         self._size = size
         self._name = name
         self._threads: list[threading.Thread] = []
@@ -681,7 +832,9 @@ class Workers:
         with self._lock:
             self._busy += 1
             if self._busy > len(self._threads) and len(self._threads) < self._size:
-                t = threading.Thread(target=self._loop, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                t = threading.Thread(
+                    target=self._loop, name=f"{self._name}-{len(self._threads)}", daemon=True
+                )
                 self._threads.append(t)
                 t.start()
         self._q.put((fn, args))

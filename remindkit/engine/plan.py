@@ -23,7 +23,9 @@ from ..schedules import due_between, next_after
 from ..schedules.spec import previous_before
 
 GRACE = timedelta(seconds=60)
-COUNT_STEPS = 400  # missed occurrences counted one by one at most (beyond: "at least"), inside the claim
+COUNT_STEPS = (
+    400  # missed occurrences counted one by one at most (beyond: "at least"), inside the claim
+)
 
 
 class PlanRefused(ValueError):
@@ -36,7 +38,9 @@ def guarded_plan(rem: Reminder, now: datetime, *, catchup_max: int) -> Plan:
     more than ``catchup_max`` fires is refused (and the row quarantined)."""
     s = rem.schedule
     if rem.catchup_cap > catchup_max or rem.catchup_cap < 1:
-        raise PlanRefused(f"catch-up cap {rem.catchup_cap} is outside 1-{catchup_max} (REMINDKIT_CATCHUP_MAX)")
+        raise PlanRefused(
+            f"catch-up cap {rem.catchup_cap} is outside 1-{catchup_max} (REMINDKIT_CATCHUP_MAX)"
+        )
     if s.kind == "every" and (not isinstance(s.every_s, int) or s.every_s < 1):
         raise PlanRefused(f"interval {s.every_s!r} is not a positive number of seconds")
     plan = plan_fire(rem, now)
@@ -45,7 +49,9 @@ def guarded_plan(rem: Reminder, now: datetime, *, catchup_max: int) -> Plan:
     return plan
 
 
-def plan_fire(rem: Reminder, now: datetime, *, catchup_cap: int | None = None, grace: timedelta = GRACE) -> Plan:
+def plan_fire(
+    rem: Reminder, now: datetime, *, catchup_cap: int | None = None, grace: timedelta = GRACE
+) -> Plan:
     assert rem.next_fire_at is not None, "only reminders with a next fire are claimed"
     s = rem.schedule
     due = rem.next_fire_at
@@ -56,7 +62,9 @@ def plan_fire(rem: Reminder, now: datetime, *, catchup_cap: int | None = None, g
         position = max(1, fired)
         nxt = _next_series(rem, max(due, now), fired)
         state = ACTIVE if nxt is not None else DONE
-        return Plan((PlannedFire(to_us(due), 0, position),), (), _us(nxt), state, fired, snoozed=False)
+        return Plan(
+            (PlannedFire(to_us(due), 0, position),), (), _us(nxt), state, fired, snoozed=False
+        )
 
     if not s.repeating:
         return Plan((PlannedFire(to_us(due), 0, 1),), (), None, DONE, fired + 1)
@@ -80,7 +88,8 @@ def plan_fire(rem: Reminder, now: datetime, *, catchup_cap: int | None = None, g
     if remaining is not None:
         dues = dues[-remaining:] if remaining else []
     fires = tuple(
-        PlannedFire(to_us(d), missed_before if i == 0 else 0, fired + i + 1) for i, d in enumerate(dues)
+        PlannedFire(to_us(d), missed_before if i == 0 else 0, fired + i + 1)
+        for i, d in enumerate(dues)
     )
     fired_count = fired + len(fires)
     last = dues[-1] if dues else due

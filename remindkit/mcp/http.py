@@ -49,11 +49,25 @@ class BearerGate:
             except Exception:
                 session = None
         if not session:
-            body = json.dumps({"error": {"code": "unauthorized",
-                                         "message": "a bearer token that reaches a session is required"}}).encode()
-            await send({"type": "http.response.start", "status": 401, "headers": [
-                (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="remindkit"'),
-                (b"content-length", str(len(body)).encode())]})
+            body = json.dumps(
+                {
+                    "error": {
+                        "code": "unauthorized",
+                        "message": "a bearer token that reaches a session is required",
+                    }
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer realm="remindkit"'),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
         scope[SCOPE_KEY] = session
@@ -78,16 +92,24 @@ def _session_of(request: Any) -> str | None:
     return scope.get(SCOPE_KEY) if isinstance(scope, dict) else None
 
 
-def http_app(api: Reminders, verify: Callable[[str], str | None], *, path: str = "/mcp",
-             allowed_hosts: list[str] | None = None) -> Starlette:
+def http_app(
+    api: Reminders,
+    verify: Callable[[str], str | None],
+    *,
+    path: str = "/mcp",
+    allowed_hosts: list[str] | None = None,
+) -> Starlette:
     """Streamable HTTP MCP at ``path``, each call acting for the session of its token."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     server = RemindkitMcp(api, session="-", channel=False, session_for=_session_of)
     security = None
     if allowed_hosts is not None:
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
-                                             allowed_origins=[f"http://{h}" for h in allowed_hosts])
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=[f"http://{h}" for h in allowed_hosts],
+        )
     app = server.server.streamable_http_app(streamable_http_path=path, transport_security=security)
     app.add_middleware(BearerGate, verify=verify)
     return app

@@ -92,22 +92,35 @@ def read_bindings(path: Path) -> list[Binding]:
             sid = check_session_id(item["session_id"])
             if sid is None:
                 continue
-            out.append(Binding(sid, tuple(int(p) for p in item.get("pids", [])), float(item.get("at", 0)),
-                               item.get("source") if isinstance(item.get("source"), str) else None))
+            out.append(
+                Binding(
+                    sid,
+                    tuple(int(p) for p in item.get("pids", [])),
+                    float(item.get("at", 0)),
+                    item.get("source") if isinstance(item.get("source"), str) else None,
+                )
+            )
         except (KeyError, TypeError, ValueError, InvalidInput):
             continue
     return out
 
 
-def write_binding(home: Path, project: Path, session_id: str, *, pids: list[int], source: str | None) -> Path:
+def write_binding(
+    home: Path, project: Path, session_id: str, *, pids: list[int], source: str | None
+) -> Path:
     """Record ``session_id`` for the host process among ``pids`` (atomic replace)."""
     path = bindings_file(home, project)
     path.parent.mkdir(parents=True, exist_ok=True)
     keep = [b for b in read_bindings(path) if b.session_id != session_id]
     keep.append(Binding(session_id, tuple(pids), time.time(), source))
     keep = keep[-MAX_BINDINGS:]
-    body = {"project": str(project), "bindings": [
-        {"session_id": b.session_id, "pids": list(b.pids), "at": b.at, "source": b.source} for b in keep]}
+    body = {
+        "project": str(project),
+        "bindings": [
+            {"session_id": b.session_id, "pids": list(b.pids), "at": b.at, "source": b.source}
+            for b in keep
+        ],
+    }
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".bind-", suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -40,28 +40,39 @@ def server_entry(command: str, args: list[str]) -> dict[str, Any]:
 
 def hooks_config(command: str = "remindkit") -> dict[str, Any]:
     """The ``hooks`` block of Claude Code settings."""
-    return {event: [{"hooks": [{"type": "command", "command": f"{command} {tail}"}]}] for event, tail in HOOK_EVENTS}
+    return {
+        event: [{"hooks": [{"type": "command", "command": f"{command} {tail}"}]}]
+        for event, tail in HOOK_EVENTS
+    }
 
 
 def snippets(command: str = "remindkit") -> str:
     """JSON for hosts without hooks (fires reach them by the tray, a notebook, or a
     resume command; each gets a fixed session id)."""
-    desktop = {"mcpServers": {SERVER_KEY: server_entry(command, ["mcp", "--session", "claude-desktop"])}}
+    desktop = {
+        "mcpServers": {SERVER_KEY: server_entry(command, ["mcp", "--session", "claude-desktop"])}
+    }
     cursor = {"mcpServers": {SERVER_KEY: server_entry(command, ["mcp", "--session", "cursor"])}}
-    vscode = {"servers": {SERVER_KEY: {"type": "stdio", **server_entry(command, ["mcp", "--session", "vscode"])}}}
-    return "\n".join([
-        "# Claude Desktop: claude_desktop_config.json (Settings > Developer > Edit Config)",
-        json.dumps(desktop, indent=2),
-        "",
-        "# Cursor: .cursor/mcp.json in the project, or ~/.cursor/mcp.json",
-        json.dumps(cursor, indent=2),
-        "",
-        "# VS Code: .vscode/mcp.json in the workspace",
-        json.dumps(vscode, indent=2),
-        "",
-        "# Claude Code: remindkit mcp install-claude-code  (writes .mcp.json and the hooks)",
-        "",
-    ])
+    vscode = {
+        "servers": {
+            SERVER_KEY: {"type": "stdio", **server_entry(command, ["mcp", "--session", "vscode"])}
+        }
+    }
+    return "\n".join(
+        [
+            "# Claude Desktop: claude_desktop_config.json (Settings > Developer > Edit Config)",
+            json.dumps(desktop, indent=2),
+            "",
+            "# Cursor: .cursor/mcp.json in the project, or ~/.cursor/mcp.json",
+            json.dumps(cursor, indent=2),
+            "",
+            "# VS Code: .vscode/mcp.json in the workspace",
+            json.dumps(vscode, indent=2),
+            "",
+            "# Claude Code: remindkit mcp install-claude-code  (writes .mcp.json and the hooks)",
+            "",
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -75,9 +86,14 @@ class Change:
         return self.before != self.after
 
     def diff(self) -> str:
-        return "".join(difflib.unified_diff(
-            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-            fromfile=f"{self.path} (before)", tofile=f"{self.path} (after)"))
+        return "".join(
+            difflib.unified_diff(
+                self.before.splitlines(keepends=True),
+                self.after.splitlines(keepends=True),
+                fromfile=f"{self.path} (before)",
+                tofile=f"{self.path} (after)",
+            )
+        )
 
 
 def _load(path: Path) -> tuple[str, dict[str, Any]]:
@@ -92,7 +108,9 @@ def _load(path: Path) -> tuple[str, dict[str, Any]]:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise InvalidInput(f"{path} is not JSON ({exc}); fix or move it first", code="invalid_argument") from None
+        raise InvalidInput(
+            f"{path} is not JSON ({exc}); fix or move it first", code="invalid_argument"
+        ) from None
     if not isinstance(data, dict):
         raise InvalidInput(f"{path} does not hold a JSON object", code="invalid_argument")
     return text, data
@@ -126,8 +144,11 @@ def _with_hooks(path: Path, command: str) -> Change:
         if groups is not None and not isinstance(groups, list):
             raise InvalidInput(f"{path}: hooks.{event} is not a list", code="invalid_argument")
         groups = list(groups or [])
-        present = any(isinstance(g, dict) and any(isinstance(h, dict) and h.get("command") == line
-                                                  for h in g.get("hooks") or []) for g in groups)
+        present = any(
+            isinstance(g, dict)
+            and any(isinstance(h, dict) and h.get("command") == line for h in g.get("hooks") or [])
+            for g in groups
+        )
         if not present:
             groups.append({"hooks": [{"type": "command", "command": line}]})
             hooks[event] = groups
@@ -138,8 +159,14 @@ def _with_hooks(path: Path, command: str) -> Change:
     return Change(path, before, _dump(data))
 
 
-def claude_code_changes(*, project: Path, user: bool, command: str = "remindkit",
-                        resume_command: str | None = None, home: Path | None = None) -> list[Change]:
+def claude_code_changes(
+    *,
+    project: Path,
+    user: bool,
+    command: str = "remindkit",
+    resume_command: str | None = None,
+    home: Path | None = None,
+) -> list[Change]:
     """What ``install-claude-code`` writes: the server (project ``.mcp.json``, or the
     user's ``~/.claude.json``) and the hooks (``.claude/settings.json`` of the project,
     or ``~/.claude/settings.json``)."""
@@ -149,15 +176,23 @@ def claude_code_changes(*, project: Path, user: bool, command: str = "remindkit"
     entry = server_entry(command, args)
     if user:
         base = home or Path.home()
-        return [_with_server(base / ".claude.json", entry), _with_hooks(base / ".claude" / "settings.json", command)]
-    return [_with_server(project / ".mcp.json", entry), _with_hooks(project / ".claude" / "settings.json", command)]
+        return [
+            _with_server(base / ".claude.json", entry),
+            _with_hooks(base / ".claude" / "settings.json", command),
+        ]
+    return [
+        _with_server(project / ".mcp.json", entry),
+        _with_hooks(project / ".claude" / "settings.json", command),
+    ]
 
 
 def write(change: Change) -> None:
     if not change.changed:
         return
     change.path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=change.path.parent, prefix=f".{change.path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(
+        dir=change.path.parent, prefix=f".{change.path.name}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(change.after)
@@ -169,4 +204,12 @@ def write(change: Change) -> None:
         raise
 
 
-__all__ = ["HOOK_EVENTS", "Change", "claude_code_changes", "hooks_config", "server_entry", "snippets", "write"]
+__all__ = [
+    "HOOK_EVENTS",
+    "Change",
+    "claude_code_changes",
+    "hooks_config",
+    "server_entry",
+    "snippets",
+    "write",
+]

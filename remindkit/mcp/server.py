@@ -89,10 +89,16 @@ def tool_result(result: ToolResult) -> types.CallToolResult:
         if result.data and isinstance(result.data.get("slot"), int):
             data["slot"] = result.data["slot"]
         if not result.ok:
-            data["error"] = {"code": result.code or "error", "message": result.content.removeprefix("Error: ")}
+            data["error"] = {
+                "code": result.code or "error",
+                "message": result.content.removeprefix("Error: "),
+            }
     text = result.content if result.data is not None and "ok" in result.data else result.content
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data,
-                                is_error=not result.ok)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=data,
+        is_error=not result.ok,
+    )
 
 
 class RemindkitMcp:
@@ -128,11 +134,15 @@ class RemindkitMcp:
         self._lease_until = 0
         self._bindings_stamp: tuple[int, int] | None = None
         self.server: Server[Any] = Server(
-            SERVER_NAME, version=_version(), instructions=INSTRUCTIONS,
-            on_list_tools=self._list_tools, on_call_tool=self._call_tool,
+            SERVER_NAME,
+            version=_version(),
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
         )
-        self.server.add_notification_handler("notifications/initialized", types.NotificationParams,
-                                             self._initialized)
+        self.server.add_notification_handler(
+            "notifications/initialized", types.NotificationParams, self._initialized
+        )
 
     # -- identity ------------------------------------------------------------------------
 
@@ -147,7 +157,9 @@ class RemindkitMcp:
         if self.fixed_session:
             return
         try:
-            stamp: tuple[int, int] | None = _stamp(identity.bindings_file(self.api.settings.home, self.project))
+            stamp: tuple[int, int] | None = _stamp(
+                identity.bindings_file(self.api.settings.home, self.project)
+            )
         except OSError:
             stamp = None
         if stamp == self._bindings_stamp:
@@ -169,23 +181,35 @@ class RemindkitMcp:
     def _define_session(self, sid: str) -> None:
         existing = self.store.get_session(sid)
         if existing is not None and existing.adapter not in (None, "mcp"):
-            log.warning("session %s is a %s session; fires go there, not to this client", sid, existing.adapter)
+            log.warning(
+                "session %s is a %s session; fires go there, not to this client",
+                sid,
+                existing.adapter,
+            )
             return
         config = dict(existing.config) if existing is not None else {}
         config["project"] = str(self.project)
         if self.resume_argv:
             config["argv"] = list(self.resume_argv)
         if existing is None or existing.adapter != "mcp" or existing.config != config:
-            self.store.put_session(Session(sid, adapter="mcp", config=config,
-                                           title=existing.title if existing else None),
-                                   now_us=now_us(self.api.clock))
+            self.store.put_session(
+                Session(
+                    sid, adapter="mcp", config=config, title=existing.title if existing else None
+                ),
+                now_us=now_us(self.api.clock),
+            )
 
     # -- engine and channel --------------------------------------------------------------
 
     def start_engine(self) -> Engine:
         if self.engine is None:
-            self.engine = Engine(self.store, clock=self.api.clock, settings=self.api.settings, role="mcp",
-                                 can_alert=False)
+            self.engine = Engine(
+                self.store,
+                clock=self.api.clock,
+                settings=self.api.settings,
+                role="mcp",
+                can_alert=False,
+            )
             self._own_engine = True
             self.engine.start()
         return self.engine
@@ -225,7 +249,9 @@ class RemindkitMcp:
             return
         until = now + lease_us
         try:
-            self.store.hold_lease(LEASE_PREFIX + sid, holder=self.engine.id, priority=0, until_us=until, now_us=now)
+            self.store.hold_lease(
+                LEASE_PREFIX + sid, holder=self.engine.id, priority=0, until_us=until, now_us=now
+            )
             self._lease_until = until
         except Exception as exc:
             log.warning("could not hold the connection lease of %s: %s", sid, exc)
@@ -247,13 +273,20 @@ class RemindkitMcp:
             client, loop, connected = self._client, self._loop, self._connected
         if client is None or loop is None or not connected:
             raise ConnectionError("the MCP client is not connected")
-        events = [{"content": frame_fired([f]), "meta": channel_meta(f)}
-                  for f in sorted(fires, key=lambda f: (f.due_at, f.reminder_id))]
+        events = [
+            {"content": frame_fired([f]), "meta": channel_meta(f)}
+            for f in sorted(fires, key=lambda f: (f.due_at, f.reminder_id))
+        ]
         future = asyncio.run_coroutine_threadsafe(self._send(client, events), loop)
         future.result(PUSH_TIMEOUT_S)
         if log.isEnabledFor(logging.DEBUG):
             late_ms = (self.api.clock.now() - min(f.due_at for f in fires)).total_seconds() * 1000
-            log.debug("pushed %d channel event(s) to %s, %.1f ms after due", len(events), fires[0].session, late_ms)
+            log.debug(
+                "pushed %d channel event(s) to %s, %.1f ms after due",
+                len(events),
+                fires[0].session,
+                late_ms,
+            )
 
     async def _send(self, client: Any, events: list[dict[str, Any]]) -> None:
         for params in events:
@@ -273,15 +306,33 @@ class RemindkitMcp:
         log.info("client connected; session %s (%s)", sid, self.found_by)
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[types.Tool.model_validate(t, by_name=False) for t in mcp_tools()])
+        return types.ListToolsResult(
+            tools=[types.Tool.model_validate(t, by_name=False) for t in mcp_tools()]
+        )
 
-    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def _call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         sid = self._session_of(ctx)
         if sid is None:
-            return tool_result(ToolResult('{"ok": false}', ok=False, code="unauthorized", data={
-                "ok": False, "error": {"code": "unauthorized", "message": "this token reaches no session"}}))
+            return tool_result(
+                ToolResult(
+                    '{"ok": false}',
+                    ok=False,
+                    code="unauthorized",
+                    data={
+                        "ok": False,
+                        "error": {
+                            "code": "unauthorized",
+                            "message": "this token reaches no session",
+                        },
+                    },
+                )
+            )
         args = params.arguments
-        result = await anyio.to_thread.run_sync(handle_tool_call, ToolContext(self.api, sid), params.name, args)
+        result = await anyio.to_thread.run_sync(
+            handle_tool_call, ToolContext(self.api, sid), params.name, args
+        )
         return tool_result(result)
 
     def _session_of(self, ctx: Any) -> str | None:
@@ -292,7 +343,9 @@ class RemindkitMcp:
             return self.session_id
 
     def initialization_options(self) -> Any:
-        experimental: dict[str, dict[str, Any]] | None = {CHANNEL_CAPABILITY: {}} if self.channel else None
+        experimental: dict[str, dict[str, Any]] | None = (
+            {CHANNEL_CAPABILITY: {}} if self.channel else None
+        )
         return self.server.create_initialization_options(experimental_capabilities=experimental)
 
     # -- running -------------------------------------------------------------------------
@@ -301,7 +354,9 @@ class RemindkitMcp:
         from mcp.server.stdio import stdio_server
 
         self.start_engine()
-        self._watcher = threading.Thread(target=self._watch, name="remindkit-mcp-watch", daemon=True)
+        self._watcher = threading.Thread(
+            target=self._watch, name="remindkit-mcp-watch", daemon=True
+        )
         self._watcher.start()
         try:
             async with stdio_server() as (read_stream, write_stream):
@@ -346,7 +401,12 @@ def run_stdio(api: Reminders, **kwargs: Any) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     server = RemindkitMcp(api, **kwargs)
-    log.info("remindkit mcp: session %s (%s), store %s", server.session_id, server.found_by, api.store.url)
+    log.info(
+        "remindkit mcp: session %s (%s), store %s",
+        server.session_id,
+        server.found_by,
+        api.store.url,
+    )
     try:
         anyio.run(server.serve_stdio)
     except KeyboardInterrupt:
@@ -359,5 +419,12 @@ def run_stdio(api: Reminders, **kwargs: Any) -> int:
     return 0
 
 
-__all__ = ["CHANNEL_CAPABILITY", "CHANNEL_METHOD", "INSTRUCTIONS", "RemindkitMcp", "channel_meta", "run_stdio",
-           "tool_result"]
+__all__ = [
+    "CHANNEL_CAPABILITY",
+    "CHANNEL_METHOD",
+    "INSTRUCTIONS",
+    "RemindkitMcp",
+    "channel_meta",
+    "run_stdio",
+    "tool_result",
+]

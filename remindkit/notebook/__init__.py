@@ -37,8 +37,9 @@ _LAZY = {
     "ScriptedAssistant": "scripted",
     "ScriptedPoller": "scripted",
 }
-WIDGETS_MISSING = ("remindkit's notebook widgets need ipywidgets and anywidget: "
-                   "pip install 'remindkit[notebook]'")
+WIDGETS_MISSING = (
+    "remindkit's notebook widgets need ipywidgets and anywidget: pip install 'remindkit[notebook]'"
+)
 
 
 def require_widgets() -> None:

@@ -87,7 +87,10 @@ class BrowserAlerter:
         with self._lock:
             targets = list(self._targets)
         if not targets:
-            log.info("alert for %s: no remindkit panel is shown in this kernel, nothing to play it", fire.key)
+            log.info(
+                "alert for %s: no remindkit panel is shown in this kernel, nothing to play it",
+                fire.key,
+            )
             return "muted"
         payload = alert_payload(fire)
         took = 0
@@ -147,9 +150,20 @@ def default_alarm_uri() -> str:
     return alarm_data_uri()
 
 
-def beep_wav(*, rate: int = 8_000, tones: Sequence[tuple[float, float]] = (
-        (880.0, 0.16), (0.0, 0.06), (1175.0, 0.16), (0.0, 0.06), (880.0, 0.16), (0.0, 0.06), (1175.0, 0.22)),
-        volume: float = 0.6) -> bytes:
+def beep_wav(
+    *,
+    rate: int = 8_000,
+    tones: Sequence[tuple[float, float]] = (
+        (880.0, 0.16),
+        (0.0, 0.06),
+        (1175.0, 0.16),
+        (0.0, 0.06),
+        (880.0, 0.16),
+        (0.0, 0.06),
+        (1175.0, 0.22),
+    ),
+    volume: float = 0.6,
+) -> bytes:
     """A small PCM WAV (8-bit mono): ``tones`` are (Hz, seconds), 0 Hz is silence.
     Each tone fades in and out over 5 ms so that it does not click."""
     samples = bytearray()
@@ -168,5 +182,12 @@ def beep_wav(*, rate: int = 8_000, tones: Sequence[tuple[float, float]] = (
     return header + fmt + b"data" + struct.pack("<I", len(samples)) + bytes(samples)
 
 
-__all__ = ["AlertTarget", "BrowserAlerter", "alarm_asset", "alarm_data_uri", "alert_payload", "beep_wav",
-           "default_alarm_uri"]
+__all__ = [
+    "AlertTarget",
+    "BrowserAlerter",
+    "alarm_asset",
+    "alarm_data_uri",
+    "alert_payload",
+    "beep_wav",
+    "default_alarm_uri",
+]

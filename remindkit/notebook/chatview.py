@@ -80,7 +80,9 @@ class ChatView(anywidget.AnyWidget):
         """Run a turn with ``text`` on a thread; the view updates when it is done."""
         with self._lock:
             self._running += 1
-        thread = threading.Thread(target=self._turn, args=(text,), name="remindkit-notebook-turn", daemon=True)
+        thread = threading.Thread(
+            target=self._turn, args=(text,), name="remindkit-notebook-turn", daemon=True
+        )
         self._turns.append(thread)
         thread.start()
         self.hub.refresh()

@@ -30,29 +30,46 @@ ARGUMENT = {"in": "in_", "at": "at", "every": "every", "cron": "cron"}
 
 
 class ReminderForm(widgets.VBox):
-    def __init__(self, api: Reminders, hub: Hub, *, session: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, api: Reminders, hub: Hub, *, session: str | None = None, **kwargs: Any
+    ) -> None:
         self.api = api
         self.hub = hub
         self.session = session
         self.text = widgets.Text(placeholder="Remind me to…", layout=widgets.Layout(width="260px"))
-        self.label = widgets.Text(placeholder="label (optional)", layout=widgets.Layout(width="140px"))
-        self.when = widgets.Dropdown(options=list(WHEN), value="in", layout=widgets.Layout(width="80px"))
-        self.value = widgets.Text(placeholder=PLACEHOLDERS["in"], layout=widgets.Layout(width="160px"))
-        self.zone = widgets.Text(value=api.default_tz, placeholder="zone", layout=widgets.Layout(width="140px"))
-        self.repeat = widgets.Text(placeholder="repeat: N or forever", disabled=True,
-                                   layout=widgets.Layout(width="150px"))
-        self.alarm = widgets.Checkbox(value=False, description="alarm", indent=False,
-                                      layout=widgets.Layout(width="70px"))
-        self.announce = widgets.Text(placeholder="announce (spoken)", layout=widgets.Layout(width="200px"))
+        self.label = widgets.Text(
+            placeholder="label (optional)", layout=widgets.Layout(width="140px")
+        )
+        self.when = widgets.Dropdown(
+            options=list(WHEN), value="in", layout=widgets.Layout(width="80px")
+        )
+        self.value = widgets.Text(
+            placeholder=PLACEHOLDERS["in"], layout=widgets.Layout(width="160px")
+        )
+        self.zone = widgets.Text(
+            value=api.default_tz, placeholder="zone", layout=widgets.Layout(width="140px")
+        )
+        self.repeat = widgets.Text(
+            placeholder="repeat: N or forever", disabled=True, layout=widgets.Layout(width="150px")
+        )
+        self.alarm = widgets.Checkbox(
+            value=False, description="alarm", indent=False, layout=widgets.Layout(width="70px")
+        )
+        self.announce = widgets.Text(
+            placeholder="announce (spoken)", layout=widgets.Layout(width="200px")
+        )
         self.add = widgets.Button(description="Add reminder", button_style="primary", icon="plus")
         self.status = widgets.HTML("")
         self.when.observe(self._when_changed, names="value")
         self.add.on_click(lambda _b: self.submit())
-        super().__init__([
-            widgets.HBox([self.text, self.label, self.when, self.value]),
-            widgets.HBox([self.zone, self.repeat, self.alarm, self.announce, self.add]),
-            self.status,
-        ], **kwargs)
+        super().__init__(
+            [
+                widgets.HBox([self.text, self.label, self.when, self.value]),
+                widgets.HBox([self.zone, self.repeat, self.alarm, self.announce, self.add]),
+                self.status,
+            ],
+            **kwargs,
+        )
         self.add_class("rk-form")
 
     def _when_changed(self, change: dict[str, Any]) -> None:
@@ -79,8 +96,13 @@ class ReminderForm(widgets.VBox):
             message = f"<span style='color:#c62828'>{html.escape(exc.code)}: {html.escape(exc.message)}</span>"
             self.hub.post(lambda: setattr(self.status, "value", message))
             return None
-        when_text = "" if rem.next_fire_at is None else rem.next_fire_at.astimezone(
-            get_zone(rem.schedule.tz)).strftime("%Y-%m-%d %H:%M:%S %Z")
+        when_text = (
+            ""
+            if rem.next_fire_at is None
+            else rem.next_fire_at.astimezone(get_zone(rem.schedule.tz)).strftime(
+                "%Y-%m-%d %H:%M:%S %Z"
+            )
+        )
         done = f"✓ {html.escape(rem.label or rem.text)}: {html.escape(rem.schedule.describe())}, next {when_text}"
 
         def show() -> None:

@@ -119,7 +119,9 @@ class Hub:
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="remindkit-notebook-hub", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name="remindkit-notebook-hub", daemon=True
+            )
             self._thread.start()
 
     def _run(self) -> None:

@@ -47,17 +47,25 @@ class Panel(widgets.VBox):
         self.chat = chat
         self.session = chat.id if chat is not None else session
         settings = chat.settings if chat is not None else runtime.settings
-        self.api = Reminders(runtime.store, clock=runtime.clock, settings=settings, surface="notebook")
+        self.api = Reminders(
+            runtime.store, clock=runtime.clock, settings=settings, surface="notebook"
+        )
         zone = get_zone(settings.tz or local_zone_name())
         hub = runtime.hub
-        self.pills = PillsWidget(self.api, hub, session=self.session, snooze=snooze,
-                                 alerts_where=runtime.alerts_where)
-        self.form = ReminderForm(self.api, hub, session=self.session if self.session is not Any else None) \
-            if form else None
+        self.pills = PillsWidget(
+            self.api, hub, session=self.session, snooze=snooze, alerts_where=runtime.alerts_where
+        )
+        self.form = (
+            ReminderForm(self.api, hub, session=self.session if self.session is not Any else None)
+            if form
+            else None
+        )
         self.chat_view = ChatView(chat, hub, zone=zone) if chat is not None else None
         scope = "every session" if self.session is Any else f"session {self.session}"
-        heading = widgets.HTML(f"<span class='rk-panel-title'>{html.escape(title or 'remindkit')}</span>"
-                               f" <span style='color:#888'>· {html.escape(scope)}</span>")
+        heading = widgets.HTML(
+            f"<span class='rk-panel-title'>{html.escape(title or 'remindkit')}</span>"
+            f" <span style='color:#888'>· {html.escape(scope)}</span>"
+        )
         self.stats = widgets.HTML("", layout=widgets.Layout(margin="0 0 0 4px"))
         self.stats.add_class("rk-stats")
         parts: list[Any] = [heading, self.pills, self.stats]
@@ -80,8 +88,9 @@ class Panel(widgets.VBox):
     def stats_text(self) -> str:
         """The last day's fires of this panel's session(s): the counts of ``remindkit stats``."""
         now_us = to_us(self.api.clock.now())
-        data = self.api.store.fire_stats(since_us=now_us - 86_400_000_000,
-                                         session=None if self.session is Any else self.session)
+        data = self.api.store.fire_stats(
+            since_us=now_us - 86_400_000_000, session=None if self.session is Any else self.session
+        )
         return stats_text(data["all"])
 
     def sync(self, timeout: float = 10.0) -> bool:

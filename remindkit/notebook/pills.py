@@ -37,15 +37,29 @@ class PillsWidget(anywidget.AnyWidget):
     _css = (STATIC / "panel.css").read_text(encoding="utf-8")
 
     pills = traitlets.List(traitlets.Dict()).tag(sync=True)
-    alerts = traitlets.Unicode("").tag(sync=True)  # who plays alarms: "this browser", "the tray", ...
-    notice = traitlets.Unicode("").tag(sync=True)  # the last refusal, e.g. "cancel: not_active: ..."
+    alerts = traitlets.Unicode("").tag(
+        sync=True
+    )  # who plays alarms: "this browser", "the tray", ...
+    notice = traitlets.Unicode("").tag(
+        sync=True
+    )  # the last refusal, e.g. "cancel: not_active: ..."
     snooze = traitlets.Unicode("5m").tag(sync=True)
     show_session = traitlets.Bool(False).tag(sync=True)
     alarm_src = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, api: Reminders, hub: Hub, *, session: Any = Any, snooze: str = "5m",
-                 alerts_where: Any = None, **kwargs: Any) -> None:
-        super().__init__(snooze=snooze, show_session=session is Any, alarm_src=default_alarm_uri(), **kwargs)
+    def __init__(
+        self,
+        api: Reminders,
+        hub: Hub,
+        *,
+        session: Any = Any,
+        snooze: str = "5m",
+        alerts_where: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            snooze=snooze, show_session=session is Any, alarm_src=default_alarm_uri(), **kwargs
+        )
         self.api = api
         self.hub = hub
         self.session = session  # a session id, or Any for every session

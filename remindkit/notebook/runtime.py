@@ -51,10 +51,20 @@ class KernelRuntime:
         self.settings = settings or store.settings
         self.alerter = BrowserAlerter()
         self.hub = Hub(store, live=live)
-        self.engine = Engine(store, clock=self.clock, settings=self.settings, alerter=self.alerter, role="notebook",
-                             alert_priority=NOTEBOOK_ALERT_PRIORITY, can_alert=True, inline=inline)
+        self.engine = Engine(
+            store,
+            clock=self.clock,
+            settings=self.settings,
+            alerter=self.alerter,
+            role="notebook",
+            alert_priority=NOTEBOOK_ALERT_PRIORITY,
+            can_alert=True,
+            inline=inline,
+        )
         self.engine.events.subscribe("*", self._on_event)
-        self.alerter.on_change = self.engine.alerter_changed  # a panel shown or gone: the lease follows
+        self.alerter.on_change = (
+            self.engine.alerter_changed
+        )  # a panel shown or gone: the lease follows
         self._closed = False
 
     def start(self) -> KernelRuntime:
@@ -110,8 +120,9 @@ def open_default_store(db: str | None = None, *, settings: Settings | None = Non
         return store
 
 
-def runtime_for(store: SqlStore | None = None, *, db: str | None = None,
-                settings: Settings | None = None) -> KernelRuntime:
+def runtime_for(
+    store: SqlStore | None = None, *, db: str | None = None, settings: Settings | None = None
+) -> KernelRuntime:
     """This kernel's runtime for ``store`` (by URL), started once, stopped at exit."""
     global _exit_hook
     with _lock:

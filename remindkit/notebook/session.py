@@ -48,9 +48,18 @@ def chat(
     ``store`` / ``db``: where reminders live (default: the configured store).
     ``session``: resume a conversation by id (default: a new one)."""
     rt = runtime_for(store, db=db, settings=settings)
-    return ChatSession(rt.store, session=session, base_url=base_url, model=model, api_key_env=api_key_env,
-                       engine=rt.engine, clock=rt.clock, settings=settings or rt.store.settings, system=system,
-                       title=title)
+    return ChatSession(
+        rt.store,
+        session=session,
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
+        engine=rt.engine,
+        clock=rt.clock,
+        settings=settings or rt.store.settings,
+        system=system,
+        title=title,
+    )
 
 
 def wait_for(check: Callable[[], T], timeout: float = 30.0, *, every: float = 0.2) -> T:

@@ -45,9 +45,17 @@ class Pill:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "session": self.session, "label": self.label, "text": self.text, "kind": self.kind,
-            "schedule": self.schedule, "state": self.state, "due_ms": self.due_ms, "remaining": self.remaining,
-            "alarm": self.alarm, "announce": self.announce,
+            "id": self.id,
+            "session": self.session,
+            "label": self.label,
+            "text": self.text,
+            "kind": self.kind,
+            "schedule": self.schedule,
+            "state": self.state,
+            "due_ms": self.due_ms,
+            "remaining": self.remaining,
+            "alarm": self.alarm,
+            "announce": self.announce,
         }
 
 
@@ -69,10 +77,14 @@ def pill(rem: Reminder) -> Pill:
 
 def pills(reminders: Sequence[Reminder]) -> list[Pill]:
     """Active ones by due time, then paused ones (by label)."""
-    active = sorted((r for r in reminders if r.state == ACTIVE and r.next_fire_at is not None),
-                    key=lambda r: (r.next_fire_at, r.id))
+    active = sorted(
+        (r for r in reminders if r.state == ACTIVE and r.next_fire_at is not None),
+        key=lambda r: (r.next_fire_at, r.id),
+    )
     counted = {r.id for r in active}
-    rest = sorted((r for r in reminders if r.id not in counted), key=lambda r: (r.label or r.text, r.id))
+    rest = sorted(
+        (r for r in reminders if r.id not in counted), key=lambda r: (r.label or r.text, r.id)
+    )
     return [pill(r) for r in (*active, *rest)]
 
 
@@ -113,7 +125,9 @@ class Line:
         return {"seq": self.seq, "who": self.who, "text": self.text}
 
 
-def chat_lines(messages: Sequence[Message], zone: tzinfo, *, limit: int = TRANSCRIPT_LINES) -> list[Line]:
+def chat_lines(
+    messages: Sequence[Message], zone: tzinfo, *, limit: int = TRANSCRIPT_LINES
+) -> list[Line]:
     """What a person sees of a transcript: typed messages, one marker per fired
     turn (with the fire time in ``zone``), and replies without their tags.
     Feedback blocks, tool traffic and empty replies are hidden."""
@@ -137,4 +151,14 @@ def _preview(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-__all__ = ["Line", "Pill", "chat_lines", "fired_marker", "fired_time", "format_left", "pill", "pills", "seconds_left"]
+__all__ = [
+    "Line",
+    "Pill",
+    "chat_lines",
+    "fired_marker",
+    "fired_time",
+    "format_left",
+    "pill",
+    "pills",
+    "seconds_left",
+]

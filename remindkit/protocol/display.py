@@ -118,7 +118,9 @@ def fired_time(message: str) -> datetime | None:
         return None
 
 
-def transcript_view(messages: Sequence[Message], marker: Callable[[Message], str]) -> list[tuple[int, str, str]]:
+def transcript_view(
+    messages: Sequence[Message], marker: Callable[[Message], str]
+) -> list[tuple[int, str, str]]:
     """``(seq, who, text)`` for what a person sees: typed messages (``you``), one
     ``marker(message)`` per fired turn (``fired``), replies without their tags
     (``agent``). Feedback blocks, tool traffic and empty replies are hidden."""
@@ -145,7 +147,7 @@ def _attr(head: str, name: str) -> str | None:
         return None
     from .tags import decode_entities
 
-    return decode_entities(head[i + len(key):j]) or None
+    return decode_entities(head[i + len(key) : j]) or None
 
 
 __all__ = [

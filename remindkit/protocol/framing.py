@@ -52,14 +52,22 @@ def escape_attr(value: object) -> str:
     s = str(value)
     if _ATTR_ANY.search(s) is None:  # the common case: nothing to escape
         return s
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;").replace("'", "&#39;")
+    s = (
+        s.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#39;")
+    )
     return _ATTR_BAD.sub(lambda m: f"&#x{ord(m.group()):x};", s)
 
 
 def json_text(value: object) -> str:
     """JSON (a string literal, or any JSON value) that contains no ``<``, ``>``,
     ``&`` or control characters, so it cannot open or close a tag."""
-    return _JSON_BAD.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
+    return _JSON_BAD.sub(
+        lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False)
+    )
 
 
 def fired_block(fire: Fire, fired_at: datetime) -> str:
@@ -78,9 +86,13 @@ def fired_block(fire: Fire, fired_at: datetime) -> str:
         attrs.append(("missed", fire.missed))
     head = " ".join(f'{name}="{escape_attr(value)}"' for name, value in attrs)
     stop = ""
-    if fire.repeat is None or fire.position < fire.repeat:  # more fires to come: say how to stop them
+    if (
+        fire.repeat is None or fire.position < fire.repeat
+    ):  # more fires to come: say how to stop them
         stop = "\n" + stop_line(fire.reminder_id)
-    return f"<{TAG} {head}>\n{INSTRUCTION}\nreminder_text_json: {json_text(fire.text)}{stop}\n</{TAG}>"
+    return (
+        f"<{TAG} {head}>\n{INSTRUCTION}\nreminder_text_json: {json_text(fire.text)}{stop}\n</{TAG}>"
+    )
 
 
 def stop_line(reminder_id: str) -> str:
@@ -117,4 +129,13 @@ def frame_feedback(errors: Sequence[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["FEEDBACK_TAG", "TAG", "escape_attr", "fired_block", "frame_feedback", "frame_fired", "json_text", "stop_line"]
+__all__ = [
+    "FEEDBACK_TAG",
+    "TAG",
+    "escape_attr",
+    "fired_block",
+    "frame_feedback",
+    "frame_fired",
+    "json_text",
+    "stop_line",
+]

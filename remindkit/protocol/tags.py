@@ -44,7 +44,19 @@ MAX_VALUE = 2_000  # characters in one attribute value
 SNIPPET = 80
 
 SCHEDULE_ATTRS = frozenset(
-    {"label", "delay", "at", "tz", "every", "cron", "repeat", "until", "alarm", "announce", "on_busy"}
+    {
+        "label",
+        "delay",
+        "at",
+        "tz",
+        "every",
+        "cron",
+        "repeat",
+        "until",
+        "alarm",
+        "announce",
+        "on_busy",
+    }
 )
 CANCEL_ATTRS = frozenset({"label", "id"})
 _ALIASES = {"in": "delay", "on-busy": "on_busy", "timezone": "tz", "time_zone": "tz"}
@@ -137,8 +149,16 @@ def parse_tags(reply: str) -> ParsedTags:
             errors.append(result)
         elif len(commands) >= MAX_TAGS:
             if not any(e.code == "too_many_tags" for e in errors):
-                errors.append(TagError("too_many_tags", f"at most {MAX_TAGS} schedule tags are read from one reply; "
-                                       "the rest were not carried out", _snippet(reply, start, end), start, end))
+                errors.append(
+                    TagError(
+                        "too_many_tags",
+                        f"at most {MAX_TAGS} schedule tags are read from one reply; "
+                        "the rest were not carried out",
+                        _snippet(reply, start, end),
+                        start,
+                        end,
+                    )
+                )
         else:
             commands.append(result)
     return ParsedTags(tuple(commands), tuple(errors), tuple(spans))
@@ -192,7 +212,7 @@ def _fence_end(text: str, m: re.Match[str]) -> int | None:
     opener = m.group(0).lstrip(" ")
     char, count = opener[0], len(opener)
     line_end = text.find("\n", m.end())
-    info = text[m.end():] if line_end < 0 else text[m.end():line_end]
+    info = text[m.end() :] if line_end < 0 else text[m.end() : line_end]
     if char == "`" and "`" in info:
         return None  # a backtick fence's info string has no backticks
     if line_end < 0:
@@ -307,14 +327,24 @@ def _read_element(text: str, start: int, name: str) -> tuple[int, Command | TagE
     inner = _INNER_OPEN.search(text, head_end, close.start() if close else len(text))
     if close is None:
         end = head_end
-        return end, TagError("unclosed_tag", "this <schedule> has no </schedule>; write the text between "
-                             "<schedule …> and </schedule>, or close the tag with />", _snippet(text, start, end),
-                             start, end)
+        return end, TagError(
+            "unclosed_tag",
+            "this <schedule> has no </schedule>; write the text between "
+            "<schedule …> and </schedule>, or close the tag with />",
+            _snippet(text, start, end),
+            start,
+            end,
+        )
     if inner is not None:
         end = _skip_nested(text, head_end, close)
-        return end, TagError("nested_tag", "a <schedule> cannot contain another schedule tag; write them "
-                             "one after the other", _snippet(text, start, end), start, end)
-    body = decode_entities(text[head_end:close.start()])
+        return end, TagError(
+            "nested_tag",
+            "a <schedule> cannot contain another schedule tag; write them one after the other",
+            _snippet(text, start, end),
+            start,
+            end,
+        )
+    body = decode_entities(text[head_end : close.start()])
     return close.end(), _build_schedule(attrs, body, text, start, close.end())
 
 
@@ -353,7 +383,9 @@ def _read_head(text: str, pos: int) -> tuple[dict[str, str], int, bool]:
             pos += 1
         if pos >= limit:
             if limit < n:
-                raise _Malformed("tag_too_long", f"the tag's attributes are longer than {MAX_HEAD} characters")
+                raise _Malformed(
+                    "tag_too_long", f"the tag's attributes are longer than {MAX_HEAD} characters"
+                )
             raise _Malformed("malformed_tag", "the tag is not closed with > or />")
         ch = text[pos]
         if ch == ">":
@@ -364,7 +396,9 @@ def _read_head(text: str, pos: int) -> tuple[dict[str, str], int, bool]:
             raise _Malformed("malformed_tag", "expected /> to close the tag")
         m = _NAME.match(text, pos)
         if m is None:
-            raise _Malformed("malformed_tag", f"unexpected {ch!r} in the tag; write name=\"value\" attributes")
+            raise _Malformed(
+                "malformed_tag", f'unexpected {ch!r} in the tag; write name="value" attributes'
+            )
         raw_name = m.group(0)
         key = raw_name.lower()
         key = _ALIASES.get(key, key)
@@ -383,10 +417,12 @@ def _read_head(text: str, pos: int) -> tuple[dict[str, str], int, bool]:
                 close = text.find(q, pos + 1, min(n, pos + 2 + MAX_VALUE))
                 if close < 0:
                     if text.find(q, pos + 1, limit) >= 0:
-                        raise _Malformed("attribute_too_long",
-                                         f"attribute {raw_name} is longer than {MAX_VALUE} characters")
+                        raise _Malformed(
+                            "attribute_too_long",
+                            f"attribute {raw_name} is longer than {MAX_VALUE} characters",
+                        )
                     raise _Malformed("malformed_tag", f"attribute {raw_name} has no closing quote")
-                value = text[pos + 1:close]
+                value = text[pos + 1 : close]
                 pos = close + 1
             else:
                 um = _UNQUOTED.match(text, pos)
@@ -395,23 +431,33 @@ def _read_head(text: str, pos: int) -> tuple[dict[str, str], int, bool]:
                 value = um.group(0)
                 pos = um.end()
                 if len(value) > MAX_VALUE:
-                    raise _Malformed("attribute_too_long", f"attribute {raw_name} is longer than {MAX_VALUE} characters")
+                    raise _Malformed(
+                        "attribute_too_long",
+                        f"attribute {raw_name} is longer than {MAX_VALUE} characters",
+                    )
         if key in attrs:
             raise _Malformed("duplicate_attribute", f"attribute {raw_name} is given twice")
         attrs[key] = decode_entities(value)
 
 
-def _build_schedule(attrs: dict[str, str], body: str, text: str, start: int, end: int) -> Command | TagError:
+def _build_schedule(
+    attrs: dict[str, str], body: str, text: str, start: int, end: int
+) -> Command | TagError:
     def err(code: str, message: str) -> TagError:
         return TagError(code, message, _snippet(text, start, end), start, end)
 
     unknown = sorted(set(attrs) - SCHEDULE_ATTRS)
     if unknown:
-        return err("unknown_attribute", f"<schedule> does not take {', '.join(unknown)}; it takes "
-                   f"{', '.join(sorted(SCHEDULE_ATTRS))}")
+        return err(
+            "unknown_attribute",
+            f"<schedule> does not take {', '.join(unknown)}; it takes "
+            f"{', '.join(sorted(SCHEDULE_ATTRS))}",
+        )
     label = " ".join(attrs.get("label", "").split())
     if not label:
-        return err("missing_label", "a <schedule> needs label=\"…\" (its name, also used to cancel it)")
+        return err(
+            "missing_label", 'a <schedule> needs label="…" (its name, also used to cancel it)'
+        )
     alarm_raw = attrs.get("alarm", "false").strip().lower()
     if alarm_raw not in _TRUE | _FALSE:
         return err("invalid_attribute", f"alarm must be true or false (got {attrs['alarm']!r})")
@@ -422,22 +468,43 @@ def _build_schedule(attrs: dict[str, str], body: str, text: str, start: int, end
         return None if value is None or not value.strip() else value.strip()
 
     return ScheduleTag(
-        label=label, text=text_value, delay=opt("delay"), at=opt("at"), tz=opt("tz"), every=opt("every"),
-        cron=opt("cron"), repeat=opt("repeat"), until=opt("until"), alarm=alarm_raw in _TRUE and "alarm" in attrs,
-        announce=opt("announce"), on_busy=opt("on_busy"), start=start, end=end,
+        label=label,
+        text=text_value,
+        delay=opt("delay"),
+        at=opt("at"),
+        tz=opt("tz"),
+        every=opt("every"),
+        cron=opt("cron"),
+        repeat=opt("repeat"),
+        until=opt("until"),
+        alarm=alarm_raw in _TRUE and "alarm" in attrs,
+        announce=opt("announce"),
+        on_busy=opt("on_busy"),
+        start=start,
+        end=end,
     )
 
 
 def _build_cancel(attrs: dict[str, str], text: str, start: int, end: int) -> Command | TagError:
     unknown = sorted(set(attrs) - CANCEL_ATTRS)
     if unknown:
-        return TagError("unknown_attribute", f"<cancel-schedule> takes label or id, not {', '.join(unknown)}",
-                        _snippet(text, start, end), start, end)
+        return TagError(
+            "unknown_attribute",
+            f"<cancel-schedule> takes label or id, not {', '.join(unknown)}",
+            _snippet(text, start, end),
+            start,
+            end,
+        )
     label = " ".join(attrs.get("label", "").split()) or None
     rid = attrs.get("id", "").strip() or None
     if label is None and rid is None:
-        return TagError("missing_label", "a <cancel-schedule> needs label=\"…\" (or id=\"…\")",
-                        _snippet(text, start, end), start, end)
+        return TagError(
+            "missing_label",
+            'a <cancel-schedule> needs label="…" (or id="…")',
+            _snippet(text, start, end),
+            start,
+            end,
+        )
     return CancelTag(label=label, id=rid, start=start, end=end)
 
 
@@ -459,7 +526,7 @@ def decode_entities(value: str) -> str:
 
 
 def _snippet(text: str, start: int, end: int) -> str:
-    s = " ".join(text[start:min(end, start + SNIPPET + 1)].split())
+    s = " ".join(text[start : min(end, start + SNIPPET + 1)].split())
     return s if len(s) <= SNIPPET else s[: SNIPPET - 1] + "…"
 
 

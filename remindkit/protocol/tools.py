@@ -33,7 +33,10 @@ class ToolSpec:
     output: dict[str, Any] | None = None  # JSON Schema of the result's data (MCP outputSchema)
 
 
-_DURATION = {"type": ["string", "integer"], "description": "a duration: 30s, 5m, 2h, 2d, 1h30m, or whole seconds"}
+_DURATION = {
+    "type": ["string", "integer"],
+    "description": "a duration: 30s, 5m, 2h, 2d, 1h30m, or whole seconds",
+}
 
 SCHEDULE_CREATE = ToolSpec(
     name="schedule_create",
@@ -50,19 +53,46 @@ SCHEDULE_CREATE = ToolSpec(
     parameters={
         "type": "object",
         "properties": {
-            "prompt": {"type": "string", "description": "what the reminder is about; handed back to you when it fires"},
-            "label": {"type": "string", "description": "short name; setting a label that is live replaces that reminder"},
-            "after": {**_DURATION, "description": "fire once after this delay: 30s, 5m, 2h, 1h30m or seconds"},
-            "at": {"type": "string", "description": "fire once at this time (RFC 3339 with offset, or local with time_zone)"},
-            "every": {**_DURATION, "description": "repeat on this fixed interval, anchored to the first fire"},
-            "cron": {"type": "string", "description": "cron expression, 5 fields (or 6 with seconds first), in time_zone"},
-            "time_zone": {"type": "string", "description": "IANA time zone for at (local), cron and until"},
-            "repeat": {"type": ["integer", "string"], "description": "number of fires for every/cron; -1 or \"forever\" for no end"},
+            "prompt": {
+                "type": "string",
+                "description": "what the reminder is about; handed back to you when it fires",
+            },
+            "label": {
+                "type": "string",
+                "description": "short name; setting a label that is live replaces that reminder",
+            },
+            "after": {
+                **_DURATION,
+                "description": "fire once after this delay: 30s, 5m, 2h, 1h30m or seconds",
+            },
+            "at": {
+                "type": "string",
+                "description": "fire once at this time (RFC 3339 with offset, or local with time_zone)",
+            },
+            "every": {
+                **_DURATION,
+                "description": "repeat on this fixed interval, anchored to the first fire",
+            },
+            "cron": {
+                "type": "string",
+                "description": "cron expression, 5 fields (or 6 with seconds first), in time_zone",
+            },
+            "time_zone": {
+                "type": "string",
+                "description": "IANA time zone for at (local), cron and until",
+            },
+            "repeat": {
+                "type": ["integer", "string"],
+                "description": 'number of fires for every/cron; -1 or "forever" for no end',
+            },
             "until": {"type": "string", "description": "last possible fire for every/cron"},
             "alarm": {"type": "boolean", "description": "play an alarm sound when it fires"},
             "announce": {"type": "string", "description": "short text spoken aloud when it fires"},
-            "on_busy": {"type": "string", "enum": ["wait", "rebase", "skip"],
-                        "description": "if you are mid-turn when it is due: wait (default), rebase by one period, or skip"},
+            "on_busy": {
+                "type": "string",
+                "enum": ["wait", "rebase", "skip"],
+                "description": "if you are mid-turn when it is due: wait (default), rebase by one period, or skip",
+            },
         },
         "required": ["prompt"],
         "additionalProperties": False,
@@ -83,7 +113,12 @@ SCHEDULE_DELETE = ToolSpec(
     ),
     parameters={
         "type": "object",
-        "properties": {"id": {"type": "string", "description": "the reminder id (rem_…) from schedule_create or schedule_list"}},
+        "properties": {
+            "id": {
+                "type": "string",
+                "description": "the reminder id (rem_…) from schedule_create or schedule_list",
+            }
+        },
         "required": ["id"],
         "additionalProperties": False,
     },
@@ -101,18 +136,35 @@ SET_CALLBACK = ToolSpec(
         "type": "object",
         "properties": {
             "action": {"type": "string", "enum": ["set", "list", "cancel"]},
-            "message": {"type": "string", "description": "for set: the whole instruction you will receive when it fires"},
-            "delay_seconds": {"type": "integer", "minimum": CALLBACK_DELAY_MIN, "maximum": CALLBACK_DELAY_MAX},
-            "repeat_count": {"type": "integer", "description": "fires in all; default 20, -1 forever, 0 or 1 once"},
-            "callback_id": {"type": "integer", "minimum": 0, "maximum": CALLBACK_SLOTS - 1,
-                            "description": "for cancel: the slot; omit to cancel every callback"},
+            "message": {
+                "type": "string",
+                "description": "for set: the whole instruction you will receive when it fires",
+            },
+            "delay_seconds": {
+                "type": "integer",
+                "minimum": CALLBACK_DELAY_MIN,
+                "maximum": CALLBACK_DELAY_MAX,
+            },
+            "repeat_count": {
+                "type": "integer",
+                "description": "fires in all; default 20, -1 forever, 0 or 1 once",
+            },
+            "callback_id": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": CALLBACK_SLOTS - 1,
+                "description": "for cancel: the slot; omit to cancel every callback",
+            },
         },
         "required": ["action"],
         "additionalProperties": False,
     },
 )
 
-_ID = {"type": "string", "description": "the reminder id (rem_…) from schedule_create or schedule_list"}
+_ID = {
+    "type": "string",
+    "description": "the reminder id (rem_…) from schedule_create or schedule_list",
+}
 
 SCHEDULE_PAUSE = ToolSpec(
     name="schedule_pause",
@@ -121,7 +173,12 @@ SCHEDULE_PAUSE = ToolSpec(
         "Pausing a paused reminder changes nothing. An unknown id returns schedule_not_found; a finished or "
         "cancelled one returns not_active."
     ),
-    parameters={"type": "object", "properties": {"id": _ID}, "required": ["id"], "additionalProperties": False},
+    parameters={
+        "type": "object",
+        "properties": {"id": _ID},
+        "required": ["id"],
+        "additionalProperties": False,
+    },
 )
 
 SCHEDULE_RESUME = ToolSpec(
@@ -131,7 +188,12 @@ SCHEDULE_RESUME = ToolSpec(
         "would have fired while paused is not made up). Resuming an active reminder changes nothing. An unknown "
         "id returns schedule_not_found; a finished or cancelled one returns not_active."
     ),
-    parameters={"type": "object", "properties": {"id": _ID}, "required": ["id"], "additionalProperties": False},
+    parameters={
+        "type": "object",
+        "properties": {"id": _ID},
+        "required": ["id"],
+        "additionalProperties": False,
+    },
 )
 
 SCHEDULE_SNOOZE = ToolSpec(
@@ -143,7 +205,10 @@ SCHEDULE_SNOOZE = ToolSpec(
     ),
     parameters={
         "type": "object",
-        "properties": {"id": _ID, "duration": {**_DURATION, "description": "snooze for: 30s, 5m, 2h, 1h30m or seconds"}},
+        "properties": {
+            "id": _ID,
+            "duration": {**_DURATION, "description": "snooze for: 30s, 5m, 2h, 1h30m or seconds"},
+        },
         "required": ["id", "duration"],
         "additionalProperties": False,
     },
@@ -187,11 +252,15 @@ def _result(**properties: Any) -> dict[str, Any]:
 
 
 _OUTPUTS = {
-    "schedule_create": _result(reminder=_REMINDER, replaced={"type": "array", "items": {"type": "string"}}),
+    "schedule_create": _result(
+        reminder=_REMINDER, replaced={"type": "array", "items": {"type": "string"}}
+    ),
     "schedule_list": _result(reminders={"type": "array", "items": _REMINDER}),
     "schedule_delete": _result(deleted={"type": "string"}, reminder=_REMINDER),
-    "set_callback": _result(text={"type": "string", "description": "the answer, as seed 003 words it"},
-                            slot={"type": "integer"}),
+    "set_callback": _result(
+        text={"type": "string", "description": "the answer, as seed 003 words it"},
+        slot={"type": "integer"},
+    ),
     "schedule_pause": _result(reminder=_REMINDER),
     "schedule_resume": _result(reminder=_REMINDER),
     "schedule_snooze": _result(reminder=_REMINDER),
@@ -199,8 +268,15 @@ _OUTPUTS = {
 
 TOOLS: tuple[ToolSpec, ...] = tuple(
     ToolSpec(t.name, t.description, t.parameters, _OUTPUTS[t.name])
-    for t in (SCHEDULE_CREATE, SCHEDULE_LIST, SCHEDULE_DELETE, SET_CALLBACK, SCHEDULE_PAUSE, SCHEDULE_RESUME,
-              SCHEDULE_SNOOZE)
+    for t in (
+        SCHEDULE_CREATE,
+        SCHEDULE_LIST,
+        SCHEDULE_DELETE,
+        SET_CALLBACK,
+        SCHEDULE_PAUSE,
+        SCHEDULE_RESUME,
+        SCHEDULE_SNOOZE,
+    )
 )
 TOOL_NAMES = tuple(t.name for t in TOOLS)
 
@@ -221,8 +297,14 @@ def tool_specs(names: Iterable[str] | None = None) -> list[ToolSpec]:
 def openai_tools(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """Chat Completions ``tools``: ``{"type": "function", "function": {name, description, parameters}}``."""
     return [
-        {"type": "function",
-         "function": {"name": t.name, "description": t.description, "parameters": copy.deepcopy(t.parameters)}}
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": copy.deepcopy(t.parameters),
+            },
+        }
         for t in tool_specs(names)
     ]
 
@@ -230,8 +312,12 @@ def openai_tools(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
 def mcp_tools(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """MCP ``tools/list`` entries: ``{name, description, inputSchema, outputSchema}``."""
     return [
-        {"name": t.name, "description": t.description, "inputSchema": copy.deepcopy(t.parameters),
-         "outputSchema": copy.deepcopy(t.output)}
+        {
+            "name": t.name,
+            "description": t.description,
+            "inputSchema": copy.deepcopy(t.parameters),
+            "outputSchema": copy.deepcopy(t.output),
+        }
         for t in tool_specs(names)
     ]
 

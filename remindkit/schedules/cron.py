@@ -60,8 +60,20 @@ _ITEM = re.compile(
     re.ASCII,
 )
 # month lengths a month can have (February 28 or 29)
-_LENGTHS = {1: (31,), 2: (28, 29), 3: (31,), 4: (30,), 5: (31,), 6: (30,), 7: (31,), 8: (31,), 9: (30,),
-            10: (31,), 11: (30,), 12: (31,)}
+_LENGTHS = {
+    1: (31,),
+    2: (28, 29),
+    3: (31,),
+    4: (30,),
+    5: (31,),
+    6: (30,),
+    7: (31,),
+    8: (31,),
+    9: (30,),
+    10: (31,),
+    11: (30,),
+    12: (31,),
+}
 _ALL_DAYS = frozenset(range(1, 32))
 _ALL_WEEKDAYS = frozenset(range(7))
 _SEARCH_MONTHS = 4_800 + 12  # the Gregorian calendar repeats every 400 years
@@ -208,7 +220,10 @@ def compile_cron(expr: str) -> CronRule:
     elif len(fields) == 6:
         second, minute, hour, day, month, dow = fields
     else:
-        raise _bad(expr, f"has {len(fields)} fields; use 5 (min hour day month weekday) or 6 (seconds first)")
+        raise _bad(
+            expr,
+            f"has {len(fields)} fields; use 5 (min hour day month weekday) or 6 (seconds first)",
+        )
     seconds = _plain(expr, "second", second, 0, 59)
     minutes = _plain(expr, "minute", minute, 0, 59)
     hours = _plain(expr, "hour", hour, 0, 23)
@@ -221,15 +236,30 @@ def compile_cron(expr: str) -> CronRule:
     lengths = {n for m in months for n in _LENGTHS[m]}
     never = not any(shapes[(n, w)] for n in lengths for w in range(7))
     return CronRule(
-        text=expr, seconds=seconds, minutes=minutes, hours=hours, months=months, day_or=day_or,
-        shapes=shapes, never=never, _next_sec=_successors(seconds, 59), _next_min=_successors(minutes, 59),
-        _next_hour=_successors(hours, 23), _next_month=next_month,
+        text=expr,
+        seconds=seconds,
+        minutes=minutes,
+        hours=hours,
+        months=months,
+        day_or=day_or,
+        shapes=shapes,
+        never=never,
+        _next_sec=_successors(seconds, 59),
+        _next_min=_successors(minutes, 59),
+        _next_hour=_successors(hours, 23),
+        _next_month=next_month,
     )
 
 
 @functools.lru_cache(maxsize=256)
-def _shapes(dom: frozenset[int], dom_last: bool, weekdays: frozenset[int], dow_last: frozenset[int],
-            dow_nth: frozenset[tuple[int, int]], day_or: bool) -> dict[tuple[int, int], int]:
+def _shapes(
+    dom: frozenset[int],
+    dom_last: bool,
+    weekdays: frozenset[int],
+    dow_last: frozenset[int],
+    dow_nth: frozenset[tuple[int, int]],
+    day_or: bool,
+) -> dict[tuple[int, int], int]:
     """For each month length and weekday of the 1st: the bit mask of matching days."""
     dom_bits = sum(1 << d for d in dom)
     out: dict[tuple[int, int], int] = {}
@@ -262,8 +292,16 @@ def _items(expr: str, what: str, text: str) -> list[re.Match[str]]:
     return out
 
 
-def _number(expr: str, what: str, token: str, lo: int, hi: int, names: list[str] | None, *,
-            end: bool = False) -> int:
+def _number(
+    expr: str,
+    what: str,
+    token: str,
+    lo: int,
+    hi: int,
+    names: list[str] | None,
+    *,
+    end: bool = False,
+) -> int:
     if token.isdigit():  # ASCII only: the whole expression is ASCII
         value = int(token)
     elif names is not None and token in names:
@@ -287,7 +325,9 @@ def _step(expr: str, what: str, token: str | None) -> int:
     return step
 
 
-def _range(expr: str, what: str, m: re.Match[str], lo: int, hi: int, names: list[str] | None) -> range:
+def _range(
+    expr: str, what: str, m: re.Match[str], lo: int, hi: int, names: list[str] | None
+) -> range:
     """Values of one list item (no suffix): ``*``, ``*/s``, ``a``, ``a-b``, ``a/s``, ``a-b/s``."""
     if m.group("star"):
         return range(lo, hi + 1, _step(expr, what, m.group("sstep")))
@@ -307,7 +347,9 @@ def _range(expr: str, what: str, m: re.Match[str], lo: int, hi: int, names: list
     return range(a, a + 1)
 
 
-def _plain(expr: str, what: str, text: str, lo: int, hi: int, names: list[str] | None = None) -> tuple[int, ...]:
+def _plain(
+    expr: str, what: str, text: str, lo: int, hi: int, names: list[str] | None = None
+) -> tuple[int, ...]:
     if text == "*":
         return tuple(range(lo, hi + 1))
     if text.isdigit() and len(text) <= 2 and lo <= int(text) <= hi:
@@ -332,15 +374,21 @@ def _days(expr: str, text: str) -> tuple[frozenset[int], bool]:
             last = True
             continue
         m = _ITEM.fullmatch(part)
-        if m is None or m.group("star") == "?" or m.group("nth") or m.group("last") or (
-            m.group("a") and not m.group("a").isdigit()
+        if (
+            m is None
+            or m.group("star") == "?"
+            or m.group("nth")
+            or m.group("last")
+            or (m.group("a") and not m.group("a").isdigit())
         ):
             raise _bad(expr, f"the day field {text!r} is not valid")
         values.update(_range(expr, "day", m, 1, 31, None))
     return frozenset(values), last
 
 
-def _weekdays(expr: str, text: str) -> tuple[frozenset[int], frozenset[int], frozenset[tuple[int, int]]]:
+def _weekdays(
+    expr: str, text: str
+) -> tuple[frozenset[int], frozenset[int], frozenset[tuple[int, int]]]:
     if text in ("*", "?"):
         return _ALL_WEEKDAYS, frozenset(), frozenset()
     plain: set[int] = set()

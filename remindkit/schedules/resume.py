@@ -8,8 +8,9 @@ from datetime import datetime
 from .spec import Schedule, next_after
 
 
-def resume_next(schedule: Schedule, now: datetime, *, next_fire_at: datetime | None = None,
-                fired_count: int = 0) -> datetime | None:
+def resume_next(
+    schedule: Schedule, now: datetime, *, next_fire_at: datetime | None = None, fired_count: int = 0
+) -> datetime | None:
     """Next fire of a resumed reminder, computed from now.
 
     A one-shot keeps its time if that is still ahead, else fires at once; a

@@ -23,7 +23,10 @@ KINDS = ("after", "at", "every", "cron")
 DAY = 86_400
 
 
-_SPEC_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)  # built once: json.dumps builds one a call
+_SPEC_JSON = json.JSONEncoder(
+    separators=(",", ":"), sort_keys=True
+)  # built once: json.dumps builds one a call
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -151,7 +154,9 @@ def build_schedule(
     if cron is not None and (in_ is not None or at is not None):
         raise _conflict("--cron sets its own times; it does not take --in or --at")
     if in_ is None and at is None and every is None and cron is None:
-        raise InvalidSchedule("say when: give --in, --at, --every or --cron", code="missing_schedule")
+        raise InvalidSchedule(
+            "say when: give --in, --at, --every or --cron", code="missing_schedule"
+        )
     repeating = every is not None or cron is not None
     if not repeating and repeat is not None and parse_repeat(repeat) != 1:
         raise _bad_repeat(repeat, "--repeat needs --every or --cron")
@@ -185,7 +190,9 @@ def build_schedule(
         if every_s > horizon_s:
             raise _horizon(horizon_s)
         anchor = start if start is not None else _one_period_from(now, every_s, zone_name)
-        sched = Schedule("every", zone_name, first_at=anchor, every_s=every_s, repeat=repeat_n, until=until_at)
+        sched = Schedule(
+            "every", zone_name, first_at=anchor, every_s=every_s, repeat=repeat_n, until=until_at
+        )
     elif cron is not None:
         expr = " ".join(str(cron).split())
         compile_cron(expr)
@@ -202,7 +209,8 @@ def build_schedule(
     if first is None:
         if until_at is not None:
             raise InvalidSchedule(
-                f"--until {format_utc(until_at)} comes before the first fire", code="until_not_after_start"
+                f"--until {format_utc(until_at)} comes before the first fire",
+                code="until_not_after_start",
             )
         raise InvalidSchedule(f"{sched.describe()} never fires", code="no_future_fire")
     if (first - now).total_seconds() > horizon_s:
@@ -216,13 +224,17 @@ def _one_period_from(now: datetime, every_s: int, zone_name: str) -> datetime:
     if every_s % DAY:
         return now + timedelta(seconds=every_s)
     zone = get_zone(zone_name)
-    return wall_to_instant(instant_to_wall(now, zone) + timedelta(days=every_s // DAY), zone, gap="end")
+    return wall_to_instant(
+        instant_to_wall(now, zone) + timedelta(days=every_s // DAY), zone, gap="end"
+    )
 
 
 def _instant(value: str | datetime, zone_name: str, now: datetime) -> datetime:
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            raise InvalidSchedule("naive datetimes are not accepted; attach a zone", code="invalid_time")
+            raise InvalidSchedule(
+                "naive datetimes are not accepted; attach a zone", code="invalid_time"
+            )
         return value.astimezone(UTC)
     return parse_local_or_instant(value, zone_name, now=now)
 
@@ -275,7 +287,9 @@ def _next_every(s: Schedule, t: datetime) -> datetime:
         k += 1
 
 
-def due_between(s: Schedule, start: datetime, now: datetime, *, cap: int = 10_000) -> tuple[datetime, int, bool]:
+def due_between(
+    s: Schedule, start: datetime, now: datetime, *, cap: int = 10_000
+) -> tuple[datetime, int, bool]:
     """Occurrences of ``s`` in ``[start, now]`` where ``start`` is a nominal occurrence <= now.
 
     Returns ``(latest, count, exact)``: the latest occurrence <= now, how many
@@ -307,8 +321,23 @@ def due_between(s: Schedule, start: datetime, now: datetime, *, cap: int = 10_00
 
 # Windows probed back from a moment to find the occurrence before it: the first window that
 # holds one is walked forward, so a dense rule costs a step or two and a sparse one a few probes.
-_BACK_WINDOWS = tuple(timedelta(seconds=n) for n in (1, 60, 600, 3_600, 6 * 3_600, DAY, 7 * DAY, 32 * DAY,
-                                                     100 * DAY, 400 * DAY, 1_500 * DAY, 4_000 * DAY))
+_BACK_WINDOWS = tuple(
+    timedelta(seconds=n)
+    for n in (
+        1,
+        60,
+        600,
+        3_600,
+        6 * 3_600,
+        DAY,
+        7 * DAY,
+        32 * DAY,
+        100 * DAY,
+        400 * DAY,
+        1_500 * DAY,
+        4_000 * DAY,
+    )
+)
 MAX_WALK = 5_000  # steps of one window's forward walk (a rule with bursts)
 
 
@@ -327,11 +356,14 @@ def latest_at_or_before(s: Schedule, start: datetime, end: datetime) -> datetime
     return previous_before(s, start, end, inclusive=True) or start
 
 
-def previous_before(s: Schedule, start: datetime, t: datetime, *, inclusive: bool = False) -> datetime | None:
+def previous_before(
+    s: Schedule, start: datetime, t: datetime, *, inclusive: bool = False
+) -> datetime | None:
     """The latest occurrence of ``s`` that is ``>= start`` and ``< t`` (``<= t`` with
     ``inclusive``), found by probing windows back from ``t``; None if only ``start``
     could be and it is not before ``t``. Bounded: at most a dozen probes and
     :data:`MAX_WALK` steps in the window that holds the answer."""
+
     def before(x: datetime) -> bool:
         return x <= t if inclusive else x < t
 

@@ -19,7 +19,13 @@ from ..errors import InvalidSchedule
 @functools.lru_cache(maxsize=512)
 def get_zone(name: str) -> tzinfo:
     """Resolve an IANA zone name (``UTC`` included) or raise ``unknown_time_zone``."""
-    if not isinstance(name, str) or not name or len(name) > 64 or ".." in name or name.startswith("/"):
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > 64
+        or ".." in name
+        or name.startswith("/")
+    ):
         raise _unknown(name)
     if name.upper() in ("UTC", "Z", "ETC/UTC"):
         return ZoneInfo("UTC")

@@ -32,8 +32,15 @@ class Answer:
 
 
 def bounded_request(
-    method: str, url: str, *, name: str, timeout: float, max_bytes: int,
-    json: Any = None, headers: dict[str, str] | None = None, transport: httpx.BaseTransport | None = None,
+    method: str,
+    url: str,
+    *,
+    name: str,
+    timeout: float,
+    max_bytes: int,
+    json: Any = None,
+    headers: dict[str, str] | None = None,
+    transport: httpx.BaseTransport | None = None,
     client: httpx.Client | None = None,
 ) -> Answer:
     """The answer, or :class:`ModelError` ``model_unreachable`` (cannot connect,
@@ -52,8 +59,13 @@ def bounded_request(
         try:
             nonlocal http
             http = client or httpx.Client(transport=transport, verify=_tls())
-            with http.stream(method, url, json=json, timeout=timeout,
-                             headers={"Accept-Encoding": "identity", **(headers or {})}) as resp:
+            with http.stream(
+                method,
+                url,
+                json=json,
+                timeout=timeout,
+                headers={"Accept-Encoding": "identity", **(headers or {})},
+            ) as resp:
                 chunks: list[bytes] = []
                 size = 0
                 for chunk in resp.iter_bytes():
@@ -80,11 +92,15 @@ def bounded_request(
     if not finished or box.get("timeout"):
         raise ModelError(f"{name} did not answer in {timeout:g}s", code="model_unreachable")
     if "too_large" in box:
-        raise ModelError(f"{name} sent more than {max_bytes} bytes; the answer was dropped",
-                         code="model_response_too_large")
+        raise ModelError(
+            f"{name} sent more than {max_bytes} bytes; the answer was dropped",
+            code="model_response_too_large",
+        )
     exc = box.get("error")
     if isinstance(exc, httpx.TimeoutException):
-        raise ModelError(f"{name} did not answer in {timeout:g}s ({exc})", code="model_unreachable") from None
+        raise ModelError(
+            f"{name} did not answer in {timeout:g}s ({exc})", code="model_unreachable"
+        ) from None
     if isinstance(exc, httpx.HTTPError):
         raise ModelError(f"cannot reach {name}: {exc}", code="model_unreachable") from None
     if exc is not None:

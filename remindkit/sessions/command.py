@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from ..agent.external import ExternalTurns
 
 DEFAULT_TIMEOUT = 600.0
-MAX_ARG_MESSAGE = 64 * 1024  # bytes: a longer message goes on stdin only (Linux refuses an argument past 128 KiB)
+MAX_ARG_MESSAGE = (
+    64 * 1024
+)  # bytes: a longer message goes on stdin only (Linux refuses an argument past 128 KiB)
 PASSED_ENV = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME"})
 
 
@@ -73,13 +75,24 @@ class CommandSession:
 
     def _run(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         template = session.config.get("argv") or []
-        in_argv = message if len(message.encode("utf-8", "surrogatepass")) <= MAX_ARG_MESSAGE else _on_stdin(message)
-        argv = [str(a).replace("{session}", session.id).replace("{message}", in_argv) for a in template]
+        in_argv = (
+            message
+            if len(message.encode("utf-8", "surrogatepass")) <= MAX_ARG_MESSAGE
+            else _on_stdin(message)
+        )
+        argv = [
+            str(a).replace("{session}", session.id).replace("{message}", in_argv) for a in template
+        ]
         env = command_env(session, fires, store_url=self._store_url())
         timeout = self.timeout or float(session.config.get("timeout") or DEFAULT_TIMEOUT)
         try:
             proc = subprocess.run(
-                argv, input=message, capture_output=True, text=True, timeout=timeout, env=env,
+                argv,
+                input=message,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=env,
                 cwd=session.config.get("cwd") or None,
             )
         except FileNotFoundError:
@@ -106,8 +119,13 @@ def _on_stdin(message: str) -> str:
     return f"(the message is on stdin: {len(message)} characters)"
 
 
-def command_env(session: Session, fires: Sequence[Fire], *, store_url: str | None,
-                base: Mapping[str, str] | None = None) -> dict[str, str]:
+def command_env(
+    session: Session,
+    fires: Sequence[Fire],
+    *,
+    store_url: str | None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The environment of a turn's process: a few variables of the engine's
     (:data:`PASSED_ENV`, ``LC_*``), what the session definition names in ``env``
     (a value, or null to pass the engine's own), and what the agent needs to reach

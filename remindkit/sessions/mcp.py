@@ -37,8 +37,14 @@ class McpSessions:
     name = "mcp"
     shared = True  # a resume command may run from any engine; one turn at a time per session
 
-    def __init__(self, store: SqlStore | None = None, *, clock: Clock | None = None,
-                 turns: ExternalTurns | None = None, remember_keys: int = 100_000) -> None:
+    def __init__(
+        self,
+        store: SqlStore | None = None,
+        *,
+        clock: Clock | None = None,
+        turns: ExternalTurns | None = None,
+        remember_keys: int = 100_000,
+    ) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self.command = CommandSession(turns=turns)
@@ -106,14 +112,19 @@ class McpSessions:
                 for f in fresh:
                     self._seen.pop(f.key, None)
             # the client went away mid-push: the fires wait for the next connection
-            return TurnResult(False, error=f"MCP client of session {session.id} is gone: {exc}"[:300], busy=True)
+            return TurnResult(
+                False, error=f"MCP client of session {session.id} is gone: {exc}"[:300], busy=True
+            )
         return TurnResult(True)
 
     def _connected_elsewhere(self, session_id: str) -> bool:
         if self.store is None:
             return False
         try:
-            return self.store.lease_holder(LEASE_PREFIX + session_id, now_us=now_us(self.clock)) is not None
+            return (
+                self.store.lease_holder(LEASE_PREFIX + session_id, now_us=now_us(self.clock))
+                is not None
+            )
         except Exception:
             return True  # cannot tell: leave the fires waiting rather than run the command twice
 

@@ -68,10 +68,14 @@ MIN_CONTEXT = 512  # an overflow without a size halves the context, down to this
 OVERFLOW = re.compile(
     r"exceeds? the available context size|context_length_exceeded|maximum context length|"
     r"exceed context window|llama_decode returned 1|context window|too many tokens|"
-    r"exceed_context_size_error|longer than the model'?s? context", re.IGNORECASE | re.ASCII)
+    r"exceed_context_size_error|longer than the model'?s? context",
+    re.IGNORECASE | re.ASCII,
+)
 TOLD_CONTEXT = re.compile(
     r"maximum context length is (\d+)|context window of (\d+)|\"n_ctx\"\s*:\s*(\d+)|"
-    r"available context size \((\d+) tokens\)|max_model_len[\"'= :]+(\d+)", re.ASCII)
+    r"available context size \((\d+) tokens\)|max_model_len[\"'= :]+(\d+)",
+    re.ASCII,
+)
 
 
 class ServerInfo:
@@ -80,7 +84,9 @@ class ServerInfo:
 
     def __init__(self) -> None:
         self.probed = False
-        self.probe_after = 0.0  # monotonic time before which a server that did not answer is not asked again
+        self.probe_after = (
+            0.0  # monotonic time before which a server that did not answer is not asked again
+        )
         self.context: int | None = None  # what the server says (/props, /v1/models)
         self.learned: int | None = None  # from an overflow answer: the context is at most this
         self.tokenize: tuple[str, str] | None = None  # (url, field) of the server's tokenizer
@@ -118,15 +124,28 @@ class OpenAIChatModel:
         self.info = info or ServerInfo()
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], *, transport: httpx.BaseTransport | None = None,
-                    limits: ModelLimits | None = None, info: ServerInfo | None = None) -> OpenAIChatModel:
+    def from_config(
+        cls,
+        config: dict[str, Any],
+        *,
+        transport: httpx.BaseTransport | None = None,
+        limits: ModelLimits | None = None,
+        info: ServerInfo | None = None,
+    ) -> OpenAIChatModel:
         key_env = config.get("api_key_env") or DEFAULT_KEY_ENV
-        key = os.environ.get(key_env) if key_env in allowed_key_envs() else None  # never another variable
+        key = (
+            os.environ.get(key_env) if key_env in allowed_key_envs() else None
+        )  # never another variable
         return cls(
-            str(config["base_url"]), str(config["model"]), api_key=key or None,
-            timeout=float(config.get("timeout") or DEFAULT_TIMEOUT), transport=transport,
-            extra=config.get("extra") or None, limits=limits,
-            context_tokens=_positive(config.get("context_tokens")), max_tokens=_positive(config.get("max_tokens")),
+            str(config["base_url"]),
+            str(config["model"]),
+            api_key=key or None,
+            timeout=float(config.get("timeout") or DEFAULT_TIMEOUT),
+            transport=transport,
+            extra=config.get("extra") or None,
+            limits=limits,
+            context_tokens=_positive(config.get("context_tokens")),
+            max_tokens=_positive(config.get("max_tokens")),
             info=info,
         )
 
@@ -135,7 +154,11 @@ class OpenAIChatModel:
     def context_tokens(self) -> int:
         """The context to fit requests in: the setting, else what the server says,
         else 4096; never more than an overflow answer said."""
-        if self.context_setting is None and not self.info.probed and time.monotonic() >= self.info.probe_after:
+        if (
+            self.context_setting is None
+            and not self.info.probed
+            and time.monotonic() >= self.info.probe_after
+        ):
             self._probe()
         context = self.context_setting or self.info.context or DEFAULT_CONTEXT_TOKENS
         return min(context, self.info.learned) if self.info.learned else context
@@ -155,9 +178,16 @@ class OpenAIChatModel:
                 return info.counts[key]
         url, field = info.tokenize
         try:
-            answer = bounded_request("POST", url, name=self.name, timeout=PROBE_TIMEOUT,
-                                     max_bytes=max(PROBE_BYTES, len(text) * 16), json={field: text, "model": self.model},
-                                     headers=self._auth(), transport=self.transport)
+            answer = bounded_request(
+                "POST",
+                url,
+                name=self.name,
+                timeout=PROBE_TIMEOUT,
+                max_bytes=max(PROBE_BYTES, len(text) * 16),
+                json={field: text, "model": self.model},
+                headers=self._auth(),
+                transport=self.transport,
+            )
             tokens = json.loads(answer.body)["tokens"] if answer.status == 200 else None
             n = len(tokens) if isinstance(tokens, list) else estimate_tokens(text)
         except Exception:  # the estimate will do
@@ -176,14 +206,23 @@ class OpenAIChatModel:
         info = self.info
         root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
         answered = False
-        deadline = time.monotonic() + min(PROBE_TIMEOUT, self.timeout / 3)  # all the questions together
+        deadline = time.monotonic() + min(
+            PROBE_TIMEOUT, self.timeout / 3
+        )  # all the questions together
         for url in (f"{root}/props", f"{self.base_url}/models", f"{root}/openapi.json"):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             try:
-                answer = bounded_request("GET", url, name=self.name, timeout=left, max_bytes=PROBE_BYTES,
-                                         headers=self._auth(), transport=self.transport)
+                answer = bounded_request(
+                    "GET",
+                    url,
+                    name=self.name,
+                    timeout=left,
+                    max_bytes=PROBE_BYTES,
+                    headers=self._auth(),
+                    transport=self.transport,
+                )
                 answered = True
                 data = json.loads(answer.body) if answer.status == 200 else None
             except Exception:
@@ -199,8 +238,14 @@ class OpenAIChatModel:
             elif url.endswith("/models"):
                 for item in data.get("data") or []:
                     if isinstance(item, dict) and item.get("id") in (self.model, None):
-                        meta: dict[str, Any] = item["meta"] if isinstance(item.get("meta"), dict) else {}
-                        told = item.get("max_model_len") or meta.get("n_ctx") or meta.get("n_ctx_train")
+                        meta: dict[str, Any] = (
+                            item["meta"] if isinstance(item.get("meta"), dict) else {}
+                        )
+                        told = (
+                            item.get("max_model_len")
+                            or meta.get("n_ctx")
+                            or meta.get("n_ctx_train")
+                        )
                         if isinstance(told, int) and told > 0:
                             info.context = info.context or told
             elif "/extras/tokenize" in (data.get("paths") or {}) and info.tokenize is None:
@@ -210,27 +255,45 @@ class OpenAIChatModel:
 
     # -- the call -------------------------------------------------------------------------
 
-    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion:
-        body: dict[str, Any] = {"model": self.model, "messages": list(messages), "max_tokens": self.reply_tokens(),
-                                **self.extra}
+    def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> Completion:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            "max_tokens": self.reply_tokens(),
+            **self.extra,
+        }
         if tools:
             body["tools"] = list(tools)
-        answer = bounded_request("POST", f"{self.base_url}/chat/completions", name=self.name, timeout=self.timeout,
-                                 max_bytes=self.limits.max_response_bytes, json=body, headers=self._auth(),
-                                 transport=self.transport)
+        answer = bounded_request(
+            "POST",
+            f"{self.base_url}/chat/completions",
+            name=self.name,
+            timeout=self.timeout,
+            max_bytes=self.limits.max_response_bytes,
+            json=body,
+            headers=self._auth(),
+            transport=self.transport,
+        )
         if answer.status >= 400:
             raise self._http_error(answer)
         try:
             message = json.loads(answer.body)["choices"][0]["message"]
             calls = tuple(
-                ToolCall(str(c.get("id") or f"call_{i}"), str(c["function"]["name"]),
-                         _arguments_text(c["function"].get("arguments")))
+                ToolCall(
+                    str(c.get("id") or f"call_{i}"),
+                    str(c["function"]["name"]),
+                    _arguments_text(c["function"].get("arguments")),
+                )
                 for i, c in enumerate(message.get("tool_calls") or [])
             )
             content = message.get("content")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ModelError(f"{self.name} sent a reply that is not a chat completion ({exc!r})",
-                             code="model_bad_response") from None
+            raise ModelError(
+                f"{self.name} sent a reply that is not a chat completion ({exc!r})",
+                code="model_bad_response",
+            ) from None
         return Completion(content=content if isinstance(content, str) else None, tool_calls=calls)
 
     def _auth(self) -> dict[str, str]:
@@ -241,13 +304,19 @@ class OpenAIChatModel:
         said = answer.text(2000)
         head = f"{self.name} answered HTTP {status}: {answer.text(300)}"
         if status in (400, 413, 500) and OVERFLOW.search(said):
-            told = next((int(g) for m in TOLD_CONTEXT.finditer(said) for g in m.groups() if g), None)
+            told = next(
+                (int(g) for m in TOLD_CONTEXT.finditer(said) for g in m.groups() if g), None
+            )
             # the context is at most what the server told, else take half of what we thought
             smaller = told or max(MIN_CONTEXT, self.context_tokens() // 2)
             self.info.learned = min(smaller, self.info.learned or smaller)
             return ModelError(head, code="model_context_overflow", context=told)
         if status == 429 or status >= 500:
-            return ModelError(head, code="model_unavailable", retry_after=_retry_after(answer.headers.get("retry-after")))
+            return ModelError(
+                head,
+                code="model_unavailable",
+                retry_after=_retry_after(answer.headers.get("retry-after")),
+            )
         return ModelError(head, code="model_http_error", instant=status in INSTANT_STATUS)
 
 
@@ -296,8 +365,14 @@ class OpenAISessions:
     name = "openai"
     shared = True
 
-    def __init__(self, store: SqlStore, *, clock: Clock | None = None, settings: Settings | None = None,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        store: SqlStore,
+        *,
+        clock: Clock | None = None,
+        settings: Settings | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self.settings = settings or store.settings
@@ -306,7 +381,10 @@ class OpenAISessions:
         self._servers: dict[tuple[str, str], ServerInfo] = {}
 
     def can_deliver(self, session: Session) -> bool:
-        return bool(session.config.get("base_url") and session.config.get("model")) and self.why_not(session) is None
+        return (
+            bool(session.config.get("base_url") and session.config.get("model"))
+            and self.why_not(session) is None
+        )
 
     def why_not(self, session: Session) -> str | None:
         """Why a turn cannot run now (its endpoint is in back-off), or None."""
@@ -318,15 +396,21 @@ class OpenAISessions:
     def model(self, session: Session) -> OpenAIChatModel:
         key = (str(session.config.get("base_url")), str(session.config.get("model")))
         info = self._servers.setdefault(key, ServerInfo())
-        return OpenAIChatModel.from_config(session.config, transport=self.transport, limits=self.settings.model,
-                                           info=info)
+        return OpenAIChatModel.from_config(
+            session.config, transport=self.transport, limits=self.settings.model, info=info
+        )
 
     def conversation(self, session: Session, *, owner: str | None = None) -> Any:
         from ..agent.loop import Conversation, session_system
 
         return Conversation(
-            self.store, session.id, self.model(session),
-            clock=self.clock, settings=self.settings, system=session_system(session), owner=owner,
+            self.store,
+            session.id,
+            self.model(session),
+            clock=self.clock,
+            settings=self.settings,
+            system=session_system(session),
+            owner=owner,
         )
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:

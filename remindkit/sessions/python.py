@@ -46,7 +46,9 @@ class PythonSessions:
     def register(self, session_id: str, handler: Handler | Any) -> None:
         fn = getattr(handler, "deliver", handler)
         if not callable(fn):
-            raise TypeError("a python session needs a callable or an object with deliver(message, fires)")
+            raise TypeError(
+                "a python session needs a callable or an object with deliver(message, fires)"
+            )
         owns = bool(getattr(handler, "owns_transcript", False))
         with self._lock:
             self._handlers[session_id] = (fn, owns)
@@ -73,7 +75,9 @@ class PythonSessions:
                 self._seen.popitem(last=False)
         if entry is None:
             self._forget(fresh)
-            return TurnResult(False, error=f"session {session.id} is not registered in this process")
+            return TurnResult(
+                False, error=f"session {session.id} is not registered in this process"
+            )
         fn, owns = entry
         if not fresh:
             return TurnResult(True, reply=None, duplicate=True)  # a repeat of keys already taken
@@ -97,15 +101,21 @@ class PythonSessions:
                 return TurnResult(False, error=str(exc), busy=True)
             if not external:
                 self._forget(fresh)
-            return TurnResult(False, error=f"{type(exc).__name__}: {exc}",
-                              instant=bool(getattr(exc, "instant", False)))
+            return TurnResult(
+                False,
+                error=f"{type(exc).__name__}: {exc}",
+                instant=bool(getattr(exc, "instant", False)),
+            )
         if isinstance(getattr(reply, "ok", None), bool) and hasattr(reply, "text"):
             # a Conversation's deliver() answers with its TurnReply rather than raising
             if not reply.ok:
                 if not external:
                     self._forget(fresh)
-                return TurnResult(False, error=f"{getattr(reply, 'code', None) or 'error'}: {reply.error}",
-                                  instant=bool(getattr(reply, "instant", False)))
+                return TurnResult(
+                    False,
+                    error=f"{getattr(reply, 'code', None) or 'error'}: {reply.error}",
+                    instant=bool(getattr(reply, "instant", False)),
+                )
             reply = reply.text
         text = None if reply is None else str(reply)
         if handover is not None and self.turns is not None:

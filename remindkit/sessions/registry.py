@@ -40,8 +40,9 @@ class Adapters:
         return sorted(self._by_name)
 
 
-def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = None,
-                     settings: Settings | None = None) -> Adapters:
+def default_adapters(
+    store: SqlStore | None = None, *, clock: Clock | None = None, settings: Settings | None = None
+) -> Adapters:
     """command and python; with a store also openai, telegram (an agent bound to a
     chat thread, replies through the outbox) and webhook, and the agent side (tags
     of replies carried out, occurrence keys taken once per session)."""
@@ -55,25 +56,34 @@ def default_adapters(store: SqlStore | None = None, *, clock: Clock | None = Non
     from .openai import OpenAISessions
 
     turns = ExternalTurns(store, clock=clock, settings=settings)
-    adapters = Adapters(CommandSession(turns=turns), PythonSessions(turns=turns),
-                        OpenAISessions(store, clock=clock, settings=settings),
-                        McpSessions(store, clock=clock, turns=turns))
+    adapters = Adapters(
+        CommandSession(turns=turns),
+        PythonSessions(turns=turns),
+        OpenAISessions(store, clock=clock, settings=settings),
+        McpSessions(store, clock=clock, turns=turns),
+    )
     from .routed import TelegramSessions
     from .webhook import WebhookSessions
 
-    adapters.add(TelegramSessions(store, adapters, clock=clock))  # agents: the command and openai above
+    adapters.add(
+        TelegramSessions(store, adapters, clock=clock)
+    )  # agents: the command and openai above
     adapters.add(WebhookSessions(store, turns=turns, clock=clock))
     for adapter in plugin_adapters(store, clock=clock, settings=settings):
         adapters.add(adapter)
     return adapters
 
 
-def plugin_adapters(store: SqlStore, *, clock: Clock | None, settings: Settings | None) -> list[Any]:
+def plugin_adapters(
+    store: SqlStore, *, clock: Clock | None, settings: Settings | None
+) -> list[Any]:
     """Extra adapters named in ``REMINDKIT_ADAPTERS`` (``module:factory`` items,
     comma-separated): each factory is called with the store, clock and settings
     and returns an adapter (``name``, ``shared``, ``can_deliver``, ``run_turn``)."""
     out = []
-    for item in filter(None, (p.strip() for p in os.environ.get("REMINDKIT_ADAPTERS", "").split(","))):
+    for item in filter(
+        None, (p.strip() for p in os.environ.get("REMINDKIT_ADAPTERS", "").split(","))
+    ):
         module, _, attr = item.partition(":")
         factory = getattr(importlib.import_module(module), attr or "adapter")
         out.append(factory(store, clock=clock, settings=settings))

@@ -69,29 +69,47 @@ def split_message(text: str, limit: int = TEXT_LIMIT) -> list[str]:
         for sep in ("\n", " "):
             at = piece.rfind(sep)
             if at >= cut // 2:
-                piece = rest[:at + 1]
+                piece = rest[: at + 1]
                 break
         out.append(piece.rstrip("\n") or piece)
-        rest = rest[len(piece):]
+        rest = rest[len(piece) :]
     if rest.strip() or not out:
         out.append(rest)
     return out
 
 
-def queue_text(outbox: Outbox, route: dict[str, Any], *, key: str, text: str, session: str | None, now: int,
-               markup: dict[str, Any] | None = None) -> list[Any]:
+def queue_text(
+    outbox: Outbox,
+    route: dict[str, Any],
+    *,
+    key: str,
+    text: str,
+    session: str | None,
+    now: int,
+    markup: dict[str, Any] | None = None,
+) -> list[Any]:
     """Queue ``text`` for the route (split at Telegram's limit; keys ``key``,
     ``key#2`` …; written together, or not at all when ``key`` is there already)."""
     pieces = split_message(text)
     if len(pieces) > MAX_PIECES:
-        pieces = [*pieces[:MAX_PIECES - 1], "(the reply was longer; the rest is in the session's transcript)"]
+        pieces = [
+            *pieces[: MAX_PIECES - 1],
+            "(the reply was longer; the rest is in the session's transcript)",
+        ]
     items = []
     for n, piece in enumerate(pieces, start=1):
         payload: dict[str, Any] = {"text": piece}
         if markup is not None and n == len(pieces):
             payload["reply_markup"] = markup
-        items.append(NewItem(key=key if n == 1 else f"{key}#{n}", route_key=route_key(route), route=route,
-                             payload=payload, session_id=session))
+        items.append(
+            NewItem(
+                key=key if n == 1 else f"{key}#{n}",
+                route_key=route_key(route),
+                route=route,
+                payload=payload,
+                session_id=session,
+            )
+        )
     return outbox.enqueue(items, now_us=now)
 
 
@@ -100,8 +118,12 @@ def fired_reply(store: SqlStore, session: str, keys: Sequence[str]) -> tuple[int
     display), from the transcript; None when no fired message took them."""
     k = t.message_keys.c
     with store.read() as conn:
-        row = conn.execute(select(k.message_id).where(k.session_id == session, k.occurrence_key.in_(list(keys)))
-                           .order_by(k.message_id).limit(1)).first()
+        row = conn.execute(
+            select(k.message_id)
+            .where(k.session_id == session, k.occurrence_key.in_(list(keys)))
+            .order_by(k.message_id)
+            .limit(1)
+        ).first()
         if row is None:
             return None
         m = t.messages.c
@@ -128,7 +150,9 @@ class TelegramSessions:
         self.outbox = Outbox(store, CHANNEL)
         # set by a bot in this process: a context manager that shows a typing action in
         # the route's chat while a fired turn runs there
-        self.working: Callable[[dict[str, Any]], contextlib.AbstractContextManager[Any]] | None = None
+        self.working: Callable[[dict[str, Any]], contextlib.AbstractContextManager[Any]] | None = (
+            None
+        )
 
     def _agent(self, session: Session) -> tuple[Any, Session] | None:
         name = session.config.get("agent")
@@ -153,7 +177,11 @@ class TelegramSessions:
         if found is None:
             return TurnResult(False, error=f"session {session.id} has no agent and route")
         adapter, inner = found
-        working = self.working(session.config["route"]) if self.working is not None else contextlib.nullcontext()
+        working = (
+            self.working(session.config["route"])
+            if self.working is not None
+            else contextlib.nullcontext()
+        )
         with working:
             result: TurnResult = adapter.run_turn(inner, message, fires)
         if result.ok:
@@ -166,8 +194,14 @@ class TelegramSessions:
         if found is None or not found[1]:
             return
         msg_id, text = found
-        queue_text(self.outbox, session.config["route"], key=f"{session.id}:fired:{msg_id}", text=text,
-                   session=session.id, now=now_us(self.clock))
+        queue_text(
+            self.outbox,
+            session.config["route"],
+            key=f"{session.id}:fired:{msg_id}",
+            text=text,
+            session=session.id,
+            now=now_us(self.clock),
+        )
 
 
 class CommandChatModel:
@@ -180,7 +214,9 @@ class CommandChatModel:
         self.name = f"command {session.config.get('argv', ['?'])[0]}"
         self.runner = CommandSession(timeout=timeout)
 
-    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion:
+    def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> Completion:
         pending: list[str] = []
         for m in reversed(messages):
             if m.get("role") != "user":
@@ -189,12 +225,21 @@ class CommandChatModel:
         text = "\n\n".join(reversed(pending))
         try:
             result = self.runner.run_turn(self.session, text, [])
-        except subprocess.SubprocessError as exc:  # pragma: no cover - run_turn turns these into results
+        except (
+            subprocess.SubprocessError
+        ) as exc:  # pragma: no cover - run_turn turns these into results
             raise ModelError(str(exc), code="agent_failed") from None
         if not result.ok:
             raise ModelError(result.error or "the agent failed", code="agent_failed")
         return Completion(content=result.reply or "")
 
 
-__all__ = ["CHANNEL", "CommandChatModel", "TelegramSessions", "fired_reply", "queue_text", "route_key",
-           "split_message"]
+__all__ = [
+    "CHANNEL",
+    "CommandChatModel",
+    "TelegramSessions",
+    "fired_reply",
+    "queue_text",
+    "route_key",
+    "split_message",
+]

@@ -60,7 +60,9 @@ class EnginePolicy:
         commands = env.get("REMINDKIT_ENGINE_COMMANDS")
         return cls(
             adapters=None if adapters is None else frozenset(comma_names(adapters)),
-            commands=None if commands is None else tuple(_resolve(c) or c for c in comma_names(commands)),
+            commands=None
+            if commands is None
+            else tuple(_resolve(c) or c for c in comma_names(commands)),
             key_envs=allowed_key_envs(env),
         )
 
@@ -70,8 +72,10 @@ class EnginePolicy:
         if config.get(DISABLED):
             return f"session {session.id} is disabled: {config[DISABLED]}"
         if self.adapters is not None and session.adapter not in self.adapters:
-            return (f"this engine does not run {session.adapter} sessions "
-                    f"(REMINDKIT_ENGINE_ADAPTERS={','.join(sorted(self.adapters))})")
+            return (
+                f"this engine does not run {session.adapter} sessions "
+                f"(REMINDKIT_ENGINE_ADAPTERS={','.join(sorted(self.adapters))})"
+            )
         if session.adapter == "command" and self.commands is not None:
             for key in ("argv", "fresh_argv"):
                 argv = config.get(key)
@@ -124,5 +128,13 @@ class GuardedAdapter:
         return getattr(self.inner, name)
 
 
-__all__ = ["DISABLED", "SENSITIVE", "EnginePolicy", "GuardedAdapter", "allowed_key_envs", "check_key_env",
-           "request_extra", "untrusted_session_config"]
+__all__ = [
+    "DISABLED",
+    "SENSITIVE",
+    "EnginePolicy",
+    "GuardedAdapter",
+    "allowed_key_envs",
+    "check_key_env",
+    "request_extra",
+    "untrusted_session_config",
+]

@@ -64,7 +64,7 @@ def webhook_id(keys: Sequence[str]) -> str:
 
 def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     """The ``webhook-signature`` value for ``body`` (Standard Webhooks, v1)."""
-    raw = secret[len("whsec_"):] if secret.startswith("whsec_") else secret
+    raw = secret[len("whsec_") :] if secret.startswith("whsec_") else secret
     key = base64.b64decode(raw)
     digest = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode()
@@ -80,8 +80,15 @@ class WebhookSessions:
     name = "webhook"
     shared = True
 
-    def __init__(self, store: SqlStore, *, turns: ExternalTurns, clock: Clock | None = None,
-                 transport: httpx.BaseTransport | None = None, window_s: float | None = None) -> None:
+    def __init__(
+        self,
+        store: SqlStore,
+        *,
+        turns: ExternalTurns,
+        clock: Clock | None = None,
+        transport: httpx.BaseTransport | None = None,
+        window_s: float | None = None,
+    ) -> None:
         self.store = store
         self.turns = turns
         self.clock: Clock = clock or SystemClock()
@@ -106,14 +113,27 @@ class WebhookSessions:
             return TurnResult(True, duplicate=True)
         keys = [f.key for f in handover.fires]
         body = {
-            "type": "schedule.fired", "session": session.id, "keys": keys,
+            "type": "schedule.fired",
+            "session": session.id,
+            "keys": keys,
             "reminders": list(dict.fromkeys(f.reminder_id for f in handover.fires)),
-            "due": [format_utc(f.due_at) for f in handover.fires], "message": handover.message,
+            "due": [format_utc(f.due_at) for f in handover.fires],
+            "message": handover.message,
         }
         now = now_us(self.clock)
         url = str(session.config["url"])
-        item = self.outbox.enqueue([NewItem(key=webhook_id(keys), route_key=f"webhook:{session.id}",
-                                            route={"url": url}, payload=body, session_id=session.id)], now_us=now)[0]
+        item = self.outbox.enqueue(
+            [
+                NewItem(
+                    key=webhook_id(keys),
+                    route_key=f"webhook:{session.id}",
+                    route={"url": url},
+                    payload=body,
+                    session_id=session.id,
+                )
+            ],
+            now_us=now,
+        )[0]
         for old in self.outbox.rows(route=f"webhook:{session.id}", state=QUEUED, limit=100):
             if old.id != item.id and set(old.payload.get("keys") or ()) <= set(keys):
                 self.outbox.supersede(old, by=item.key)  # its fires wait in this batch now
@@ -123,11 +143,18 @@ class WebhookSessions:
         if item.state == FAILED:
             return TurnResult(False, error=f"webhook gave up: {item.last_error}")
         lease_us = int(self.store.settings.lease_s * 1e6)
-        claimed = [c for c in self.outbox.claim(owner=self.owner, now_us=now, lease_us=lease_us,
-                                                route=f"webhook:{session.id}") if c.id == item.id]
+        claimed = [
+            c
+            for c in self.outbox.claim(
+                owner=self.owner, now_us=now, lease_us=lease_us, route=f"webhook:{session.id}"
+            )
+            if c.id == item.id
+        ]
         if not claimed:
             self._next[session.id] = max(item.next_attempt_at, now + 1_000_000)
-            return TurnResult(False, retry=True, error=f"webhook delivery {item.key} waits for its next try")
+            return TurnResult(
+                False, retry=True, error=f"webhook delivery {item.key} waits for its next try"
+            )
         item = claimed[0]
         ok, reply, error = self._post(session, item.key, item.payload)
         now = now_us(self.clock)
@@ -145,7 +172,9 @@ class WebhookSessions:
         self._next[session.id] = nxt
         return TurnResult(False, retry=True, error=f"webhook: {error}")
 
-    def _post(self, session: Session, msg_id: str, payload: dict[str, Any]) -> tuple[bool, str | None, str]:
+    def _post(
+        self, session: Session, msg_id: str, payload: dict[str, Any]
+    ) -> tuple[bool, str | None, str]:
         """(delivered, reply, error) of one signed POST."""
         import httpx
 
@@ -159,12 +188,20 @@ class WebhookSessions:
             signature = sign(secret, msg_id, ts, body)
         except ValueError:
             return False, None, f"the secret in {env} is not whsec_ followed by base64"
-        headers = {"content-type": "application/json", "webhook-id": msg_id, "webhook-timestamp": str(ts),
-                   "webhook-signature": signature}
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(ts),
+            "webhook-signature": signature,
+        }
         deadline = time.monotonic() + TIMEOUT_S
         try:
-            with httpx.Client(transport=self.transport, timeout=TIMEOUT_S) as client, \
-                    client.stream("POST", str(session.config["url"]), content=body, headers=headers) as resp:
+            with (
+                httpx.Client(transport=self.transport, timeout=TIMEOUT_S) as client,
+                client.stream(
+                    "POST", str(session.config["url"]), content=body, headers=headers
+                ) as resp,
+            ):
                 data = b""
                 for chunk in resp.iter_bytes():
                     data += chunk

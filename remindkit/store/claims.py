@@ -133,38 +133,70 @@ def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) 
         values["updated_at"] = now_us
     for i in range(0, len(occurrence_ids), 500):
         chunk = list(occurrence_ids[i : i + 500])
-        final = [c.state.in_((ACTIVE, PAUSED)),
-                 exists().where(o.reminder_id == c.id, o.due_at == c.next_fire_at, o.id.in_(chunk),
-                                o.fired_at.is_not(None), o.state.not_in((CLAIMED, WAITING)))]
+        final = [
+            c.state.in_((ACTIVE, PAUSED)),
+            exists().where(
+                o.reminder_id == c.id,
+                o.due_at == c.next_fire_at,
+                o.id.in_(chunk),
+                o.fired_at.is_not(None),
+                o.state.not_in((CLAIMED, WAITING)),
+            ),
+        ]
         if conn.dialect.name == "postgresql":  # lock in id order, as every writer of reminders does
-            ids = [r[0] for r in conn.execute(select(c.id).where(*final).order_by(c.id).with_for_update())]
+            ids = [
+                r[0]
+                for r in conn.execute(select(c.id).where(*final).order_by(c.id).with_for_update())
+            ]
             if not ids:
                 continue
             final = [c.id.in_(ids), *final]
         conn.execute(update(t.reminders).where(*final).values(**values))
 
 
-def pause_failed(conn: Connection, failed: Sequence[tuple[int, str | None]], now_us: int | None) -> None:
+def pause_failed(
+    conn: Connection, failed: Sequence[tuple[int, str | None]], now_us: int | None
+) -> None:
     """After the final failure of a fire (seed 004), its reminder is paused with
     ``last_error`` (``resume`` clears it); a one-shot, which has nothing left to
     fire, ends ``failed``."""
     o, c = t.occurrences.c, t.reminders.c
     stamp = now_us if now_us is not None else 0
     why = dict(failed)
-    owners = sorted(conn.execute(select(o.reminder_id, o.id, o.session_id).where(o.id.in_(list(why)))).all())
+    owners = sorted(
+        conn.execute(select(o.reminder_id, o.id, o.session_id).where(o.id.in_(list(why)))).all()
+    )
     events: list[EventRow] = []
-    for rid, occ_id, session in owners:  # in reminder id order, as every writer of reminders locks them
+    for (
+        rid,
+        occ_id,
+        session,
+    ) in owners:  # in reminder id order, as every writer of reminders locks them
         error = (why[occ_id] or "delivery failed")[:500]
         res = conn.execute(
             update(t.reminders)
             .where(c.id == rid, c.state.in_((ACTIVE, DONE)))
-            .values(state=case((c.state == DONE, FAILED), (c.next_fire_at.is_(None), FAILED), else_=PAUSED),
-                    last_error=error, version=c.version + 1,
-                    updated_at=func.coalesce(stamp or None, c.updated_at))
+            .values(
+                state=case(
+                    (c.state == DONE, FAILED), (c.next_fire_at.is_(None), FAILED), else_=PAUSED
+                ),
+                last_error=error,
+                version=c.version + 1,
+                updated_at=func.coalesce(stamp or None, c.updated_at),
+            )
         )
         if res.rowcount:
-            events.append(event_row(EventKind.PAUSED, Surface.ENGINE, at_us=stamp, session=session, reminder_id=rid,
-                                    occurrence_id=occ_id, detail={"why": "delivery failed", "last_error": error}))
+            events.append(
+                event_row(
+                    EventKind.PAUSED,
+                    Surface.ENGINE,
+                    at_us=stamp,
+                    session=session,
+                    reminder_id=rid,
+                    occurrence_id=occ_id,
+                    detail={"why": "delivery failed", "last_error": error},
+                )
+            )
     write_events(conn, events)
 
 
@@ -180,8 +212,19 @@ def quarantine(conn: Connection, reminder_id: str, exc: BaseException, *, now_us
         .where(t.reminders.c.id == reminder_id)
         .values(state=FAILED, next_fire_at=None, last_error=why, version=t.reminders.c.version + 1)
     )
-    defer_events(conn, [event_row(EventKind.FAILED, Surface.ENGINE, at_us=now_us, session=None,
-                                  reminder_id=reminder_id, detail={"error": why})])
+    defer_events(
+        conn,
+        [
+            event_row(
+                EventKind.FAILED,
+                Surface.ENGINE,
+                at_us=now_us,
+                session=None,
+                reminder_id=reminder_id,
+                detail={"error": why},
+            )
+        ],
+    )
 
 
 def _readable_fire(conn: Connection, row: Any, token: str, now_us: int) -> Fire | None:
@@ -193,8 +236,13 @@ def _readable_fire(conn: Connection, row: Any, token: str, now_us: int) -> Fire 
         conn.execute(
             update(t.occurrences)
             .where(t.occurrences.c.id == m["occ_id"])
-            .values(state=OCC_FAILED, error="its reminder is unreadable (quarantined)", owner=None, token=None,
-                    lease_until=None)
+            .values(
+                state=OCC_FAILED,
+                error="its reminder is unreadable (quarantined)",
+                owner=None,
+                token=None,
+                lease_until=None,
+            )
         )
         return None
 
@@ -204,9 +252,14 @@ def _claim_update():
     return (
         update(t.reminders)
         .where(c.id == bindparam("b_id"), c.version == bindparam("b_version"), c.state == ACTIVE)
-        .values(next_fire_at=bindparam("next_fire_at"), state=bindparam("state"),
-                fired_count=bindparam("fired_count"), snoozed=bindparam("snoozed"),
-                version=bindparam("version"), updated_at=bindparam("updated_at"))
+        .values(
+            next_fire_at=bindparam("next_fire_at"),
+            state=bindparam("state"),
+            fired_count=bindparam("fired_count"),
+            snoozed=bindparam("snoozed"),
+            version=bindparam("version"),
+            updated_at=bindparam("updated_at"),
+        )
     )
 
 
@@ -222,22 +275,29 @@ class ClaimOps:
     """Occurrence and lease operations, mixed into SqlStore."""
 
     if TYPE_CHECKING:
+
         @property
         def is_postgres(self) -> bool: ...
 
         engine: Engine
 
-        def write(self, *, notify: bool = True) -> contextlib.AbstractContextManager[Connection]: ...
+        def write(
+            self, *, notify: bool = True
+        ) -> contextlib.AbstractContextManager[Connection]: ...
         def read(self) -> contextlib.AbstractContextManager[Connection]: ...
         def _set_flag(self, conn: Connection, name: str, value: str, now_us: int) -> None: ...
-        def get_sessions(self, session_ids: Iterable[str], *, now_us: int | None = None) -> dict[str, Session]: ...
+        def get_sessions(
+            self, session_ids: Iterable[str], *, now_us: int | None = None
+        ) -> dict[str, Session]: ...
 
     def _locked(self, stmt):
         """``SELECT … FOR UPDATE`` on PostgreSQL (SQLite holds the write lock already)."""
         return stmt.with_for_update() if self.is_postgres else stmt
 
     def _insert(self, table):
-        if self.is_postgres:  # each dialect loads on first use (the CLI on SQLite never needs PostgreSQL's)
+        if (
+            self.is_postgres
+        ):  # each dialect loads on first use (the CLI on SQLite never needs PostgreSQL's)
             from sqlalchemy.dialects import postgresql as pg_dialect
 
             return pg_dialect.insert(table)
@@ -270,7 +330,12 @@ class ClaimOps:
         with self.write(notify=False) as conn:
             if _paused_all(conn):
                 return [], 0
-            due = [c.state == ACTIVE, c.next_fire_at <= horizon_us, _not_claimed_yet(), _project_on()]
+            due = [
+                c.state == ACTIVE,
+                c.next_fire_at <= horizon_us,
+                _not_claimed_yet(),
+                _project_on(),
+            ]
             if leave_alerts:
                 due += [c.alarm.is_(False), c.announce.is_(None)]
             stmt = select(t.reminders).where(*due).order_by(c.next_fire_at).limit(limit)
@@ -278,8 +343,12 @@ class ClaimOps:
                 # The earliest due, then locked in id order (as every writer of reminders
                 # locks them), skipping rows another engine holds: engines never deadlock.
                 earliest = select(c.id).where(*due).order_by(c.next_fire_at).limit(limit)
-                stmt = (select(t.reminders).where(c.id.in_(earliest.scalar_subquery()), *due)
-                        .order_by(c.id).with_for_update(skip_locked=True))
+                stmt = (
+                    select(t.reminders)
+                    .where(c.id.in_(earliest.scalar_subquery()), *due)
+                    .order_by(c.id)
+                    .with_for_update(skip_locked=True)
+                )
             rems = []
             for r in conn.execute(stmt).all():
                 try:
@@ -300,30 +369,56 @@ class ClaimOps:
                     quarantine(conn, rem.id, exc, now_us=now_us)
             for rem, p in planned:
                 for f in p.fires:
-                    occ_rows.append({
-                        "reminder_id": rem.id, "due_at": f.due_us, "session_id": rem.session,
-                        "state": CLAIMED, "owner": owner, "token": token, "lease_until": lease_until,
-                        "missed": f.missed, "position": f.position, "attempts": 1,
-                        "alert": "pending" if (rem.alarm or rem.announce) else None,
-                    })
+                    occ_rows.append(
+                        {
+                            "reminder_id": rem.id,
+                            "due_at": f.due_us,
+                            "session_id": rem.session,
+                            "state": CLAIMED,
+                            "owner": owner,
+                            "token": token,
+                            "lease_until": lease_until,
+                            "missed": f.missed,
+                            "position": f.position,
+                            "attempts": 1,
+                            "alert": "pending" if (rem.alarm or rem.announce) else None,
+                        }
+                    )
                 for f in p.skipped:
-                    occ_rows.append({
-                        "reminder_id": rem.id, "due_at": f.due_us, "session_id": rem.session,
-                        "state": "skipped", "owner": None, "token": None, "lease_until": None,
-                        "missed": f.missed, "position": None, "attempts": 0,
-                        "error": f"missed {f.missed} occurrence(s) while no engine ran (policy: skip)",
-                        "alert": None, "fired_at": None,
-                    })
+                    occ_rows.append(
+                        {
+                            "reminder_id": rem.id,
+                            "due_at": f.due_us,
+                            "session_id": rem.session,
+                            "state": "skipped",
+                            "owner": None,
+                            "token": None,
+                            "lease_until": None,
+                            "missed": f.missed,
+                            "position": None,
+                            "attempts": 0,
+                            "error": f"missed {f.missed} occurrence(s) while no engine ran (policy: skip)",
+                            "alert": None,
+                            "fired_at": None,
+                        }
+                    )
                 state, nxt = p.state, p.next_fire_us
                 if state == DONE and p.fires:
                     # Its last occurrence is claimed but has not fired: the reminder stays
                     # active (listed, cancellable) at that time until it fires (settle()).
                     state, nxt = ACTIVE, p.fires[-1].due_us
-                rem_updates.append({
-                    "b_id": rem.id, "b_version": rem.version, "next_fire_at": nxt,
-                    "state": state, "fired_count": p.fired_count, "snoozed": p.snoozed,
-                    "version": rem.version + 1, "updated_at": now_us,
-                })
+                rem_updates.append(
+                    {
+                        "b_id": rem.id,
+                        "b_version": rem.version,
+                        "next_fire_at": nxt,
+                        "state": state,
+                        "fired_count": p.fired_count,
+                        "snoozed": p.snoozed,
+                        "version": rem.version + 1,
+                        "updated_at": now_us,
+                    }
+                )
             if occ_rows:
                 for row in occ_rows:
                     row.setdefault("error", None)
@@ -335,12 +430,24 @@ class ClaimOps:
                 conn.execute(_claim_update(), sorted(rem_updates, key=lambda row: row["b_id"]))
             failpoints.hit("in_claim_txn")
             skipped_keys = {(rid, due) for _i, rid, due, st in inserted if st == "skipped"}
-            write_events(conn, [
-                    event_row(EventKind.SKIPPED, Surface.ENGINE, at_us=now_us, session=row["session_id"],
-                              reminder_id=row["reminder_id"], detail={"due_at": format_utc(from_us(row["due_at"])),
-                                                                      "error": row["error"]})
-                for row in occ_rows if (row["reminder_id"], row["due_at"]) in skipped_keys
-            ])
+            write_events(
+                conn,
+                [
+                    event_row(
+                        EventKind.SKIPPED,
+                        Surface.ENGINE,
+                        at_us=now_us,
+                        session=row["session_id"],
+                        reminder_id=row["reminder_id"],
+                        detail={
+                            "due_at": format_utc(from_us(row["due_at"])),
+                            "error": row["error"],
+                        },
+                    )
+                    for row in occ_rows
+                    if (row["reminder_id"], row["due_at"]) in skipped_keys
+                ],
+            )
             by_id = {r.id: r for r in rems}
             by_key = {(row["reminder_id"], row["due_at"]): row for row in occ_rows}
             for occ_id, rid, due_us, state in inserted:
@@ -348,23 +455,49 @@ class ClaimOps:
                     continue
                 rem = by_id[rid]
                 row = by_key[(rid, due_us)]
-                fires.append(Fire(
-                    occurrence_id=occ_id, reminder_id=rid, session=rem.session, due_at=from_us(due_us),
-                    text=rem.text, label=rem.label, kind=rem.kind, position=row["position"],
-                    repeat=rem.schedule.repeat, missed=row["missed"], alarm=rem.alarm,
-                    announce=rem.announce, urgency=rem.urgency, on_busy=rem.on_busy, token=token,
-                    alert=row["alert"], every_s=rem.schedule.every_s,
-                ))
+                fires.append(
+                    Fire(
+                        occurrence_id=occ_id,
+                        reminder_id=rid,
+                        session=rem.session,
+                        due_at=from_us(due_us),
+                        text=rem.text,
+                        label=rem.label,
+                        kind=rem.kind,
+                        position=row["position"],
+                        repeat=rem.schedule.repeat,
+                        missed=row["missed"],
+                        alarm=rem.alarm,
+                        announce=rem.announce,
+                        urgency=rem.urgency,
+                        on_busy=rem.on_busy,
+                        token=token,
+                        alert=row["alert"],
+                        every_s=rem.schedule.every_s,
+                    )
+                )
         fires.sort(key=lambda f: (f.due_at, f.occurrence_id))
         return fires, len(rems)
 
     def _claim_insert(self):
-        ins = self._insert(t.occurrences).on_conflict_do_nothing(index_elements=["reminder_id", "due_at"])
-        return ins.returning(t.occurrences.c.id, t.occurrences.c.reminder_id, t.occurrences.c.due_at,
-                             t.occurrences.c.state)
+        ins = self._insert(t.occurrences).on_conflict_do_nothing(
+            index_elements=["reminder_id", "due_at"]
+        )
+        return ins.returning(
+            t.occurrences.c.id,
+            t.occurrences.c.reminder_id,
+            t.occurrences.c.due_at,
+            t.occurrences.c.state,
+        )
 
     def reclaim_expired(
-        self, *, now_us: int, owner: str, lease_us: int, limit: int, ids: Sequence[int] | None = None,
+        self,
+        *,
+        now_us: int,
+        owner: str,
+        lease_us: int,
+        limit: int,
+        ids: Sequence[int] | None = None,
         may_take: Callable[[str, int], bool] | None = None,
     ) -> list[Fire]:
         """Take over claimed occurrences whose owner's lease ran out (it crashed or
@@ -397,9 +530,16 @@ class ClaimOps:
                 conn.execute(
                     update(t.occurrences)
                     .where(o.id.in_(chunk), o.state == CLAIMED)
-                    .values(owner=owner, token=token, lease_until=now_us + lease_us, attempts=o.attempts + 1)
+                    .values(
+                        owner=owner,
+                        token=token,
+                        lease_until=now_us + lease_us,
+                        attempts=o.attempts + 1,
+                    )
                 )
-            fires = [f for f in (_readable_fire(conn, r, token, now_us) for r in rows) if f is not None]
+            fires = [
+                f for f in (_readable_fire(conn, r, token, now_us) for r in rows) if f is not None
+            ]
             write_events(conn, [])  # a quarantine's
         return fires
 
@@ -407,7 +547,9 @@ class ClaimOps:
         """Ids of the occurrences this owner holds claimed."""
         o = t.occurrences.c
         with self.read() as conn:
-            return [r[0] for r in conn.execute(select(o.id).where(o.state == CLAIMED, o.owner == owner))]
+            return [
+                r[0] for r in conn.execute(select(o.id).where(o.state == CLAIMED, o.owner == owner))
+            ]
 
     def claim_waiting(
         self,
@@ -449,10 +591,17 @@ class ClaimOps:
             conn.execute(
                 update(t.occurrences)
                 .where(o.id.in_(ids), o.state == WAITING)
-                .values(state=CLAIMED, owner=owner, token=token, lease_until=now_us + lease_us,
-                        attempts=o.attempts + 1)
+                .values(
+                    state=CLAIMED,
+                    owner=owner,
+                    token=token,
+                    lease_until=now_us + lease_us,
+                    attempts=o.attempts + 1,
+                )
             )
-            fires = [f for f in (_readable_fire(conn, r, token, now_us) for r in rows) if f is not None]
+            fires = [
+                f for f in (_readable_fire(conn, r, token, now_us) for r in rows) if f is not None
+            ]
             write_events(conn, [])  # a quarantine's
             return fires
 
@@ -460,9 +609,14 @@ class ClaimOps:
         """Sessions that have fired occurrences waiting for delivery."""
         o = t.occurrences.c
         with self.read() as conn:
-            return [r[0] for r in conn.execute(select(o.session_id).where(o.state == WAITING).distinct())]
+            return [
+                r[0]
+                for r in conn.execute(select(o.session_id).where(o.state == WAITING).distinct())
+            ]
 
-    def waiting_of(self, reminder_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None, int, int]]:
+    def waiting_of(
+        self, reminder_ids: Sequence[str]
+    ) -> dict[str, tuple[str | None, str | None, int, int]]:
         """Per reminder with fires that wait for their session: (wait_for, reason of the
         earliest, its due time, how many)."""
         o = t.occurrences.c
@@ -492,12 +646,23 @@ class ClaimOps:
         if not ids:
             return set()
         with self.read() as conn:
-            return {r[0] for r in conn.execute(
-                select(o.reminder_id).where(o.reminder_id.in_(ids), o.state == WAITING,
-                                            o.wait_for == WaitFor.REBASE).distinct())}
+            return {
+                r[0]
+                for r in conn.execute(
+                    select(o.reminder_id)
+                    .where(o.reminder_id.in_(ids), o.state == WAITING, o.wait_for == WaitFor.REBASE)
+                    .distinct()
+                )
+            }
 
-    def rebase(self, fires: Sequence[Fire], *, now_us: int, push: Callable[[Reminder, int], Reminder | None],
-               note: str) -> tuple[list[int], list[int]]:
+    def rebase(
+        self,
+        fires: Sequence[Fire],
+        *,
+        now_us: int,
+        push: Callable[[Reminder, int], Reminder | None],
+        note: str,
+    ) -> tuple[list[int], list[int]]:
         """Seed 003's re-base, in one transaction: each reminder of ``fires`` is
         pushed (``push(reminder, first position)``, a pure function), its fires
         that came due during the turn are recorded ``skipped`` (re-based), and
@@ -507,10 +672,20 @@ class ClaimOps:
         first: dict[str, int] = {}
         for f in fires:
             first[f.reminder_id] = min(first.get(f.reminder_id, f.position), f.position)
-        outcomes = [Outcome(occurrence_id=f.occurrence_id, token=f.token, state=SKIPPED, error=note,
-                            fired_at_us=None) for f in fires]
+        outcomes = [
+            Outcome(
+                occurrence_id=f.occurrence_id,
+                token=f.token,
+                state=SKIPPED,
+                error=note,
+                fired_at_us=None,
+            )
+            for f in fires
+        ]
         with self.write() as conn:
-            rows = conn.execute(self._locked(select(t.reminders).where(c.id.in_(sorted(first))).order_by(c.id))).all()
+            rows = conn.execute(
+                self._locked(select(t.reminders).where(c.id.in_(sorted(first))).order_by(c.id))
+            ).all()
             ours = {f.occurrence_id for f in fires}
             cancelled: list[int] = []
             for row in rows:
@@ -518,20 +693,58 @@ class ClaimOps:
                 new = push(rem, first[rem.id])
                 if new is None:
                     continue
-                values = {k: v for k, v in reminder_to_row(new).items() if k not in ("id", "created_at")}
+                values = {
+                    k: v for k, v in reminder_to_row(new).items() if k not in ("id", "created_at")
+                }
                 values.update(version=rem.version + 1, updated_at=now_us)
-                conn.execute(update(t.reminders).where(c.id == rem.id, c.version == rem.version).values(**values))
-                write_events(conn, [event_row(EventKind.MODIFIED, Surface.ENGINE, at_us=now_us, session=rem.session,
-                                              reminder_id=rem.id, detail={"rebased": True, "position": first[rem.id],
-                                                                          "next_fire_at": values["next_fire_at"]})])
-                ahead = [r[0] for r in conn.execute(
-                    select(o.id).where(o.reminder_id == rem.id, o.state == CLAIMED, o.fired_at.is_(None),
-                                       o.due_at > now_us).order_by(o.id))]
+                conn.execute(
+                    update(t.reminders)
+                    .where(c.id == rem.id, c.version == rem.version)
+                    .values(**values)
+                )
+                write_events(
+                    conn,
+                    [
+                        event_row(
+                            EventKind.MODIFIED,
+                            Surface.ENGINE,
+                            at_us=now_us,
+                            session=rem.session,
+                            reminder_id=rem.id,
+                            detail={
+                                "rebased": True,
+                                "position": first[rem.id],
+                                "next_fire_at": values["next_fire_at"],
+                            },
+                        )
+                    ],
+                )
+                ahead = [
+                    r[0]
+                    for r in conn.execute(
+                        select(o.id)
+                        .where(
+                            o.reminder_id == rem.id,
+                            o.state == CLAIMED,
+                            o.fired_at.is_(None),
+                            o.due_at > now_us,
+                        )
+                        .order_by(o.id)
+                    )
+                ]
                 ahead = [i for i in ahead if i not in ours]
                 if ahead:
-                    conn.execute(update(t.occurrences).where(o.id.in_(ahead), o.state == CLAIMED).values(
-                        state=OCC_CANCELLED, error="superseded: its reminder was re-based", owner=None,
-                        token=None, lease_until=None))
+                    conn.execute(
+                        update(t.occurrences)
+                        .where(o.id.in_(ahead), o.state == CLAIMED)
+                        .values(
+                            state=OCC_CANCELLED,
+                            error="superseded: its reminder was re-based",
+                            owner=None,
+                            token=None,
+                            lease_until=None,
+                        )
+                    )
                     cancelled += ahead
             stale = self._finish(conn, outcomes, now_us)
         return stale, cancelled
@@ -541,16 +754,25 @@ class ClaimOps:
         s = t.sessions.c
         with self.write(notify=False) as conn:
             if ok:
-                conn.execute(update(t.sessions).where(s.id == session_id, s.failures != 0)
-                             .values(failures=0))
+                conn.execute(
+                    update(t.sessions).where(s.id == session_id, s.failures != 0).values(failures=0)
+                )
             else:
-                conn.execute(update(t.sessions).where(s.id == session_id)
-                             .values(failures=s.failures + 1, last_error=(error or "turn failed")[:500]))
+                conn.execute(
+                    update(t.sessions)
+                    .where(s.id == session_id)
+                    .values(failures=s.failures + 1, last_error=(error or "turn failed")[:500])
+                )
 
     # -- acknowledging -------------------------------------------------------------------
 
-    def finish(self, outcomes: Sequence[Outcome], *, fired: Sequence[tuple[int, str, int]] = (),
-               now_us: int | None = None) -> list[int]:
+    def finish(
+        self,
+        outcomes: Sequence[Outcome],
+        *,
+        fired: Sequence[tuple[int, str, int]] = (),
+        now_us: int | None = None,
+    ) -> list[int]:
         """Write outcomes with their tokens, and the ``fired_at`` of fires that are
         still on their way (``mark_fired``), in one transaction, each with its event
         (``fired`` the first time a fire time is recorded, then the outcome; a fire
@@ -564,15 +786,22 @@ class ClaimOps:
                 self._mark_fired(conn, fired)
             return self._finish(conn, outcomes, now_us)
 
-    def _finish(self, conn: Connection, outcomes: Sequence[Outcome], now_us: int | None = None) -> list[int]:
+    def _finish(
+        self, conn: Connection, outcomes: Sequence[Outcome], now_us: int | None = None
+    ) -> list[int]:
         if not outcomes:
             return []
         o = t.occurrences.c
         outcomes = sorted(outcomes, key=lambda item: item.occurrence_id)
         rows: list[dict[str, Any]] = [
             {
-                "b_id": item.occurrence_id, "b_token": item.token, "state": item.state, "error": item.error,
-                "b_fired": item.fired_at_us, "b_delivered": item.delivered_at_us, "b_to": item.delivered_to,
+                "b_id": item.occurrence_id,
+                "b_token": item.token,
+                "state": item.state,
+                "error": item.error,
+                "b_fired": item.fired_at_us,
+                "b_delivered": item.delivered_at_us,
+                "b_to": item.delivered_to,
                 "b_alert": item.alert,
                 "b_keep": item.state == CLAIMED,
                 "b_wait": item.wait_for if item.state == WAITING else None,
@@ -587,7 +816,9 @@ class ClaimOps:
                 state=bindparam("state"),
                 error=bindparam("error"),
                 fired_at=func.coalesce(o.fired_at, bindparam("b_fired", type_=BigInteger)),
-                delivered_at=func.coalesce(bindparam("b_delivered", type_=BigInteger), o.delivered_at),
+                delivered_at=func.coalesce(
+                    bindparam("b_delivered", type_=BigInteger), o.delivered_at
+                ),
                 delivered_to=func.coalesce(bindparam("b_to", type_=Text), o.delivered_to),
                 alert=func.coalesce(bindparam("b_alert", type_=Text), o.alert),
                 wait_for=bindparam("b_wait", type_=Text),
@@ -602,8 +833,11 @@ class ClaimOps:
         held: dict[int, Any] = {}
         ids = [r["b_id"] for r in rows]
         for i in range(0, len(ids), 500):
-            q = (select(o.id, o.token, o.fired_at, o.reminder_id, o.session_id, o.due_at, o.error)
-                 .where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED).order_by(o.id))
+            q = (
+                select(o.id, o.token, o.fired_at, o.reminder_id, o.session_id, o.due_at, o.error)
+                .where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED)
+                .order_by(o.id)
+            )
             if self.is_postgres:
                 q = q.with_for_update()  # in id order, as every writer of these rows locks them
             held.update((row[0], row) for row in conn.execute(q))
@@ -614,10 +848,15 @@ class ClaimOps:
             settle(conn, [r["b_id"] for r in ok], max(stamps) if stamps else None)
             pausing = {item.occurrence_id: item.error for item in outcomes if item.pause}
             if pausing:
-                pause_failed(conn, [(r["b_id"], pausing[r["b_id"]]) for r in ok if r["b_id"] in pausing],
-                             max(stamps) if stamps else None)
+                pause_failed(
+                    conn,
+                    [(r["b_id"], pausing[r["b_id"]]) for r in ok if r["b_id"] in pausing],
+                    max(stamps) if stamps else None,
+                )
             write_events(conn, _outcome_events(ok, held, now_us))
-        return [r["b_id"] for r in rows if (h := held.get(r["b_id"])) is None or h.token != r["b_token"]]
+        return [
+            r["b_id"] for r in rows if (h := held.get(r["b_id"])) is None or h.token != r["b_token"]
+        ]
 
     def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool:
         """Compare-and-set the alert state; an alert plays only after winning ``pending -> playing``."""
@@ -643,7 +882,8 @@ class ClaimOps:
         ids = sorted(tokens)
         for k in range(0, len(ids), 500):
             q = select(o.id, o.token, o.reminder_id, o.session_id, o.due_at).where(
-                o.id.in_(ids[k : k + 500]), o.fired_at.is_(None))
+                o.id.in_(ids[k : k + 500]), o.fired_at.is_(None)
+            )
             fresh.update((row[0], row) for row in conn.execute(q) if row[1] == tokens[row[0]])
         conn.execute(
             update(t.occurrences)
@@ -653,14 +893,18 @@ class ClaimOps:
         )
         write_events(conn, [_fired_event(fresh[i], f) for i, _tok, f in items if i in fresh])
 
-    def renew_leases(self, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None = None) -> int:
+    def renew_leases(
+        self, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None = None
+    ) -> int:
         """Extend the owner's claims and session turns. ``turn_tokens``: only those
         turns (an engine renews the turns it is running, never one whose release
         failed, which must be left to expire)."""
         o, s = t.occurrences.c, t.sessions.c
         with self.write(notify=False) as conn:
             res = conn.execute(
-                update(t.occurrences).where(o.owner == owner, o.state == CLAIMED).values(lease_until=until_us)
+                update(t.occurrences)
+                .where(o.owner == owner, o.state == CLAIMED)
+                .values(lease_until=until_us)
             )
             tokens = None if turn_tokens is None else list(turn_tokens)
             if tokens is None or tokens:
@@ -672,7 +916,9 @@ class ClaimOps:
 
     # -- session turns -------------------------------------------------------------------
 
-    def claim_turn(self, session_id: str, *, owner: str, token: str, until_us: int, now_us: int) -> bool:
+    def claim_turn(
+        self, session_id: str, *, owner: str, token: str, until_us: int, now_us: int
+    ) -> bool:
         """Start a turn on an idle session (no external busy mark, no live turn)."""
         s = t.sessions.c
         with self.write(notify=False) as conn:
@@ -683,7 +929,9 @@ class ClaimOps:
                     s.busy_since.is_(None),
                     or_(s.turn_token.is_(None), s.turn_until < now_us),
                 )
-                .values(turn_owner=owner, turn_token=token, turn_until=until_us, last_active_at=now_us)
+                .values(
+                    turn_owner=owner, turn_token=token, turn_until=until_us, last_active_at=now_us
+                )
             )
             return res.rowcount == 1
 
@@ -706,7 +954,9 @@ class ClaimOps:
             if _paused_all(conn):
                 due = None
             else:
-                stmt = select(func.min(c.next_fire_at)).where(c.state == ACTIVE, _not_claimed_yet(), _project_on())
+                stmt = select(func.min(c.next_fire_at)).where(
+                    c.state == ACTIVE, _not_claimed_yet(), _project_on()
+                )
                 if leave_alerts:
                     stmt = stmt.where(c.alarm.is_(False), c.announce.is_(None))
                 due = conn.execute(stmt).scalar()
@@ -720,8 +970,11 @@ class ClaimOps:
         with self.read() as conn:
             for i in range(0, len(ids), 500):
                 held.extend(
-                    r[0] for r in conn.execute(
-                        select(o.id).where(o.id.in_(list(ids[i : i + 500])), o.owner == owner, o.state == CLAIMED)
+                    r[0]
+                    for r in conn.execute(
+                        select(o.id).where(
+                            o.id.in_(list(ids[i : i + 500])), o.owner == owner, o.state == CLAIMED
+                        )
                     )
                 )
         return held
@@ -750,7 +1003,10 @@ class ClaimOps:
         with self.write(notify=False) as conn:
             res = conn.execute(
                 update(t.leases)
-                .where(lc.name == name, or_(lc.holder == holder, lc.until < now_us, lc.priority < priority))
+                .where(
+                    lc.name == name,
+                    or_(lc.holder == holder, lc.until < now_us, lc.priority < priority),
+                )
                 .values(holder=holder, priority=priority, until=until_us)
             )
             if res.rowcount == 0:
@@ -759,7 +1015,9 @@ class ClaimOps:
                     .values(name=name, holder=holder, priority=priority, until=until_us)
                     .on_conflict_do_nothing(index_elements=["name"])
                 )
-            row = conn.execute(select(lc.holder, lc.priority, lc.until).where(lc.name == name)).one()
+            row = conn.execute(
+                select(lc.holder, lc.priority, lc.until).where(lc.name == name)
+            ).one()
             return row[0], row[1], row[2]
 
     def warm(self) -> None:
@@ -781,11 +1039,36 @@ class ClaimOps:
             self.get_sessions(["-"], now_us=0)
             # The claim's writes too (the call above found nothing to claim), rolled back.
             with contextlib.suppress(_Rollback), self.write(notify=False) as conn:
-                row = {"reminder_id": "", "due_at": 0, "session_id": None, "state": CLAIMED, "owner": "",
-                       "token": "", "lease_until": 0, "missed": 0, "position": 1, "attempts": 1, "alert": None,
-                       "error": None, "fired_at": None}
-                conn.execute(_claim_update(), [{"b_id": "", "b_version": -1, "next_fire_at": None, "state": ACTIVE,
-                                                "fired_count": 0, "snoozed": False, "version": 0, "updated_at": 0}])
+                row = {
+                    "reminder_id": "",
+                    "due_at": 0,
+                    "session_id": None,
+                    "state": CLAIMED,
+                    "owner": "",
+                    "token": "",
+                    "lease_until": 0,
+                    "missed": 0,
+                    "position": 1,
+                    "attempts": 1,
+                    "alert": None,
+                    "error": None,
+                    "fired_at": None,
+                }
+                conn.execute(
+                    _claim_update(),
+                    [
+                        {
+                            "b_id": "",
+                            "b_version": -1,
+                            "next_fire_at": None,
+                            "state": ACTIVE,
+                            "fired_count": 0,
+                            "snoozed": False,
+                            "version": 0,
+                            "updated_at": 0,
+                        }
+                    ],
+                )
                 conn.execute(self._claim_insert(), [row, {**row, "due_at": 1}]).all()
                 raise _Rollback
         except Exception as exc:
@@ -794,24 +1077,37 @@ class ClaimOps:
     def lease_holder(self, name: str, *, now_us: int) -> tuple[str, int] | None:
         lc = t.leases.c
         with self.read() as conn:
-            row = conn.execute(select(lc.holder, lc.priority).where(lc.name == name, lc.until >= now_us)).first()
+            row = conn.execute(
+                select(lc.holder, lc.priority).where(lc.name == name, lc.until >= now_us)
+            ).first()
         return None if row is None else (row[0], row[1])
 
     def drop_lease(self, name: str, *, holder: str) -> None:
         with self.write(notify=False) as conn:
-            conn.execute(delete(t.leases).where(t.leases.c.name == name, t.leases.c.holder == holder))
+            conn.execute(
+                delete(t.leases).where(t.leases.c.name == name, t.leases.c.holder == holder)
+            )
 
     def heartbeat(
         self, *, engine_id: str, host: str, pid: int, role: str, priority: int, now_us: int
     ) -> None:
         e = t.engines.c
         with self.write(notify=False) as conn:
-            res = conn.execute(update(t.engines).where(e.id == engine_id).values(heartbeat_at=now_us))
+            res = conn.execute(
+                update(t.engines).where(e.id == engine_id).values(heartbeat_at=now_us)
+            )
             if res.rowcount == 0:
-                conn.execute(insert(t.engines).values(
-                    id=engine_id, host=host, pid=pid, role=role, alert_priority=priority,
-                    started_at=now_us, heartbeat_at=now_us,
-                ))
+                conn.execute(
+                    insert(t.engines).values(
+                        id=engine_id,
+                        host=host,
+                        pid=pid,
+                        role=role,
+                        alert_priority=priority,
+                        started_at=now_us,
+                        heartbeat_at=now_us,
+                    )
+                )
 
     def unregister_engine(self, engine_id: str) -> None:
         with self.write(notify=False) as conn:
@@ -822,12 +1118,25 @@ class ClaimOps:
             rows = conn.execute(select(t.engines).where(t.engines.c.heartbeat_at >= since_us)).all()
         return [dict(r._mapping) for r in rows]
 
-    def set_paused_all(self, paused: bool, *, now_us: int, surface: Surface | str = Surface.API) -> None:
+    def set_paused_all(
+        self, paused: bool, *, now_us: int, surface: Surface | str = Surface.API
+    ) -> None:
         """Pause or resume all firing; the event (``paused``/``resumed``, no reminder) says ``all``."""
         with self.write() as conn:
             self._set_flag(conn, PAUSED_ALL, "1" if paused else "0", now_us)
-            write_events(conn, [event_row(EventKind.PAUSED if paused else EventKind.RESUMED, surface, at_us=now_us,
-                                          session=None, reminder_id=None, detail={"all": True})])
+            write_events(
+                conn,
+                [
+                    event_row(
+                        EventKind.PAUSED if paused else EventKind.RESUMED,
+                        surface,
+                        at_us=now_us,
+                        session=None,
+                        reminder_id=None,
+                        detail={"all": True},
+                    )
+                ],
+            )
 
 
 # Outcome events are built here without the general detail_json: a burst writes
@@ -835,8 +1144,11 @@ class ClaimOps:
 _ENGINE = Surface.ENGINE.value
 _FIRED = EventKind.FIRED.value
 _OUTCOME_KINDS = {
-    "delivered": EventKind.DELIVERED.value, "failed": EventKind.FAILED.value, "skipped": EventKind.SKIPPED.value,
-    WAITING: EventKind.WAITING.value, "cancelled": EventKind.CANCELLED.value,
+    "delivered": EventKind.DELIVERED.value,
+    "failed": EventKind.FAILED.value,
+    "skipped": EventKind.SKIPPED.value,
+    WAITING: EventKind.WAITING.value,
+    "cancelled": EventKind.CANCELLED.value,
 }
 
 
@@ -855,7 +1167,9 @@ def _fired_event(held: Any, fired_us: int) -> EventRow:
     return (fired_us, _FIRED, _ENGINE, held.session_id, held.reminder_id, held.id, detail)
 
 
-def _outcome_events(ok: Sequence[dict[str, Any]], held: dict[int, Any], now_us: int | None) -> list[EventRow]:
+def _outcome_events(
+    ok: Sequence[dict[str, Any]], held: dict[int, Any], now_us: int | None
+) -> list[EventRow]:
     out: list[EventRow] = []
     for r in ok:
         h = held[r["b_id"]]

@@ -41,7 +41,9 @@ def check_url(url: str) -> URL:
     from ..errors import InvalidInput
 
     def refuse(why: str) -> InvalidInput:
-        return InvalidInput(f"{why}; use sqlite:///PATH or postgresql://USER@HOST/DB", code="invalid_store_url")
+        return InvalidInput(
+            f"{why}; use sqlite:///PATH or postgresql://USER@HOST/DB", code="invalid_store_url"
+        )
 
     try:
         parsed = make_url(url)
@@ -67,14 +69,22 @@ def make_engine(url: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 3
         return _sqlite_engine(url, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
-            url = str(parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False))
-        return create_engine(url, poolclass=QueuePool, pool_size=4, max_overflow=8, pool_pre_ping=True)
+            url = str(
+                parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+            )
+        return create_engine(
+            url, poolclass=QueuePool, pool_size=4, max_overflow=8, pool_pre_ping=True
+        )
     return create_engine(url)
 
 
 def sqlite_path(url: str) -> Path | None:
     parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+    if (
+        parsed.get_backend_name() != "sqlite"
+        or not parsed.database
+        or parsed.database == ":memory:"
+    ):
         return None
     return Path(parsed.database).expanduser().resolve()
 
@@ -82,7 +92,9 @@ def sqlite_path(url: str) -> Path | None:
 def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engine:
     path = sqlite_path(url)
     if path is None:
-        raise StoreError("remindkit needs a SQLite file, not an in-memory database", code="store_unavailable")
+        raise StoreError(
+            "remindkit needs a SQLite file, not an in-memory database", code="store_unavailable"
+        )
     make_private_file(path)
     engine = create_engine(
         f"sqlite:///{path}",
@@ -141,8 +153,12 @@ def _tighten(path: Path, too_open: int, mode: int) -> None:
         shared = bool(st.st_mode & stat.S_ISVTX)  # /tmp and the like: shared on purpose, left alone
         if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & too_open and not shared:
             os.fchmod(fd, mode)
-            log.warning("%s was %s; made it %s (remindkit keeps its store private)", path,
-                        oct(stat.S_IMODE(st.st_mode)), oct(mode))
+            log.warning(
+                "%s was %s; made it %s (remindkit keeps its store private)",
+                path,
+                oct(stat.S_IMODE(st.st_mode)),
+                oct(mode),
+            )
     except OSError as exc:
         log.warning("cannot make %s private: %s", path, exc)
     finally:

@@ -31,10 +31,24 @@ EventRow = tuple[int, str, str, "str | None", "str | None", "int | None", "str |
 
 
 def event_row(
-    kind: EventKind, surface: Surface | str, *, at_us: int, session: str | None, reminder_id: str | None,
-    occurrence_id: int | None = None, detail: Mapping[str, Any] | None = None,
+    kind: EventKind,
+    surface: Surface | str,
+    *,
+    at_us: int,
+    session: str | None,
+    reminder_id: str | None,
+    occurrence_id: int | None = None,
+    detail: Mapping[str, Any] | None = None,
 ) -> EventRow:
-    return (at_us, str(kind), str(surface), session, reminder_id, occurrence_id, detail_json(detail))
+    return (
+        at_us,
+        str(kind),
+        str(surface),
+        session,
+        reminder_id,
+        occurrence_id,
+        detail_json(detail),
+    )
 
 
 def defer_events(conn: Connection, rows: Sequence[EventRow]) -> None:
@@ -81,9 +95,15 @@ def event_from_row(row: Any) -> Event:
         surface = Surface(m["surface"])
     except ValueError:
         surface = m["surface"]
-    return Event(id=m["id"], at=from_us(m["at"]), kind=kind, surface=surface,  # type: ignore[arg-type]
-                 session=m["session_id"], reminder_id=m["reminder_id"],
-                 detail=detail if isinstance(detail, dict) else {"value": detail})
+    return Event(
+        id=m["id"],
+        at=from_us(m["at"]),
+        kind=kind,  # type: ignore[arg-type]
+        surface=surface,  # type: ignore[arg-type]
+        session=m["session_id"],
+        reminder_id=m["reminder_id"],
+        detail=detail if isinstance(detail, dict) else {"value": detail},
+    )
 
 
 def _check_limit(limit: object) -> int:
@@ -96,16 +116,24 @@ class EventOps:
     """Reading the audit trail, mixed into SqlStore."""
 
     if TYPE_CHECKING:
+
         def read(self) -> contextlib.AbstractContextManager[Connection]: ...
 
     def events_after(
-        self, after_id: int = 0, *, limit: int = 100, reminder_id: str | None = None, session: str | None = None,
+        self,
+        after_id: int = 0,
+        *,
+        limit: int = 100,
+        reminder_id: str | None = None,
+        session: str | None = None,
     ) -> list[Event]:
         """Events with an id above ``after_id``, oldest first, at most ``limit``
         (1-1000) per call: a reader tails the trail by passing the last id it saw."""
         limit = _check_limit(limit)
         if isinstance(after_id, bool) or not isinstance(after_id, int) or after_id < 0:
-            raise InvalidInput(f"after_id must be a whole number >= 0 (got {after_id!r})", code="invalid_argument")
+            raise InvalidInput(
+                f"after_id must be a whole number >= 0 (got {after_id!r})", code="invalid_argument"
+            )
         e = t.events.c
         stmt = select(t.events).where(e.id > after_id)
         stmt = _scoped(stmt, reminder_id=reminder_id, session=session).order_by(e.id).limit(limit)
@@ -113,12 +141,20 @@ class EventOps:
             return [event_from_row(r) for r in conn.execute(stmt)]
 
     def recent_events(
-        self, *, limit: int = 50, reminder_id: str | None = None, session: str | None = None,
+        self,
+        *,
+        limit: int = 50,
+        reminder_id: str | None = None,
+        session: str | None = None,
     ) -> list[Event]:
         """The newest ``limit`` events (1-1000), oldest first."""
         limit = _check_limit(limit)
         e = t.events.c
-        stmt = _scoped(select(t.events), reminder_id=reminder_id, session=session).order_by(e.id.desc()).limit(limit)
+        stmt = (
+            _scoped(select(t.events), reminder_id=reminder_id, session=session)
+            .order_by(e.id.desc())
+            .limit(limit)
+        )
         with self.read() as conn:
             rows = [event_from_row(r) for r in conn.execute(stmt)]
         rows.reverse()
@@ -126,7 +162,10 @@ class EventOps:
 
     def last_event_id(self) -> int:
         with self.read() as conn:
-            return int(conn.execute(select(t.events.c.id).order_by(t.events.c.id.desc()).limit(1)).scalar() or 0)
+            return int(
+                conn.execute(select(t.events.c.id).order_by(t.events.c.id.desc()).limit(1)).scalar()
+                or 0
+            )
 
 
 def _scoped(stmt: Any, *, reminder_id: str | None, session: str | None) -> Any:
@@ -138,8 +177,11 @@ def _scoped(stmt: Any, *, reminder_id: str | None, session: str | None) -> Any:
     return stmt
 
 
-def changes(old: Any, new: Any, fields: Sequence[str] = ("state", "next_fire_at", "label", "last_error", "snoozed")
-            ) -> Iterator[tuple[str, list[Any]]]:
+def changes(
+    old: Any,
+    new: Any,
+    fields: Sequence[str] = ("state", "next_fire_at", "label", "last_error", "snoozed"),
+) -> Iterator[tuple[str, list[Any]]]:
     """(field, [before, after]) for the fields that differ between two reminders."""
     for name in fields:
         a, b = getattr(old, name), getattr(new, name)
@@ -147,4 +189,13 @@ def changes(old: Any, new: Any, fields: Sequence[str] = ("state", "next_fire_at"
             yield name, [a, b]
 
 
-__all__ = ["EventOps", "EventRow", "changes", "defer_events", "event_from_row", "forget_deferred", "event_row", "write_events"]
+__all__ = [
+    "EventOps",
+    "EventRow",
+    "changes",
+    "defer_events",
+    "event_from_row",
+    "forget_deferred",
+    "event_row",
+    "write_events",
+]

@@ -36,12 +36,17 @@ def check_project(name: object) -> str:
 
 
 def project_not_found(name: str) -> NotFound:
-    return NotFound(f"No project by the name of {name!r} was found", code="project_not_found", project=name)
+    return NotFound(
+        f"No project by the name of {name!r} was found", code="project_not_found", project=name
+    )
 
 
 _R, _S = t.reminders.c, t.sessions.c
-LIVE_IN_PROJECT = (select(func.count()).select_from(t.reminders.join(t.sessions, _S.id == _R.session_id))
-                   .where(_S.project == bindparam("p"), _R.state.in_(LIVE_STATES)))
+LIVE_IN_PROJECT = (
+    select(func.count())
+    .select_from(t.reminders.join(t.sessions, _S.id == _R.session_id))
+    .where(_S.project == bindparam("p"), _R.state.in_(LIVE_STATES))
+)
 PROJECT_OF_SESSION = select(_S.project).where(_S.id == bindparam("sid"))
 
 
@@ -53,7 +58,10 @@ def disabled_projects_sessions() -> Any:
 
 class ProjectOps:
     if TYPE_CHECKING:
-        def write(self, *, notify: bool = True) -> contextlib.AbstractContextManager[Connection]: ...
+
+        def write(
+            self, *, notify: bool = True
+        ) -> contextlib.AbstractContextManager[Connection]: ...
         def read(self) -> contextlib.AbstractContextManager[Connection]: ...
         def for_update(self, stmt: Any) -> Any: ...
 
@@ -63,9 +71,15 @@ class ProjectOps:
         """Create the project if it does not exist (features on); return it."""
         name = check_project(name)
         with self.write() as conn:
-            if conn.execute(select(t.projects.c.name).where(t.projects.c.name == name)).first() is None:
-                conn.execute(insert(t.projects).values(name=name, reminders=True, created_at=now_us,
-                                                       updated_at=now_us))
+            if (
+                conn.execute(select(t.projects.c.name).where(t.projects.c.name == name)).first()
+                is None
+            ):
+                conn.execute(
+                    insert(t.projects).values(
+                        name=name, reminders=True, created_at=now_us, updated_at=now_us
+                    )
+                )
         got = self.get_project(name)
         assert got is not None
         return got
@@ -77,18 +91,25 @@ class ProjectOps:
 
     def list_projects(self) -> list[dict[str, Any]]:
         with self.read() as conn:
-            return [_project(r) for r in conn.execute(select(t.projects).order_by(t.projects.c.name))]
+            return [
+                _project(r) for r in conn.execute(select(t.projects).order_by(t.projects.c.name))
+            ]
 
     def set_feature(self, name: str, feature: str, on: bool, *, now_us: int) -> dict[str, Any]:
         """Turn a project's feature on or off (engines are woken: a project turned on
         fires what it missed)."""
         if feature not in FEATURES:
-            raise InvalidInput(f"feature must be one of {', '.join(FEATURES)} (got {feature!r})",
-                               code="invalid_argument")
+            raise InvalidInput(
+                f"feature must be one of {', '.join(FEATURES)} (got {feature!r})",
+                code="invalid_argument",
+            )
         name = check_project(name)
         with self.write() as conn:
-            done = conn.execute(update(t.projects).where(t.projects.c.name == name)
-                                .values(reminders=bool(on), updated_at=now_us))
+            done = conn.execute(
+                update(t.projects)
+                .where(t.projects.c.name == name)
+                .values(reminders=bool(on), updated_at=now_us)
+            )
             if done.rowcount == 0:
                 raise project_not_found(name)
         got = self.get_project(name)
@@ -97,16 +118,24 @@ class ProjectOps:
 
     # -- sessions of a project -----------------------------------------------------------
 
-    def session_in_project(self, project: str, session_id: str, *, now_us: int | None = None) -> Session | None:
+    def session_in_project(
+        self, project: str, session_id: str, *, now_us: int | None = None
+    ) -> Session | None:
         """The session if it belongs to ``project``, else None."""
         s = t.sessions.c
         with self.read() as conn:
-            row = conn.execute(select(t.sessions).where(s.id == session_id, s.project == project)).first()
+            row = conn.execute(
+                select(t.sessions).where(s.id == session_id, s.project == project)
+            ).first()
         return None if row is None else session_from_row(row, now_us)
 
-    def project_sessions(self, project: str, *, include_deleted: bool = False, now_us: int | None = None) -> list[Session]:
+    def project_sessions(
+        self, project: str, *, include_deleted: bool = False, now_us: int | None = None
+    ) -> list[Session]:
         s = t.sessions.c
-        stmt = select(t.sessions).where(s.project == project).order_by(s.last_active_at.desc(), s.id)
+        stmt = (
+            select(t.sessions).where(s.project == project).order_by(s.last_active_at.desc(), s.id)
+        )
         if not include_deleted:
             stmt = stmt.where(s.state != SESSION_DELETED)
         with self.read() as conn:
@@ -114,7 +143,9 @@ class ProjectOps:
 
     def project_of(self, session_id: str) -> str | None:
         with self.read() as conn:
-            return conn.execute(select(t.sessions.c.project).where(t.sessions.c.id == session_id)).scalar()
+            return conn.execute(
+                select(t.sessions.c.project).where(t.sessions.c.id == session_id)
+            ).scalar()
 
     def count_live_in_project(self, project: str) -> int:
         with self.read() as conn:
@@ -122,12 +153,28 @@ class ProjectOps:
 
     # -- tokens --------------------------------------------------------------------------
 
-    def add_token(self, *, token_id: str, digest: str, project: str | None, session: str | None,
-                  read_only: bool, now_us: int) -> None:
+    def add_token(
+        self,
+        *,
+        token_id: str,
+        digest: str,
+        project: str | None,
+        session: str | None,
+        read_only: bool,
+        now_us: int,
+    ) -> None:
         with self.write(notify=False) as conn:
-            conn.execute(insert(t.api_tokens).values(
-                id=token_id, hash=digest, project=project, session=session, read_only=bool(read_only),
-                created_at=now_us, last_used_at=None))
+            conn.execute(
+                insert(t.api_tokens).values(
+                    id=token_id,
+                    hash=digest,
+                    project=project,
+                    session=session,
+                    read_only=bool(read_only),
+                    created_at=now_us,
+                    last_used_at=None,
+                )
+            )
 
     def token_by_hash(self, digest: str) -> dict[str, Any] | None:
         with self.read() as conn:
@@ -137,11 +184,16 @@ class ProjectOps:
     def list_tokens(self) -> list[dict[str, Any]]:
         c = t.api_tokens.c
         with self.read() as conn:
-            return [_token(r) for r in conn.execute(select(t.api_tokens).order_by(c.created_at, c.id))]
+            return [
+                _token(r) for r in conn.execute(select(t.api_tokens).order_by(c.created_at, c.id))
+            ]
 
     def remove_token(self, token_id: str) -> bool:
         with self.write(notify=False) as conn:
-            return conn.execute(t.api_tokens.delete().where(t.api_tokens.c.id == token_id)).rowcount == 1
+            return (
+                conn.execute(t.api_tokens.delete().where(t.api_tokens.c.id == token_id)).rowcount
+                == 1
+            )
 
     def count_tokens(self) -> int:
         with self.read() as conn:
@@ -155,6 +207,15 @@ def _project(row: Any) -> dict[str, Any]:
 
 def _token(row: Any) -> dict[str, Any]:
     m = row._mapping
-    scope = "admin" if m["project"] is None else ("session" if m["session"] is not None else "project")
-    return {"id": m["id"], "scope": scope, "project": m["project"], "session": m["session"],
-            "read_only": bool(m["read_only"]), "created_at": m["created_at"], "last_used_at": m["last_used_at"]}
+    scope = (
+        "admin" if m["project"] is None else ("session" if m["session"] is not None else "project")
+    )
+    return {
+        "id": m["id"],
+        "scope": scope,
+        "project": m["project"],
+        "session": m["session"],
+        "read_only": bool(m["read_only"]),
+        "created_at": m["created_at"],
+        "last_used_at": m["last_used_at"],
+    }

@@ -33,38 +33,57 @@ class ReportOps:
                     func.sum(case((c.state == "active", 1), else_=0)),
                     func.sum(case((c.state == "paused", 1), else_=0)),
                     func.min(case((c.state == "active", c.next_fire_at), else_=None)),
-                ).where(c.state.in_(("active", "paused"))).group_by(c.session_id)
+                )
+                .where(c.state.in_(("active", "paused")))
+                .group_by(c.session_id)
             ).all()
             outcomes = conn.execute(
                 select(
                     o.session_id,
                     func.max(case((o.state == "failed", o.fired_at), else_=None)),
                     func.max(case((o.state == "delivered", o.fired_at), else_=None)),
-                ).where(o.fired_at >= now_us - FAILED_WINDOW_US).group_by(o.session_id)
+                )
+                .where(o.fired_at >= now_us - FAILED_WINDOW_US)
+                .group_by(o.session_id)
             ).all()
-            flag = conn.execute(select(t.flags.c.value).where(t.flags.c.name == "paused_all")).scalar()
+            flag = conn.execute(
+                select(t.flags.c.value).where(t.flags.c.name == "paused_all")
+            ).scalar()
         failed = {sid: f is not None and (d is None or f >= d) for sid, f, d in outcomes}
         sessions: dict[str, dict[str, Any]] = {}
         total: dict[str, Any] = {"active": 0, "paused": 0, "next_us": None, "failed": False}
         for sid, active, paused, nxt in rows:
-            entry: dict[str, Any] = {"active": int(active or 0), "paused": int(paused or 0),
-                     "next_us": None if nxt is None else int(nxt), "failed": failed.get(sid, False)}
+            entry: dict[str, Any] = {
+                "active": int(active or 0),
+                "paused": int(paused or 0),
+                "next_us": None if nxt is None else int(nxt),
+                "failed": failed.get(sid, False),
+            }
             if sid is not None:
                 sessions[sid] = entry
             total["active"] += entry["active"]
             total["paused"] += entry["paused"]
-            if entry["next_us"] is not None and (total["next_us"] is None or entry["next_us"] < total["next_us"]):
+            if entry["next_us"] is not None and (
+                total["next_us"] is None or entry["next_us"] < total["next_us"]
+            ):
                 total["next_us"] = entry["next_us"]
         for sid, bad in failed.items():
             if sid is not None and sid not in sessions and bad:
                 sessions[sid] = {"active": 0, "paused": 0, "next_us": None, "failed": True}
         last_failed = [f for _sid, f, _d in outcomes if f is not None]
         last_delivered = [d for _sid, _f, d in outcomes if d is not None]
-        total["failed"] = bool(last_failed) and (not last_delivered or max(last_failed) >= max(last_delivered))
+        total["failed"] = bool(last_failed) and (
+            not last_delivered or max(last_failed) >= max(last_delivered)
+        )
         truncated = len(sessions) > max_sessions
         if truncated:
             sessions = dict(sorted(sessions.items(), key=_soonest)[:max_sessions])
-        return {"paused_all": flag == "1", "all": total, "sessions": sessions, "truncated": truncated}
+        return {
+            "paused_all": flag == "1",
+            "all": total,
+            "sessions": sessions,
+            "truncated": truncated,
+        }
 
     def fire_stats(self, *, since_us: int, session: str | None = None) -> dict[str, Any]:
         """Fires since ``since_us``, per session (``-`` for none) and in all: counts by
@@ -76,7 +95,9 @@ class ReportOps:
         per: dict[str, dict[str, Any]] = {}
         late: dict[str, list[int]] = {}
         with self.read() as conn:
-            for sid, state, due, fired in _rows(conn.execute(stmt.execution_options(yield_per=5_000))):
+            for sid, state, due, fired in _rows(
+                conn.execute(stmt.execution_options(yield_per=5_000))
+            ):
                 key = sid if sid is not None else "-"
                 entry = per.setdefault(key, {"fires": 0, **{s: 0 for s in STATS_STATES}})
                 entry["fires"] += 1
@@ -115,8 +136,10 @@ def _lateness(values: list[int]) -> dict[str, int | None]:
 def stats_text(entry: dict[str, Any], *, since: str = "24h") -> str:
     """One line of :meth:`ReportOps.fire_stats` counts, as the tray menu and the notebook
     panel show them."""
-    text = (f"last {since}: {entry['fires']} fires · {entry['delivered']} delivered · {entry['failed']} failed"
-            f" · {entry['waiting']} waiting · {entry['skipped']} skipped")
+    text = (
+        f"last {since}: {entry['fires']} fires · {entry['delivered']} delivered · {entry['failed']} failed"
+        f" · {entry['waiting']} waiting · {entry['skipped']} skipped"
+    )
     if entry.get("late_max_ms") is not None:
         text += f" · late p50 {entry['late_p50_ms']} ms, p99 {entry['late_p99_ms']} ms, max {entry['late_max_ms']} ms"
     return text

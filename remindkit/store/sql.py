@@ -76,17 +76,26 @@ PAUSED_ALL = "paused_all"
 # Statements on the create path, built once: building a statement per call costs
 # more than running it on SQLite (SQLAlchemy derives a cache key from each new one).
 _R = t.reminders.c
-_SESSION_STATE = select(t.sessions.c.state, t.sessions.c.project).where(t.sessions.c.id == bindparam("sid"))
+_SESSION_STATE = select(t.sessions.c.state, t.sessions.c.project).where(
+    t.sessions.c.id == bindparam("sid")
+)
 _INSERT_SESSION = insert(t.sessions)
 _INSERT_REMINDER = insert(t.reminders)
 _LIVE_LABEL = select(_R.id).where(
-    _R.session_id == bindparam("sid"), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES))
+    _R.session_id == bindparam("sid"), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
+)
 _LIVE_LABEL_NO_SESSION = select(_R.id).where(
-    _R.session_id.is_(None), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES))
-_COUNT_LIVE_IN_SESSION = select(func.count()).select_from(t.reminders).where(
-    _R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
+    _R.session_id.is_(None), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
+)
+_COUNT_LIVE_IN_SESSION = (
+    select(func.count())
+    .select_from(t.reminders)
+    .where(_R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
+)
 _COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
-_LIVE_ENGINES = select(t.engines.c.host, t.engines.c.pid).where(t.engines.c.heartbeat_at >= bindparam("since"))
+_LIVE_ENGINES = select(t.engines.c.host, t.engines.c.pid).where(
+    t.engines.c.heartbeat_at >= bindparam("since")
+)
 
 
 class Added(NamedTuple):
@@ -95,8 +104,9 @@ class Added(NamedTuple):
     engines: list[tuple[str, int]]  # (host, pid) of live engines, when asked for
 
 
-def _check_import_limits(conn: Connection, reminders: Sequence[Reminder], limits: Limits,
-                         lines: Sequence[int] | None) -> None:
+def _check_import_limits(
+    conn: Connection, reminders: Sequence[Reminder], limits: Limits, lines: Sequence[int] | None
+) -> None:
     live = [(i, r) for i, r in enumerate(reminders) if r.state in LIVE_STATES]
     if not live:
         return
@@ -106,19 +116,32 @@ def _check_import_limits(conn: Connection, reminders: Sequence[Reminder], limits
         total += 1
         where = f"line {lines[i]}: " if lines is not None else ""
         if limits.total is not None and total > limits.total:
-            raise InvalidInput(f"{where}the store would have more than {limits.total} active reminders",
-                               code="invalid_import", limit=limits.total, scope="total")
+            raise InvalidInput(
+                f"{where}the store would have more than {limits.total} active reminders",
+                code="invalid_import",
+                limit=limits.total,
+                scope="total",
+            )
         if rem.session is not None and limits.per_session is not None:
             if rem.session not in per:
-                per[rem.session] = int(conn.execute(_COUNT_LIVE_IN_SESSION, {"sid": rem.session}).scalar_one())
+                per[rem.session] = int(
+                    conn.execute(_COUNT_LIVE_IN_SESSION, {"sid": rem.session}).scalar_one()
+                )
             per[rem.session] += 1
             if per[rem.session] > limits.per_session:
-                raise InvalidInput(f"{where}session {rem.session!r} would have more than {limits.per_session} "
-                                   "active reminders", code="invalid_import", limit=limits.per_session, scope="session")
+                raise InvalidInput(
+                    f"{where}session {rem.session!r} would have more than {limits.per_session} "
+                    "active reminders",
+                    code="invalid_import",
+                    limit=limits.per_session,
+                    scope="session",
+                )
 
 
 class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
-    def __init__(self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None) -> None:
+    def __init__(
+        self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None
+    ) -> None:
         self.engine = engine
         self.settings = settings or Settings.from_env()
         self.dialect = engine.dialect.name
@@ -155,7 +178,9 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         except IntegrityError:
             raise
         except DBAPIError as exc:
-            raise StoreError(f"the store is unavailable: {exc.orig}", code="store_unavailable") from exc
+            raise StoreError(
+                f"the store is unavailable: {exc.orig}", code="store_unavailable"
+            ) from exc
         if notify:
             self.wake.notify(getattr(self._origin, "name", ""))
 
@@ -165,7 +190,9 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             with self.engine.connect() as conn, conn.begin():
                 yield conn
         except DBAPIError as exc:
-            raise StoreError(f"the store is unavailable: {exc.orig}", code="store_unavailable") from exc
+            raise StoreError(
+                f"the store is unavailable: {exc.orig}", code="store_unavailable"
+            ) from exc
 
     def for_update(self, stmt):
         return stmt.with_for_update() if self.is_postgres else stmt
@@ -183,8 +210,15 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
     # -- reminders -----------------------------------------------------------------------
 
     def add_reminder(
-        self, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool = True,
-        surface: Surface | str = Surface.API, alive_since_us: int | None = None, project: str | None = None,
+        self,
+        rem: Reminder,
+        *,
+        limits: Limits,
+        now_us: int,
+        replace_label: bool = True,
+        surface: Surface | str = Surface.API,
+        alive_since_us: int | None = None,
+        project: str | None = None,
     ) -> Added:
         """Insert ``rem``; an active reminder with the same label in its session is
         cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
@@ -196,25 +230,59 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         for attempt in range(3):
             try:
                 with self.write() as conn:
-                    rem, replaced = self._add_reminder(conn, rem, limits=limits, now_us=now_us,
-                                                       replace_label=replace_label, project=project)
-                    events = [event_row(EventKind.REPLACED, surface, at_us=now_us, session=rem.session,
-                                        reminder_id=old, detail={"by": rem.id, "label": rem.label})
-                              for old in replaced]
-                    events.append(event_row(EventKind.CREATED, surface, at_us=now_us, session=rem.session,
-                                            reminder_id=rem.id, detail=_created_detail(rem)))
+                    rem, replaced = self._add_reminder(
+                        conn,
+                        rem,
+                        limits=limits,
+                        now_us=now_us,
+                        replace_label=replace_label,
+                        project=project,
+                    )
+                    events = [
+                        event_row(
+                            EventKind.REPLACED,
+                            surface,
+                            at_us=now_us,
+                            session=rem.session,
+                            reminder_id=old,
+                            detail={"by": rem.id, "label": rem.label},
+                        )
+                        for old in replaced
+                    ]
+                    events.append(
+                        event_row(
+                            EventKind.CREATED,
+                            surface,
+                            at_us=now_us,
+                            session=rem.session,
+                            reminder_id=rem.id,
+                            detail=_created_detail(rem),
+                        )
+                    )
                     write_events(conn, events)
                     engines: list[tuple[str, int]] = []
                     if alive_since_us is not None:
-                        engines = [(r[0], r[1]) for r in conn.execute(_LIVE_ENGINES, {"since": alive_since_us})]
+                        engines = [
+                            (r[0], r[1])
+                            for r in conn.execute(_LIVE_ENGINES, {"since": alive_since_us})
+                        ]
                     return Added(rem, replaced, engines)
             except IntegrityError:
                 if attempt == 2:
-                    raise Conflict("another process changed this label at the same moment; retry", code="conflict") from None
+                    raise Conflict(
+                        "another process changed this label at the same moment; retry",
+                        code="conflict",
+                    ) from None
         raise AssertionError("unreachable")
 
     def _add_reminder(
-        self, conn: Connection, rem: Reminder, *, limits: Limits, now_us: int, replace_label: bool,
+        self,
+        conn: Connection,
+        rem: Reminder,
+        *,
+        limits: Limits,
+        now_us: int,
+        replace_label: bool,
         project: str | None = None,
     ) -> tuple[Reminder, list[str]]:
         if self.is_postgres:
@@ -228,10 +296,17 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                     row["project"] = project
                 conn.execute(_INSERT_SESSION, row)
             elif project is not None and sess.project != project:
-                raise NotFound(f"No session by the id of {rem.session!r} in project {project!r} was found",
-                               code="session_not_found", session=rem.session)
+                raise NotFound(
+                    f"No session by the id of {rem.session!r} in project {project!r} was found",
+                    code="session_not_found",
+                    session=rem.session,
+                )
             elif sess.state == SESSION_DELETED:
-                raise Conflict(f"session {rem.session!r} was deleted", code="session_deleted", session=rem.session)
+                raise Conflict(
+                    f"session {rem.session!r} was deleted",
+                    code="session_deleted",
+                    session=rem.session,
+                )
         if rem.label is not None and replace_label:
             if rem.session is None:
                 old = conn.execute(_LIVE_LABEL_NO_SESSION, {"label": rem.label}).all()
@@ -241,8 +316,13 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                 conn.execute(
                     update(t.reminders)
                     .where(t.reminders.c.id == old_id)
-                    .values(state=CANCELLED, last_error=f"replaced by {rem.id}", next_fire_at=None,
-                            updated_at=now_us, version=t.reminders.c.version + 1)
+                    .values(
+                        state=CANCELLED,
+                        last_error=f"replaced by {rem.id}",
+                        next_fire_at=None,
+                        updated_at=now_us,
+                        version=t.reminders.c.version + 1,
+                    )
                 )
                 self._cancel_pending(conn, [old_id], now_us=now_us)
                 replaced.append(old_id)
@@ -252,7 +332,9 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                 raise LimitExceeded(
                     f"session {rem.session!r} already has {n} active reminders (limit {limits.per_session}); "
                     "cancel one first",
-                    code="too_many_reminders", limit=limits.per_session, scope="session",
+                    code="too_many_reminders",
+                    limit=limits.per_session,
+                    scope="session",
                 )
         if limits.per_project is not None and rem.session is not None:
             project = conn.execute(PROJECT_OF_SESSION, {"sid": rem.session}).scalar_one()
@@ -260,21 +342,33 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             if n >= limits.per_project:
                 raise LimitExceeded(
                     f"project {project!r} already has {n} active reminders (limit {limits.per_project})",
-                    code="too_many_reminders", limit=limits.per_project, scope="project",
+                    code="too_many_reminders",
+                    limit=limits.per_project,
+                    scope="project",
                 )
         if limits.total is not None:
             n = conn.execute(_COUNT_LIVE).scalar_one()
             if n >= limits.total:
                 raise LimitExceeded(
                     f"the store already has {n} active reminders (limit {limits.total})",
-                    code="too_many_reminders", limit=limits.total, scope="total",
+                    code="too_many_reminders",
+                    limit=limits.total,
+                    scope="total",
                 )
         conn.execute(_INSERT_REMINDER, reminder_to_row(rem))
         return rem, replaced
 
-    def import_rows(self, reminders: Sequence[Reminder], sessions: Sequence[Session], *, replace_existing: bool,
-                    now_us: int = 0, surface: Surface | str = Surface.IMPORT,
-                    limits: Limits | None = None, lines: Sequence[int] | None = None) -> int:
+    def import_rows(
+        self,
+        reminders: Sequence[Reminder],
+        sessions: Sequence[Session],
+        *,
+        replace_existing: bool,
+        now_us: int = 0,
+        surface: Surface | str = Surface.IMPORT,
+        limits: Limits | None = None,
+        lines: Sequence[int] | None = None,
+    ) -> int:
         """Bulk insert in one transaction (``remindkit import``), with a ``created``
         event per reminder. With ``limits``, the live reminders after the import stay
         within them, as for ``remind``, else the whole import is refused
@@ -284,7 +378,10 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             existing: set[str] = set()
             for chunk in _chunks(ids, 500):
                 existing.update(
-                    row[0] for row in conn.execute(select(t.reminders.c.id).where(t.reminders.c.id.in_(chunk)))
+                    row[0]
+                    for row in conn.execute(
+                        select(t.reminders.c.id).where(t.reminders.c.id.in_(chunk))
+                    )
                 )
             if existing and not replace_existing:
                 raise Conflict(
@@ -297,16 +394,20 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                     conn.execute(delete(t.reminders).where(t.reminders.c.id.in_(chunk)))
             if limits is not None:
                 _check_import_limits(conn, reminders, limits, lines)
-            have_sessions = {
-                row[0] for row in conn.execute(select(t.sessions.c.id))
-            }
+            have_sessions = {row[0] for row in conn.execute(select(t.sessions.c.id))}
             new_sessions = [session_to_row(s) for s in sessions if s.id not in have_sessions]
             if new_sessions:
                 conn.execute(insert(t.sessions), new_sessions)
-            implied = {r.session for r in reminders if r.session} - have_sessions - {s.id for s in sessions}
+            implied = (
+                {r.session for r in reminders if r.session}
+                - have_sessions
+                - {s.id for s in sessions}
+            )
             if implied:
                 now = max((to_us(r.created_at) for r in reminders if r.created_at), default=0)
-                conn.execute(insert(t.sessions), [_new_session_row(s, now) for s in sorted(implied)])
+                conn.execute(
+                    insert(t.sessions), [_new_session_row(s, now) for s in sorted(implied)]
+                )
             rows = [reminder_to_row(r) for r in reminders]
             if rows:
                 # Plain executemany: the rows are validated domain values already, and
@@ -325,8 +426,17 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                 proto = details.get(key)
                 if proto is None:
                     proto = details[key] = event_row(
-                        EventKind.CREATED, surface, at_us=now_us, session=None, reminder_id=None,
-                        detail={"imported": True, "state": r.state, **({"replaced_existing": True} if key[1] else {})})
+                        EventKind.CREATED,
+                        surface,
+                        at_us=now_us,
+                        session=None,
+                        reminder_id=None,
+                        detail={
+                            "imported": True,
+                            "state": r.state,
+                            **({"replaced_existing": True} if key[1] else {}),
+                        },
+                    )
                 events.append((proto[0], proto[1], proto[2], r.session, r.id, None, proto[6]))
             write_events(conn, events)
         return len(rows)
@@ -338,7 +448,10 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             return None
         got = _readable([row])
         if not got:
-            raise StoreError(f"reminder {reminder_id} cannot be read (see `remindkit status`)", code="unreadable_row")
+            raise StoreError(
+                f"reminder {reminder_id} cannot be read (see `remindkit status`)",
+                code="unreadable_row",
+            )
         return self._with_delivery(got)[0]
 
     def find_reminders(
@@ -354,7 +467,9 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         stmt = select(t.reminders)
         stmt = _filter(stmt, session=session, states=states, label=label, ids=ids)
         if order == "next":
-            stmt = stmt.order_by(t.reminders.c.next_fire_at.is_(None), t.reminders.c.next_fire_at, t.reminders.c.id)
+            stmt = stmt.order_by(
+                t.reminders.c.next_fire_at.is_(None), t.reminders.c.next_fire_at, t.reminders.c.id
+            )
         else:
             stmt = stmt.order_by(t.reminders.c.created_at, t.reminders.c.id)
         if limit is not None:
@@ -380,8 +495,12 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             out.append(r)
         return out
 
-    def count_reminders(self, *, session: str | None | type[Any] = Any, states: Iterable[str] | None = None) -> int:
-        stmt = _filter(select(func.count()).select_from(t.reminders), session=session, states=states)
+    def count_reminders(
+        self, *, session: str | None | type[Any] = Any, states: Iterable[str] | None = None
+    ) -> int:
+        stmt = _filter(
+            select(func.count()).select_from(t.reminders), session=session, states=states
+        )
         with self.read() as conn:
             return int(conn.execute(stmt).scalar_one())
 
@@ -408,10 +527,21 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         reminder of the session has already raises ``already_exists``.
         """
         try:
-            return self._modify(fn, now_us=now_us, ids=ids, session=session, label=label, states=states,
-                                require_all=require_all, event=event, surface=surface)
+            return self._modify(
+                fn,
+                now_us=now_us,
+                ids=ids,
+                session=session,
+                label=label,
+                states=states,
+                require_all=require_all,
+                event=event,
+                surface=surface,
+            )
         except IntegrityError:
-            raise Conflict("a live reminder of this session already has that label", code="already_exists") from None
+            raise Conflict(
+                "a live reminder of this session already has that label", code="already_exists"
+            ) from None
 
     def _modify(
         self,
@@ -427,10 +557,14 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         surface: Surface | str,
     ) -> list[tuple[Reminder, Reminder]]:
         with self.write() as conn:
-            stmt = _filter(select(t.reminders), session=session, states=states, label=label, ids=ids)
+            stmt = _filter(
+                select(t.reminders), session=session, states=states, label=label, ids=ids
+            )
             # Locked in id order, as every writer of reminders locks them (no deadlocks).
             stmt = self.for_update(stmt.order_by(t.reminders.c.id))
-            current = sorted(_readable(conn.execute(stmt)), key=lambda r: (r.created_at or from_us(0), r.id))
+            current = sorted(
+                _readable(conn.execute(stmt)), key=lambda r: (r.created_at or from_us(0), r.id)
+            )
             if ids is not None and require_all:
                 found = {r.id for r in current}
                 for rid in ids:
@@ -449,19 +583,34 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                     .values(**{k: v for k, v in row.items() if k not in ("id", "created_at")})
                 )
                 if result.rowcount != 1:
-                    raise Conflict(f"reminder {old.id} changed concurrently; retry", code="conflict")
+                    raise Conflict(
+                        f"reminder {old.id} changed concurrently; retry", code="conflict"
+                    )
                 changed.append((old, new))
-            ended = [new.id for old, new in changed if new.state == CANCELLED and old.state != CANCELLED]
+            ended = [
+                new.id for old, new in changed if new.state == CANCELLED and old.state != CANCELLED
+            ]
             if ended:
                 self._cancel_pending(conn, ended, now_us=now_us)
-            write_events(conn, [
-                event_row(event, surface, at_us=now_us, session=new.session, reminder_id=new.id,
-                          detail={k: [_plain(a), _plain(b)] for k, (a, b) in changes(old, new)})
-                for old, new in changed
-            ])
+            write_events(
+                conn,
+                [
+                    event_row(
+                        event,
+                        surface,
+                        at_us=now_us,
+                        session=new.session,
+                        reminder_id=new.id,
+                        detail={k: [_plain(a), _plain(b)] for k, (a, b) in changes(old, new)},
+                    )
+                    for old, new in changed
+                ],
+            )
             return changed
 
-    def _cancel_pending(self, conn: Connection, reminder_ids: Sequence[str], *, now_us: int) -> None:
+    def _cancel_pending(
+        self, conn: Connection, reminder_ids: Sequence[str], *, now_us: int
+    ) -> None:
         """A cancelled reminder's fires that were not yet delivered are cancelled too:
         waiting ones, and claimed ones that are not due yet. A claimed one whose due
         time has come is firing (its engine records ``fired_at`` with its next batch),
@@ -473,10 +622,18 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                 update(t.occurrences)
                 .where(
                     o.reminder_id.in_(chunk),
-                    or_(o.state == WAITING,
-                        and_(o.state == CLAIMED, o.fired_at.is_(None), o.due_at > now_us)),
+                    or_(
+                        o.state == WAITING,
+                        and_(o.state == CLAIMED, o.fired_at.is_(None), o.due_at > now_us),
+                    ),
                 )
-                .values(state=OCC_CANCELLED, error="reminder cancelled", owner=None, token=None, lease_until=None)
+                .values(
+                    state=OCC_CANCELLED,
+                    error="reminder cancelled",
+                    owner=None,
+                    token=None,
+                    lease_until=None,
+                )
             )
 
     # -- flags ---------------------------------------------------------------------------
@@ -491,7 +648,9 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             self._set_flag(conn, name, value, now_us)
 
     def _set_flag(self, conn: Connection, name: str, value: str, now_us: int) -> None:
-        done = conn.execute(update(t.flags).where(t.flags.c.name == name).values(value=value, updated_at=now_us))
+        done = conn.execute(
+            update(t.flags).where(t.flags.c.name == name).values(value=value, updated_at=now_us)
+        )
         if done.rowcount == 0:
             conn.execute(insert(t.flags).values(name=name, value=value, updated_at=now_us))
 
@@ -503,7 +662,9 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
     def put_session(self, sess: Session, *, now_us: int) -> Session:
         """Create or update a session's adapter, config and title (not its busy state)."""
         with self.write() as conn:
-            row = conn.execute(self.for_update(select(t.sessions).where(t.sessions.c.id == sess.id))).first()
+            row = conn.execute(
+                self.for_update(select(t.sessions).where(t.sessions.c.id == sess.id))
+            ).first()
             values = session_to_row(sess)
             if row is None:
                 values["created_at"] = values["created_at"] or now_us
@@ -511,9 +672,15 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                 conn.execute(insert(t.sessions).values(**values))
             else:
                 conn.execute(
-                    update(t.sessions).where(t.sessions.c.id == sess.id).values(
-                        adapter=values["adapter"], config=values["config"], title=values["title"],
-                        state=values["state"], parent_id=values["parent_id"], fallback=values["fallback"],
+                    update(t.sessions)
+                    .where(t.sessions.c.id == sess.id)
+                    .values(
+                        adapter=values["adapter"],
+                        config=values["config"],
+                        title=values["title"],
+                        state=values["state"],
+                        parent_id=values["parent_id"],
+                        fallback=values["fallback"],
                     )
                 )
         got = self.get_session(sess.id)
@@ -525,7 +692,9 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             row = conn.execute(select(t.sessions).where(t.sessions.c.id == session_id)).first()
         return None if row is None else session_from_row(row, now_us)
 
-    def get_sessions(self, session_ids: Iterable[str], *, now_us: int | None = None) -> dict[str, Session]:
+    def get_sessions(
+        self, session_ids: Iterable[str], *, now_us: int | None = None
+    ) -> dict[str, Session]:
         """Several sessions at once (missing ids are absent from the result)."""
         ids = sorted(set(session_ids))
         out: dict[str, Session] = {}
@@ -536,7 +705,9 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                     out[sess.id] = sess
         return out
 
-    def list_sessions(self, *, include_deleted: bool = False, now_us: int | None = None) -> list[Session]:
+    def list_sessions(
+        self, *, include_deleted: bool = False, now_us: int | None = None
+    ) -> list[Session]:
         stmt = select(t.sessions).order_by(t.sessions.c.last_active_at.desc(), t.sessions.c.id)
         if not include_deleted:
             stmt = stmt.where(t.sessions.c.state != SESSION_DELETED)
@@ -562,21 +733,31 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             if row is None:
                 conn.execute(insert(t.sessions), _new_session_row(session_id, now_us))
             conn.execute(
-                update(t.sessions).where(t.sessions.c.id == session_id).values(
-                    busy_since=now_us if busy else None, last_active_at=now_us
-                )
+                update(t.sessions)
+                .where(t.sessions.c.id == session_id)
+                .values(busy_since=now_us if busy else None, last_active_at=now_us)
             )
         got = self.get_session(session_id, now_us=now_us)
         assert got is not None
         return got
 
-    def delete_session(self, session_id: str, *, now_us: int, surface: Surface | str = Surface.API) -> list[str]:
+    def delete_session(
+        self, session_id: str, *, now_us: int, surface: Surface | str = Surface.API
+    ) -> list[str]:
         """Mark the session deleted and pause its live reminders (``last_error`` says why)."""
         with self.write() as conn:
-            row = conn.execute(self.for_update(select(t.sessions).where(t.sessions.c.id == session_id))).first()
+            row = conn.execute(
+                self.for_update(select(t.sessions).where(t.sessions.c.id == session_id))
+            ).first()
             if row is None:
-                raise NotFound(f"No session by the id of {session_id!r} was found", code="session_not_found")
-            conn.execute(update(t.sessions).where(t.sessions.c.id == session_id).values(state=SESSION_DELETED))
+                raise NotFound(
+                    f"No session by the id of {session_id!r} was found", code="session_not_found"
+                )
+            conn.execute(
+                update(t.sessions)
+                .where(t.sessions.c.id == session_id)
+                .values(state=SESSION_DELETED)
+            )
             ids = [
                 r[0]
                 for r in conn.execute(
@@ -587,29 +768,48 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             ]
             if ids:
                 conn.execute(
-                    update(t.reminders).where(t.reminders.c.id.in_(ids)).values(
-                        state=PAUSED, last_error=f"session {session_id} was deleted",
-                        updated_at=now_us, version=t.reminders.c.version + 1,
+                    update(t.reminders)
+                    .where(t.reminders.c.id.in_(ids))
+                    .values(
+                        state=PAUSED,
+                        last_error=f"session {session_id} was deleted",
+                        updated_at=now_us,
+                        version=t.reminders.c.version + 1,
                     )
                 )
-                write_events(conn, [
-                    event_row(EventKind.PAUSED, surface, at_us=now_us, session=session_id, reminder_id=rid,
-                              detail={"why": f"session {session_id} was deleted"})
-                    for rid in ids
-                ])
+                write_events(
+                    conn,
+                    [
+                        event_row(
+                            EventKind.PAUSED,
+                            surface,
+                            at_us=now_us,
+                            session=session_id,
+                            reminder_id=rid,
+                            detail={"why": f"session {session_id} was deleted"},
+                        )
+                        for rid in ids
+                    ],
+                )
             return ids
 
     # -- history -------------------------------------------------------------------------
 
     def history(
-        self, *, reminder_id: str | None = None, session: str | None = None, limit: int = 100,
+        self,
+        *,
+        reminder_id: str | None = None,
+        session: str | None = None,
+        limit: int = 100,
         states: Iterable[str] | None = None,
     ) -> list[Occurrence]:
         stmt = select(t.occurrences)
         if reminder_id is not None:
             stmt = stmt.where(t.occurrences.c.reminder_id == reminder_id)
         if session is not None:
-            stmt = stmt.where(or_(t.occurrences.c.session_id == session, t.occurrences.c.delivered_to == session))
+            stmt = stmt.where(
+                or_(t.occurrences.c.session_id == session, t.occurrences.c.delivered_to == session)
+            )
         if states is not None:
             stmt = stmt.where(t.occurrences.c.state.in_(list(states)))
         stmt = stmt.order_by(t.occurrences.c.due_at.desc(), t.occurrences.c.id.desc()).limit(limit)
@@ -621,15 +821,23 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         c = t.reminders.c
         with self.read() as conn:
             rows = conn.execute(
-                select(c.id, c.last_error).where(c.state == "failed", c.last_error.like("quarantined:%"))
+                select(c.id, c.last_error)
+                .where(c.state == "failed", c.last_error.like("quarantined:%"))
                 .order_by(c.updated_at)
             ).all()
         return [(r[0], r[1]) for r in rows]
 
     def export_rows(self) -> tuple[list[Reminder], list[Session]]:
         with self.read() as conn:
-            rems = _readable(conn.execute(select(t.reminders).order_by(t.reminders.c.created_at, t.reminders.c.id)))
-            sess = [session_from_row(r) for r in conn.execute(select(t.sessions).order_by(t.sessions.c.id))]
+            rems = _readable(
+                conn.execute(
+                    select(t.reminders).order_by(t.reminders.c.created_at, t.reminders.c.id)
+                )
+            )
+            sess = [
+                session_from_row(r)
+                for r in conn.execute(select(t.sessions).order_by(t.sessions.c.id))
+            ]
         return rems, sess
 
 
@@ -641,7 +849,9 @@ def _readable(rows: Iterable[Any]) -> list[Reminder]:
         try:
             out.append(reminder_from_row(row))
         except Exception as exc:
-            log.warning("reminder %s cannot be read: %s: %s", row._mapping["id"], type(exc).__name__, exc)
+            log.warning(
+                "reminder %s cannot be read: %s: %s", row._mapping["id"], type(exc).__name__, exc
+            )
     return out
 
 
@@ -659,8 +869,11 @@ def _filter(stmt, *, session=Any, states=None, label=None, ids=None):
 
 
 def _created_detail(rem: Reminder) -> dict[str, Any]:
-    out: dict[str, Any] = {"schedule": rem.schedule.describe(), "next_fire_at": format_utc(rem.next_fire_at),
-                           "source": rem.source}
+    out: dict[str, Any] = {
+        "schedule": rem.schedule.describe(),
+        "next_fire_at": format_utc(rem.next_fire_at),
+        "source": rem.source,
+    }
     if rem.label is not None:
         out["label"] = rem.label
     return out
@@ -671,8 +884,14 @@ def _plain(value: Any) -> Any:
 
 
 def _new_session_row(session_id: str, now_us: int) -> dict[str, Any]:
-    return {"id": session_id, "adapter": None, "config": json.dumps({}), "state": SESSION_ACTIVE,
-            "created_at": now_us, "last_active_at": now_us}
+    return {
+        "id": session_id,
+        "adapter": None,
+        "config": json.dumps({}),
+        "state": SESSION_ACTIVE,
+        "created_at": now_us,
+        "last_active_at": now_us,
+    }
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -680,11 +899,16 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[i : i + size]
 
 
-def open_store(url: str | None = None, *, settings: Settings | None = None, run_migrations: bool = True) -> SqlStore:
+def open_store(
+    url: str | None = None, *, settings: Settings | None = None, run_migrations: bool = True
+) -> SqlStore:
     """Open (and create or migrate) the store at ``url`` or the configured default."""
     settings = settings or Settings.from_env()
-    engine = make_engine(url or settings.url, synchronous=settings.sqlite_synchronous,
-                         busy_timeout_ms=settings.busy_timeout_ms)
+    engine = make_engine(
+        url or settings.url,
+        synchronous=settings.sqlite_synchronous,
+        busy_timeout_ms=settings.busy_timeout_ms,
+    )
     try:
         if run_migrations:
             migrate(engine)
@@ -693,5 +917,7 @@ def open_store(url: str | None = None, *, settings: Settings | None = None, run_
         raise
     except OperationalError as exc:
         dispose_quietly(engine)
-        raise StoreError(f"cannot open the store at {engine.url!r}: {exc.orig}", code="store_unavailable") from exc
+        raise StoreError(
+            f"cannot open the store at {engine.url!r}: {exc.orig}", code="store_unavailable"
+        ) from exc
     return SqlStore(engine, settings=settings)

@@ -32,17 +32,32 @@ def message_from_row(row: Any) -> Message:
     m = row._mapping
     calls = json.loads(m["tool_calls"]) if m["tool_calls"] else []
     return Message(
-        session=m["session_id"], role=m["role"], content=m["content"], kind=m["kind"], hidden=bool(m["hidden"]),
-        tool_calls=tuple(calls), tool_call_id=m["tool_call_id"], name=m["name"], seq=m["seq"], id=m["id"],
+        session=m["session_id"],
+        role=m["role"],
+        content=m["content"],
+        kind=m["kind"],
+        hidden=bool(m["hidden"]),
+        tool_calls=tuple(calls),
+        tool_call_id=m["tool_call_id"],
+        name=m["name"],
+        seq=m["seq"],
+        id=m["id"],
         created_at=from_us(m["created_at"]),
     )
 
 
 def _row(msg: Message, session_id: str, seq: int, now_us: int) -> dict[str, Any]:
     return {
-        "session_id": session_id, "seq": seq, "role": msg.role, "kind": msg.kind, "content": msg.content,
-        "hidden": msg.hidden, "tool_calls": json.dumps(list(msg.tool_calls)) if msg.tool_calls else None,
-        "tool_call_id": msg.tool_call_id, "name": msg.name, "created_at": now_us,
+        "session_id": session_id,
+        "seq": seq,
+        "role": msg.role,
+        "kind": msg.kind,
+        "content": msg.content,
+        "hidden": msg.hidden,
+        "tool_calls": json.dumps(list(msg.tool_calls)) if msg.tool_calls else None,
+        "tool_call_id": msg.tool_call_id,
+        "name": msg.name,
+        "created_at": now_us,
     }
 
 
@@ -50,10 +65,15 @@ class TranscriptOps:
     """Transcript operations, mixed into SqlStore."""
 
     if TYPE_CHECKING:
-        def write(self, *, notify: bool = True) -> contextlib.AbstractContextManager[Connection]: ...
+
+        def write(
+            self, *, notify: bool = True
+        ) -> contextlib.AbstractContextManager[Connection]: ...
         def read(self) -> contextlib.AbstractContextManager[Connection]: ...
 
-    def append_messages(self, session_id: str, messages: Sequence[Message], *, now_us: int) -> list[Message]:
+    def append_messages(
+        self, session_id: str, messages: Sequence[Message], *, now_us: int
+    ) -> list[Message]:
         """Append in order (one transaction); returns them numbered."""
         if not messages:
             return []
@@ -63,7 +83,9 @@ class TranscriptOps:
                     return self._append(conn, session_id, messages, now_us)
             except IntegrityError:
                 if attempt == RETRIES - 1:
-                    raise Conflict("another process kept writing this transcript; retry", code="conflict") from None
+                    raise Conflict(
+                        "another process kept writing this transcript; retry", code="conflict"
+                    ) from None
         raise AssertionError("unreachable")
 
     def append_fired(
@@ -90,22 +112,38 @@ class TranscriptOps:
                     if msg is None:
                         return None, []
                     (stored,) = self._append(conn, session_id, [msg], now_us)
-                    conn.execute(insert(t.message_keys), [
-                        {"session_id": session_id, "occurrence_key": k, "message_id": stored.id, "created_at": now_us}
-                        for k in fresh
-                    ])
+                    conn.execute(
+                        insert(t.message_keys),
+                        [
+                            {
+                                "session_id": session_id,
+                                "occurrence_key": k,
+                                "message_id": stored.id,
+                                "created_at": now_us,
+                            }
+                            for k in fresh
+                        ],
+                    )
                     return stored, fresh
             except IntegrityError:
                 if attempt == RETRIES - 1:
-                    raise Conflict("another process kept writing this transcript; retry", code="conflict") from None
+                    raise Conflict(
+                        "another process kept writing this transcript; retry", code="conflict"
+                    ) from None
         raise AssertionError("unreachable")
 
     def taken_keys(self, session_id: str, keys: Sequence[str]) -> set[str]:
         with self.read() as conn:
             return self._taken(conn, session_id, keys)
 
-    def messages(self, session_id: str, *, after_seq: int = 0, limit: int | None = None,
-                 last: int | None = None) -> list[Message]:
+    def messages(
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+        last: int | None = None,
+    ) -> list[Message]:
         """Messages with ``seq > after_seq`` in order; ``last=N``: only the last N."""
         m = t.messages.c
         stmt = select(t.messages).where(m.session_id == session_id, m.seq > after_seq)
@@ -121,17 +159,25 @@ class TranscriptOps:
 
     def last_seq(self, session_id: str) -> int:
         with self.read() as conn:
-            return int(conn.execute(
-                select(func.coalesce(func.max(t.messages.c.seq), 0)).where(t.messages.c.session_id == session_id)
-            ).scalar_one())
+            return int(
+                conn.execute(
+                    select(func.coalesce(func.max(t.messages.c.seq), 0)).where(
+                        t.messages.c.session_id == session_id
+                    )
+                ).scalar_one()
+            )
 
     # -- inside a transaction ------------------------------------------------------------
 
-    def _append(self, conn: Connection, session_id: str, messages: Sequence[Message], now_us: int) -> list[Message]:
+    def _append(
+        self, conn: Connection, session_id: str, messages: Sequence[Message], now_us: int
+    ) -> list[Message]:
         m = t.messages.c
-        seq = int(conn.execute(
-            select(func.coalesce(func.max(m.seq), 0)).where(m.session_id == session_id)
-        ).scalar_one())
+        seq = int(
+            conn.execute(
+                select(func.coalesce(func.max(m.seq), 0)).where(m.session_id == session_id)
+            ).scalar_one()
+        )
         out: list[Message] = []
         for msg in messages:
             seq += 1
@@ -147,9 +193,14 @@ class TranscriptOps:
         taken: set[str] = set()
         unique = list(dict.fromkeys(keys))
         for i in range(0, len(unique), 500):
-            taken.update(r[0] for r in conn.execute(
-                select(k.occurrence_key).where(k.session_id == session_id, k.occurrence_key.in_(unique[i:i + 500]))
-            ))
+            taken.update(
+                r[0]
+                for r in conn.execute(
+                    select(k.occurrence_key).where(
+                        k.session_id == session_id, k.occurrence_key.in_(unique[i : i + 500])
+                    )
+                )
+            )
         return taken
 
 

@@ -24,8 +24,17 @@ log = logging.getLogger(__name__)
 
 
 class TurnLease:
-    def __init__(self, store: SqlStore, session_id: str, *, owner: str, clock: Clock, lease_s: float,
-                 held: set[str] | None = None, lock: threading.Lock | None = None) -> None:
+    def __init__(
+        self,
+        store: SqlStore,
+        session_id: str,
+        *,
+        owner: str,
+        clock: Clock,
+        lease_s: float,
+        held: set[str] | None = None,
+        lock: threading.Lock | None = None,
+    ) -> None:
         self.store = store
         self.session_id = session_id
         self.owner = owner
@@ -40,8 +49,13 @@ class TurnLease:
         """Take the turn if the session is idle. Store errors propagate (the caller
         decides whether its fires wait)."""
         now = now_us(self.clock)
-        got = self.store.claim_turn(self.session_id, owner=self.owner, token=self.token,
-                                    until_us=now + self.lease_us, now_us=now)
+        got = self.store.claim_turn(
+            self.session_id,
+            owner=self.owner,
+            token=self.token,
+            until_us=now + self.lease_us,
+            now_us=now,
+        )
         if got:
             self.acquired = True
             if self._held is not None:
@@ -51,7 +65,9 @@ class TurnLease:
 
     def renew(self) -> None:
         now = now_us(self.clock)
-        self.store.renew_leases(owner=self.owner, until_us=now + self.lease_us, turn_tokens=[self.token])
+        self.store.renew_leases(
+            owner=self.owner, until_us=now + self.lease_us, turn_tokens=[self.token]
+        )
 
     def release(self) -> None:
         """End the turn (never raises: a turn that cannot be released expires)."""
@@ -64,7 +80,9 @@ class TurnLease:
         try:
             self.store.release_turn(self.session_id, self.token, now_us=now_us(self.clock))
         except Exception:
-            log.exception("could not release the turn of %s (its lease will expire)", self.session_id)
+            log.exception(
+                "could not release the turn of %s (its lease will expire)", self.session_id
+            )
 
 
 __all__ = ["TurnLease"]

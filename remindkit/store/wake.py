@@ -39,6 +39,7 @@ class Listener(Protocol):
     def drain(self) -> set[str]:
         """Consume pending hints; return their origins."""
         ...
+
     def close(self) -> None: ...
 
 
@@ -229,7 +230,9 @@ class PgWake:
     def notify(self, origin: str = "") -> None:
         try:
             with self._factory() as conn:
-                conn.exec_driver_sql("SELECT pg_notify(%(c)s, %(o)s)", {"c": CHANNEL, "o": origin[:200]})
+                conn.exec_driver_sql(
+                    "SELECT pg_notify(%(c)s, %(o)s)", {"c": CHANNEL, "o": origin[:200]}
+                )
                 conn.commit()
         except Exception as exc:
             log.debug("wake: NOTIFY failed: %s", exc)
@@ -252,8 +255,12 @@ def make_wake(engine) -> Wake:
         try:
             return SocketWake(Path(str(engine.url.database)).resolve())
         except UnsafeFolder as exc:
-            _warn_once(str(exc), "wake: %s; no wake-up hints, engines poll instead (set XDG_RUNTIME_DIR "
-                       "or TMPDIR to a folder of your own)", exc)
+            _warn_once(
+                str(exc),
+                "wake: %s; no wake-up hints, engines poll instead (set XDG_RUNTIME_DIR "
+                "or TMPDIR to a folder of your own)",
+                exc,
+            )
             return NoWake()
     if engine.dialect.name == "postgresql":
         url = engine.url.set(drivername="postgresql")

@@ -16,14 +16,18 @@ class Script:
 
     name = "script"
 
-    def __init__(self, *replies: Completion | str | Exception | Callable[[list[dict]], Any]) -> None:
+    def __init__(
+        self, *replies: Completion | str | Exception | Callable[[list[dict]], Any]
+    ) -> None:
         self.replies = list(replies)
         self.calls: list[list[dict[str, Any]]] = []
         self.tools: list[list[dict[str, Any]]] = []
         self.gate: threading.Event | None = None  # when set, each call waits for it
         self.entered = threading.Event()
 
-    def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> Completion:
+    def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> Completion:
         self.calls.append([dict(m) for m in messages])
         self.tools.append(list(tools))
         self.entered.set()

@@ -19,36 +19,60 @@ from remindkit.store import SqlStore
 from .scripted import Script, tool_call
 
 
-def conv(store: SqlStore, clock: FakeClock, settings: Settings, model: Script, session: str = "s1") -> Conversation:
+def conv(
+    store: SqlStore, clock: FakeClock, settings: Settings, model: Script, session: str = "s1"
+) -> Conversation:
     return Conversation(store, session, model, clock=clock, settings=settings)
 
 
-def test_tags_in_reply_are_carried_out(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
-    model = Script('Sure! <schedule label="check back" delay="5m" alarm="true" announce="Check in">'
-                   "Ask about the meeting.</schedule>")
+def test_tags_in_reply_are_carried_out(
+    store: SqlStore, clock: FakeClock, settings: Settings
+) -> None:
+    model = Script(
+        'Sure! <schedule label="check back" delay="5m" alarm="true" announce="Check in">'
+        "Ask about the meeting.</schedule>"
+    )
     reply = conv(store, clock, settings, model).send("remind me in 5 minutes")
     assert reply.ok and reply.text == "Sure!"
     (rem,) = Reminders(store, clock=clock, settings=settings).list(session="s1")
     assert (rem.label, rem.text, rem.alarm, rem.announce, rem.source) == (
-        "check back", "Ask about the meeting.", True, "Check in", "tag")
+        "check back",
+        "Ask about the meeting.",
+        True,
+        "Check in",
+        "tag",
+    )
     assert rem.next_fire_at == clock.now() + timedelta(minutes=5)
     roles = [(m.role, m.kind, m.hidden) for m in store.messages("s1")]
     assert roles == [("user", "chat", False), ("assistant", "chat", False)]
     assert model.calls[0][0]["role"] == "system" and "<schedule" in model.calls[0][0]["content"]
 
 
-def test_errors_go_back_in_the_next_turn(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
-    model = Script('<schedule label="x" delay="5m" colour="red">t</schedule>'
-                   '<schedule label="y" every="5s">too often</schedule>'
-                   '<cancel-schedule label="nothing" />', "ok")
+def test_errors_go_back_in_the_next_turn(
+    store: SqlStore, clock: FakeClock, settings: Settings
+) -> None:
+    model = Script(
+        '<schedule label="x" delay="5m" colour="red">t</schedule>'
+        '<schedule label="y" every="5s">too often</schedule>'
+        '<cancel-schedule label="nothing" />',
+        "ok",
+    )
     c = conv(store, clock, settings, model)
     first = c.send("go")
-    assert first.ok and [o.code for o in first.tags] == ["unknown_attribute", "interval_too_short", "schedule_not_found"]
+    assert first.ok and [o.code for o in first.tags] == [
+        "unknown_attribute",
+        "interval_too_short",
+        "schedule_not_found",
+    ]
     assert Reminders(store, clock=clock, settings=settings).list(all=True) == []
     c.send("next")
     sent = model.last_user()
     assert sent.startswith("<schedule-feedback>") and sent.endswith("next")
-    codes = [json.loads(line.split(": ", 1)[1])["code"] for line in sent.splitlines() if line.startswith("error_json")]
+    codes = [
+        json.loads(line.split(": ", 1)[1])["code"]
+        for line in sent.splitlines()
+        if line.startswith("error_json")
+    ]
     assert codes == ["unknown_attribute", "interval_too_short", "schedule_not_found"]
     assert [m.kind for m in store.messages("s1")] == ["chat", "chat", "feedback", "chat", "chat"]
 
@@ -69,24 +93,39 @@ def test_tool_rounds(store: SqlStore, clock: FakeClock, settings: Settings) -> N
     assert model.tools[0] and model.tools[0][0]["function"]["name"] == "schedule_create"
 
 
-def test_model_failure_is_a_failed_turn(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+def test_model_failure_is_a_failed_turn(
+    store: SqlStore, clock: FakeClock, settings: Settings
+) -> None:
     from .scripted import fail
 
     reply = conv(store, clock, settings, Script(fail())).send("hi")
     assert not reply.ok and reply.instant and reply.code == "model_http_error"
     reply = conv(store, clock, settings, Script(RuntimeError("bug"))).send("hi")
     assert not reply.ok and not reply.instant and "bug" in (reply.error or "")
-    assert store.get_session("s1") is not None and store.get_session("s1").idle  # the lease is released
+    assert (
+        store.get_session("s1") is not None and store.get_session("s1").idle
+    )  # the lease is released
 
 
 def fires_for(store: SqlStore, clock: FakeClock, settings: Settings, n: int = 2) -> list[Fire]:
     api = Reminders(store, clock=clock, settings=settings)
     rems = [api.create(f"text {i}", session="s1", label=f"l{i}", in_=f"{i + 1}m") for i in range(n)]
-    return [Fire(occurrence_id=i, reminder_id=r.id, session="s1", due_at=r.next_fire_at, text=r.text, label=r.label)
-            for i, r in enumerate(rems)]
+    return [
+        Fire(
+            occurrence_id=i,
+            reminder_id=r.id,
+            session="s1",
+            due_at=r.next_fire_at,
+            text=r.text,
+            label=r.label,
+        )
+        for i, r in enumerate(rems)
+    ]
 
 
-def test_fired_turn_runs_once_per_key(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+def test_fired_turn_runs_once_per_key(
+    store: SqlStore, clock: FakeClock, settings: Settings
+) -> None:
     model = Script("Your reminder is due.")
     c = conv(store, clock, settings, model)
     fires = fires_for(store, clock, settings)
@@ -102,7 +141,9 @@ def test_fired_turn_runs_once_per_key(store: SqlStore, clock: FakeClock, setting
     assert partial.ok and model.last_user().count("<schedule-fired ") == 1  # only the new key
 
 
-def test_unanswered_fired_turn_is_completed_not_repeated(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+def test_unanswered_fired_turn_is_completed_not_repeated(
+    store: SqlStore, clock: FakeClock, settings: Settings
+) -> None:
     fires = fires_for(store, clock, settings, 1)
     from .scripted import fail
 
@@ -114,7 +155,9 @@ def test_unanswered_fired_turn_is_completed_not_repeated(store: SqlStore, clock:
     assert [m.kind for m in store.messages("s1")] == ["fired", "chat"]
 
 
-def test_turn_lease_makes_the_session_busy(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
+def test_turn_lease_makes_the_session_busy(
+    store: SqlStore, clock: FakeClock, settings: Settings
+) -> None:
     model = Script("slow answer")
     model.gate = threading.Event()
     c = conv(store, clock, settings, model)

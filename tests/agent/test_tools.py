@@ -29,8 +29,11 @@ def call(api: Reminders, name: str, args: object, session: str = "s1") -> dict:
 
 
 def test_create_returns_the_reminder(api: Reminders) -> None:
-    data = call(api, "schedule_create", {"prompt": "Review the PR", "after": "10m", "label": "pr",
-                                         "time_zone": "Europe/Berlin"})
+    data = call(
+        api,
+        "schedule_create",
+        {"prompt": "Review the PR", "after": "10m", "label": "pr", "time_zone": "Europe/Berlin"},
+    )
     r = data["reminder"]
     assert r["id"].startswith("rem_") and r["state"] == "active" and r["prompt"] == "Review the PR"
     assert r["target_at_utc"] == "2026-01-05T09:10:00Z"
@@ -42,7 +45,11 @@ def test_create_returns_the_reminder(api: Reminders) -> None:
 def test_create_at_local_time_and_every(api: Reminders) -> None:
     at = call(api, "schedule_create", {"prompt": "x", "at": "2026-09-01T15:00:00+08:00"})
     assert at["reminder"]["target_at_utc"] == "2026-09-01T07:00:00Z"
-    local = call(api, "schedule_create", {"prompt": "x", "at": "2026-03-01T09:00", "time_zone": "America/New_York"})
+    local = call(
+        api,
+        "schedule_create",
+        {"prompt": "x", "at": "2026-03-01T09:00", "time_zone": "America/New_York"},
+    )
     assert local["reminder"]["target_at_utc"] == "2026-03-01T14:00:00Z"
     every = call(api, "schedule_create", {"prompt": "x", "every": "10m", "repeat": 3})
     assert every["reminder"]["kind"] == "every" and every["reminder"]["remaining"] == 3
@@ -62,7 +69,10 @@ REFUSALS = [
     ({"prompt": "x", "every": "5m", "cron": "* * * * *"}, "conflicting_schedule"),
     ({"prompt": "x", "after": "5m", "time_zone": "Mars/Olympus"}, "unknown_time_zone"),
     ({"prompt": "x", "at": "2020-01-01T00:00:00Z"}, "time_not_future"),
-    ({"prompt": "x", "at": "2026-03-08T02:30", "time_zone": "America/New_York"}, "nonexistent_local_time"),
+    (
+        {"prompt": "x", "at": "2026-03-08T02:30", "time_zone": "America/New_York"},
+        "nonexistent_local_time",
+    ),
     ({"prompt": "x", "every": "10s"}, "interval_too_short"),
     ({"prompt": "x", "after": "900d"}, "horizon_exceeded"),
     ({"prompt": "x", "after": "soon"}, "invalid_duration"),
@@ -75,7 +85,9 @@ REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize("args, code", REFUSALS, ids=[c + f"-{i}" for i, (_, c) in enumerate(REFUSALS)])
+@pytest.mark.parametrize(
+    "args, code", REFUSALS, ids=[c + f"-{i}" for i, (_, c) in enumerate(REFUSALS)]
+)
 def test_create_refusals_change_nothing(api: Reminders, args: object, code: str) -> None:
     data = call(api, "schedule_create", args)
     assert data["error"]["code"] == code and data["error"]["message"]
@@ -85,7 +97,9 @@ def test_create_refusals_change_nothing(api: Reminders, args: object, code: str)
 def test_list_in_creation_order_and_only_pending(api: Reminders, clock: FakeClock) -> None:
     ids = []
     for prompt, after in (("late", "30m"), ("early", "1m"), ("middle", "10m")):
-        ids.append(call(api, "schedule_create", {"prompt": prompt, "after": after})["reminder"]["id"])
+        ids.append(
+            call(api, "schedule_create", {"prompt": prompt, "after": after})["reminder"]["id"]
+        )
         clock.advance(0.001)
     call(api, "schedule_delete", {"id": ids[2]})
     listed = call(api, "schedule_list", {})["reminders"]
@@ -104,12 +118,22 @@ def test_delete_unknown_or_finished_is_not_found(api: Reminders) -> None:
 
 
 def test_a_session_sees_only_its_own(api: Reminders) -> None:
-    mine = call(api, "schedule_create", {"prompt": "mine", "after": "5m"}, session="a")["reminder"]["id"]
+    mine = call(api, "schedule_create", {"prompt": "mine", "after": "5m"}, session="a")["reminder"][
+        "id"
+    ]
     call(api, "schedule_create", {"prompt": "theirs", "after": "5m"}, session="b")
-    assert [r["prompt"] for r in call(api, "schedule_list", {}, session="a")["reminders"]] == ["mine"]
-    assert call(api, "schedule_delete", {"id": mine}, session="b")["error"]["code"] == "schedule_not_found"
+    assert [r["prompt"] for r in call(api, "schedule_list", {}, session="a")["reminders"]] == [
+        "mine"
+    ]
+    assert (
+        call(api, "schedule_delete", {"id": mine}, session="b")["error"]["code"]
+        == "schedule_not_found"
+    )
     assert api.get(mine).state == "active"
-    assert handle_tool_call(ToolContext(api, "b"), "set_callback", {"action": "cancel"}).content == "Cancelled 0 callbacks."
+    assert (
+        handle_tool_call(ToolContext(api, "b"), "set_callback", {"action": "cancel"}).content
+        == "Cancelled 0 callbacks."
+    )
 
 
 def test_unknown_tool(api: Reminders) -> None:
@@ -127,24 +151,46 @@ def cb(api: Reminders, args: object, session: str = "s1") -> str:
 
 def test_callback_texts(api: Reminders, clock: FakeClock) -> None:
     assert cb(api, {"action": "list"}) == "No active callbacks"
-    assert cb(api, {"action": "set", "message": DEPLOY, "delay_seconds": 30, "repeat_count": 40}) == \
-        "Callback scheduled: fires every 30s, repeats 40 times."
+    assert (
+        cb(api, {"action": "set", "message": DEPLOY, "delay_seconds": 30, "repeat_count": 40})
+        == "Callback scheduled: fires every 30s, repeats 40 times."
+    )
     for slot in (1, 2):
         cb(api, {"action": "set", "message": f"filler {slot}", "delay_seconds": 60})
-    assert cb(api, {"action": "set", "message": "Check disk usage on /tmp", "delay_seconds": 60,
-                    "repeat_count": -1}) == "Callback scheduled: fires every 60s, repeats infinitely."
+    assert (
+        cb(
+            api,
+            {
+                "action": "set",
+                "message": "Check disk usage on /tmp",
+                "delay_seconds": 60,
+                "repeat_count": -1,
+            },
+        )
+        == "Callback scheduled: fires every 60s, repeats infinitely."
+    )
     for slot in (1, 2):
-        assert cb(api, {"action": "cancel", "callback_id": slot}).startswith(f"Cancelled callback slot {slot}:")
+        assert cb(api, {"action": "cancel", "callback_id": slot}).startswith(
+            f"Cancelled callback slot {slot}:"
+        )
     clock.advance(18)
     assert cb(api, {"action": "list"}) == (
         "Active callbacks (2/8):\n"
         '  [0] "Check the deploy job; report success or failure, then re-arm if still..." - fires in 0m12s (40 left)\n'
         '  [3] "Check disk usage on /tmp" - fires in 0m42s (infinite)'
     )
-    assert cb(api, {"action": "cancel", "callback_id": 0}) == \
-        'Cancelled callback slot 0: "Check the deploy job; report success or failure, then r..."'
-    assert cb(api, {"action": "cancel", "callback_id": 9}) == "Error: callback_id 9 out of range (max 7)"
-    assert cb(api, {"action": "cancel", "callback_id": -1}) == "Error: callback_id -1 out of range (max 7)"
+    assert (
+        cb(api, {"action": "cancel", "callback_id": 0})
+        == 'Cancelled callback slot 0: "Check the deploy job; report success or failure, then r..."'
+    )
+    assert (
+        cb(api, {"action": "cancel", "callback_id": 9})
+        == "Error: callback_id 9 out of range (max 7)"
+    )
+    assert (
+        cb(api, {"action": "cancel", "callback_id": -1})
+        == "Error: callback_id -1 out of range (max 7)"
+    )
     assert cb(api, {"action": "cancel", "callback_id": 0}) == "Error: callback slot 0 is not active"
     cb(api, {"action": "set", "message": "x", "delay_seconds": 5})
     assert cb(api, {"action": "cancel"}) == "Cancelled 2 callbacks."
@@ -153,37 +199,80 @@ def test_callback_texts(api: Reminders, clock: FakeClock) -> None:
 
 def test_callback_slots_and_limits(api: Reminders) -> None:
     for i in range(8):
-        assert cb(api, {"action": "set", "message": f"m{i}", "delay_seconds": 1}).startswith("Callback scheduled")
-    result = handle_tool_call(ToolContext(api, "s1"), "set_callback", {"action": "set", "message": "9th", "delay_seconds": 1})
-    assert (result.content, result.code) == ("Error: all callback slots full (max 8)", "callback_slots_full")
+        assert cb(api, {"action": "set", "message": f"m{i}", "delay_seconds": 1}).startswith(
+            "Callback scheduled"
+        )
+    result = handle_tool_call(
+        ToolContext(api, "s1"),
+        "set_callback",
+        {"action": "set", "message": "9th", "delay_seconds": 1},
+    )
+    assert (result.content, result.code) == (
+        "Error: all callback slots full (max 8)",
+        "callback_slots_full",
+    )
     assert sorted(r.slot for r in api.list(session="s1")) == list(range(8))
     assert all(r.on_busy == "rebase" and r.source == "callback" for r in api.list(session="s1"))
-    assert cb(api, {"action": "set", "message": "other session", "delay_seconds": 1}, session="s2").startswith("Callback")
+    assert cb(
+        api, {"action": "set", "message": "other session", "delay_seconds": 1}, session="s2"
+    ).startswith("Callback")
 
 
-@pytest.mark.parametrize("args, text", [
-    ({"action": "set", "message": "x", "delay_seconds": 0}, "Error: delay_seconds must be between 1 and 3600"),
-    ({"action": "set", "message": "x", "delay_seconds": 3601}, "Error: delay_seconds must be between 1 and 3600"),
-    ({"action": "set", "message": "x", "delay_seconds": "30"}, "Error: delay_seconds must be between 1 and 3600"),
-    ({"action": "set", "message": "", "delay_seconds": 30}, "Error: message is required for action set"),
-    ({"action": "set", "message": "x", "delay_seconds": 30, "repeat_count": -2},
-     "Error: repeat_count must be a number of fires, -1 for forever, or 0 or 1 for once"),
-    ({"action": "explode"}, "Error: action must be set, list or cancel"),
-    ({"action": "cancel", "callback_id": "0"}, "Error: callback_id must be a slot number"),
-    ("nope", "Error: the arguments are not JSON: Expecting value: line 1 column 1 (char 0)"),
-], ids=["delay 0", "delay 3601", "delay string", "no message", "repeat -2", "action", "id string", "not json"])
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (
+            {"action": "set", "message": "x", "delay_seconds": 0},
+            "Error: delay_seconds must be between 1 and 3600",
+        ),
+        (
+            {"action": "set", "message": "x", "delay_seconds": 3601},
+            "Error: delay_seconds must be between 1 and 3600",
+        ),
+        (
+            {"action": "set", "message": "x", "delay_seconds": "30"},
+            "Error: delay_seconds must be between 1 and 3600",
+        ),
+        (
+            {"action": "set", "message": "", "delay_seconds": 30},
+            "Error: message is required for action set",
+        ),
+        (
+            {"action": "set", "message": "x", "delay_seconds": 30, "repeat_count": -2},
+            "Error: repeat_count must be a number of fires, -1 for forever, or 0 or 1 for once",
+        ),
+        ({"action": "explode"}, "Error: action must be set, list or cancel"),
+        ({"action": "cancel", "callback_id": "0"}, "Error: callback_id must be a slot number"),
+        ("nope", "Error: the arguments are not JSON: Expecting value: line 1 column 1 (char 0)"),
+    ],
+    ids=[
+        "delay 0",
+        "delay 3601",
+        "delay string",
+        "no message",
+        "repeat -2",
+        "action",
+        "id string",
+        "not json",
+    ],
+)
 def test_callback_refusals(api: Reminders, args: object, text: str) -> None:
     assert cb(api, args) == text
     assert api.list(all=True) == []
 
 
-@pytest.mark.parametrize("count, fires, text", [
-    (None, 20, "Callback scheduled: fires every 30s, repeats 20 times."),
-    (0, 1, "Callback scheduled: fires once in 30s."),
-    (1, 1, "Callback scheduled: fires once in 30s."),
-    (-1, None, "Callback scheduled: fires every 30s, repeats infinitely."),
-])
-def test_callback_repeat_count(api: Reminders, count: int | None, fires: int | None, text: str) -> None:
+@pytest.mark.parametrize(
+    "count, fires, text",
+    [
+        (None, 20, "Callback scheduled: fires every 30s, repeats 20 times."),
+        (0, 1, "Callback scheduled: fires once in 30s."),
+        (1, 1, "Callback scheduled: fires once in 30s."),
+        (-1, None, "Callback scheduled: fires every 30s, repeats infinitely."),
+    ],
+)
+def test_callback_repeat_count(
+    api: Reminders, count: int | None, fires: int | None, text: str
+) -> None:
     args = {"action": "set", "message": "x", "delay_seconds": 30}
     if count is not None:
         args["repeat_count"] = count

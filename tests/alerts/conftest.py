@@ -9,4 +9,11 @@ from ..desktop_fixtures import (
     wav_frames,
 )
 
-__all__ = ["Capture", "alsa_capture", "alsa_no_device", "alsa_paced", "notification_bus", "wav_frames"]
+__all__ = [
+    "Capture",
+    "alsa_capture",
+    "alsa_no_device",
+    "alsa_paced",
+    "notification_bus",
+    "wav_frames",
+]

@@ -23,8 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_alarm_asset_is_what_the_script_makes(tmp_path: Path) -> None:
     out = tmp_path / "alarm.wav"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_alarm.py"), str(out)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_alarm.py"), str(out)],
+        check=True,
+        capture_output=True,
+    )
     assert out.read_bytes() == ALARM_WAV.read_bytes()
     with wave.open(str(ALARM_WAV), "rb") as w:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, 22050)
@@ -52,7 +55,7 @@ def test_without_simpleaudio_the_system_player_plays_the_same_frames(
     frames = wav_frames(ALARM_WAV)
     played = alsa_capture.read()
     assert played[: len(frames)] == frames
-    assert set(played[len(frames):]) <= {0}  # aplay pads its last period with silence
+    assert set(played[len(frames) :]) <= {0}  # aplay pads its last period with silence
 
 
 @pytest.mark.audio
@@ -78,7 +81,9 @@ def test_simpleaudio_failing_falls_back_to_the_system_player(alsa_capture: Captu
 @pytest.mark.audio
 def test_with_no_device_every_player_fails_quickly_and_says_why(alsa_no_device: None) -> None:
     t0 = time.monotonic()
-    result = AlarmPlayer(["simpleaudio", "paplay", "pw-play", "aplay"]).play(ALARM_WAV, timeout_s=10)
+    result = AlarmPlayer(["simpleaudio", "paplay", "pw-play", "aplay"]).play(
+        ALARM_WAV, timeout_s=10
+    )
     assert not result.ok
     assert result.error is not None and result.error.startswith("audio unavailable")
     assert "simpleaudio:" in result.error and "aplay: exit 1" in result.error

@@ -79,8 +79,15 @@ def test_fire_publishes_then_alarm_then_speech_then_delivery(
     make_rig: Callable[..., Rig], alsa_capture: Capture, notification_bus: NotificationBus
 ) -> None:
     rig = make_rig()
-    rem = rig.api.create("Check the deploy", session="s1", label="deploy", in_="1s", alarm=True,
-                         announce="Time to check the deploy", urgency="critical")
+    rem = rig.api.create(
+        "Check the deploy",
+        session="s1",
+        label="deploy",
+        in_="1s",
+        alarm=True,
+        announce="Time to check the deploy",
+        urgency="critical",
+    )
     occ = rig.wait_final(rem.id)
     assert occ.state == "delivered" and occ.alert == "done"
     rec = rig.alerter.records[-1]
@@ -88,15 +95,24 @@ def test_fire_publishes_then_alarm_then_speech_then_delivery(
     assert rec.alarm is not None and rec.alarm.ok and rec.alarm.player == "simpleaudio"
     assert rec.speech is not None and rec.speech.ok
     assert occ.fired_at is not None and occ.delivered_at is not None
-    order = [occ.fired_at, rig.fired[0], rec.at("notify"), rec.at("alarm.start"), rec.at("alarm.end"),
-             rec.at("speech.start"), rec.at("speech.end"), rig.turns[0], occ.delivered_at]
+    order = [
+        occ.fired_at,
+        rig.fired[0],
+        rec.at("notify"),
+        rec.at("alarm.start"),
+        rec.at("alarm.end"),
+        rec.at("speech.start"),
+        rec.at("speech.end"),
+        rig.turns[0],
+        occ.delivered_at,
+    ]
     assert all(t is not None for t in order)
     assert order == sorted(order), [t.isoformat() for t in order]  # type: ignore[union-attr]
     # the sound device got the alarm, then speech
     played = alsa_capture.read()
     alarm = wav_frames(ALARM_WAV)
     assert played.startswith(alarm)
-    seconds, rms = pcm_stats(played[len(alarm):], 22050)
+    seconds, rms = pcm_stats(played[len(alarm) :], 22050)
     assert seconds > 0.8 and rms > 0.03
     # and the desktop got one critical notification with the buttons
     (note,) = notification_bus.wait_notifications(1)
@@ -128,7 +144,9 @@ def test_a_hung_speaker_is_killed_and_delivery_goes_on(
     hang = [sys.executable, "-c", "import time; time.sleep(120)"]
     cfg = AlertConfig(players=("simpleaudio",), speech_timeout_s=1.0, notify=False)
     player = AlarmPlayer(cfg.players)
-    rig = make_rig(cfg, player=player, speaker=Speaker(player, engines=["pyttsx3"], worker_argv=hang))
+    rig = make_rig(
+        cfg, player=player, speaker=Speaker(player, engines=["pyttsx3"], worker_argv=hang)
+    )
     rem = rig.api.create("Hung", session="s1", in_="1s", alarm=True, announce="never spoken")
     occ = rig.wait_final(rem.id)
     assert occ.state == "delivered" and occ.alert == "failed"
@@ -142,8 +160,11 @@ def test_a_hung_speaker_is_killed_and_delivery_goes_on(
 
 @pytest.mark.parametrize("how", ["mute", "quiet-hours"])
 def test_muted_or_quiet_means_no_sound_but_a_notification(
-    how: str, make_rig: Callable[..., Rig], alsa_capture: Capture, notification_bus: NotificationBus,
-    sqlite_store: SqlStore
+    how: str,
+    make_rig: Callable[..., Rig],
+    alsa_capture: Capture,
+    notification_bus: NotificationBus,
+    sqlite_store: SqlStore,
 ) -> None:
     sw = Switches(sqlite_store, env={})
     now = datetime.now(UTC)
@@ -179,11 +200,18 @@ def test_snooze_from_the_notification_brings_the_reminder_back(
         time.sleep(0.05)
     again = rig.api.get(rem.id)
     assert again.state == "active" and again.next_fire_at is not None
-    assert timedelta(minutes=9, seconds=55) < again.next_fire_at - before < timedelta(minutes=10, seconds=5)
+    assert (
+        timedelta(minutes=9, seconds=55)
+        < again.next_fire_at - before
+        < timedelta(minutes=10, seconds=5)
+    )
 
 
 def test_dismiss_stops_the_alarm_and_skips_the_speech(
-    make_rig: Callable[..., Rig], alsa_paced: Capture, notification_bus: NotificationBus, tmp_path: Path
+    make_rig: Callable[..., Rig],
+    alsa_paced: Capture,
+    notification_bus: NotificationBus,
+    tmp_path: Path,
 ) -> None:
     long_wav = tmp_path / "long.wav"
     with wave.open(str(long_wav), "wb") as w:

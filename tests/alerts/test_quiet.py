@@ -25,7 +25,16 @@ from remindkit.store import SqlStore
         ("12:30-13:30", time(13, 30), False),
         ("12:30-13:30", time(0, 0), False),
     ],
-    ids=["late-evening", "night", "end-excluded", "before", "start-included", "lunch", "lunch-end", "midnight"],
+    ids=[
+        "late-evening",
+        "night",
+        "end-excluded",
+        "before",
+        "start-included",
+        "lunch",
+        "lunch-end",
+        "midnight",
+    ],
 )
 def test_quiet_hours_contain(text: str, local: time, inside: bool) -> None:
     q = QuietHours.parse(text)
@@ -54,7 +63,9 @@ def test_silence_uses_the_zone() -> None:
     assert muted.silent and muted.reason == "muted"
 
 
-def test_switches_live_in_the_store_for_every_process(sqlite_store: SqlStore, sqlite_url: str, settings) -> None:
+def test_switches_live_in_the_store_for_every_process(
+    sqlite_store: SqlStore, sqlite_url: str, settings
+) -> None:
     from remindkit.store import open_store
 
     now = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)

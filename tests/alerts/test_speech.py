@@ -65,7 +65,9 @@ def test_rate_setting_changes_the_speech(tmp_path: Path) -> None:
 def test_espeak_ng_takes_over_when_pyttsx3_fails(tmp_path: Path) -> None:
     broken = [sys.executable, "-c", "import sys; sys.exit(2)"]
     out = tmp_path / "say.wav"
-    result = Speaker(engines=["pyttsx3", "espeak-ng"], worker_argv=broken).render(TEXT, out, timeout_s=30)
+    result = Speaker(engines=["pyttsx3", "espeak-ng"], worker_argv=broken).render(
+        TEXT, out, timeout_s=30
+    )
     assert result.ok and result.engine == "espeak-ng", result
     seconds, rms = wav_stats(out)
     assert seconds > 2.0 and rms > 0.03
@@ -82,7 +84,9 @@ def test_spoken_announcement_reaches_the_sound_device(alsa_capture: Capture) -> 
 
 @pytest.mark.audio
 def test_speech_without_a_device_fails_with_the_reason(alsa_no_device: None) -> None:
-    speaker = Speaker(AlarmPlayer(["simpleaudio", "aplay"]), engines=["pyttsx3"], render_to_file=True)
+    speaker = Speaker(
+        AlarmPlayer(["simpleaudio", "aplay"]), engines=["pyttsx3"], render_to_file=True
+    )
     result = speaker.say("Hello", timeout_s=30)
     assert not result.ok
     assert "audio unavailable" in (result.error or "")
@@ -90,8 +94,11 @@ def test_speech_without_a_device_fails_with_the_reason(alsa_no_device: None) -> 
 
 def test_a_hung_speaker_is_killed_at_its_timeout(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
-    hang = [sys.executable, "-c",
-            f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(120)"]
+    hang = [
+        sys.executable,
+        "-c",
+        f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(120)",
+    ]
     speaker = Speaker(engines=["pyttsx3", "espeak-ng"], worker_argv=hang)
     t0 = time.monotonic()
     result = speaker.say(TEXT, timeout_s=1.0)
@@ -104,8 +111,13 @@ def test_a_hung_speaker_is_killed_at_its_timeout(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("wanted", "expected"),
-    [("gmw/en", "gmw/en"), ("English (America)", "gmw/en-US"), ("en-us", "gmw/en-US"),
-     ("de", "gmw/de"), ("klingon", None)],
+    [
+        ("gmw/en", "gmw/en"),
+        ("English (America)", "gmw/en-US"),
+        ("en-us", "gmw/en-US"),
+        ("de", "gmw/de"),
+        ("klingon", None),
+    ],
     ids=["id", "name", "id-tail", "language", "unknown"],
 )
 def test_pick_voice(wanted: str, expected: str | None) -> None:

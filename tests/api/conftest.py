@@ -20,18 +20,47 @@ _LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 class ApiServer:
-    def __init__(self, url: str, home: Path, *, env: dict[str, str] | None = None, args: tuple[str, ...] = (),
-                 name: str = "api", port: int = 0) -> None:
+    def __init__(
+        self,
+        url: str,
+        home: Path,
+        *,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        name: str = "api",
+        port: int = 0,
+    ) -> None:
         self.db = url
         self.log = home / f"{name}-{time.monotonic_ns()}.log"
         full = dict(os.environ)
-        full.update({"REMINDKIT_HOME": str(home), "REMINDKIT_LEASE": "2", "REMINDKIT_WAIT_CAP": "1",
-                     "PYTHONUNBUFFERED": "1", "REMINDKIT_TZ": "UTC"})
+        full.update(
+            {
+                "REMINDKIT_HOME": str(home),
+                "REMINDKIT_LEASE": "2",
+                "REMINDKIT_WAIT_CAP": "1",
+                "PYTHONUNBUFFERED": "1",
+                "REMINDKIT_TZ": "UTC",
+            }
+        )
         full.update(env or {})
         self.fh = open(self.log, "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "remindkit", "api", "--db", url, "--port", str(port), "--no-alerts", *args],
-            stdout=self.fh, stderr=subprocess.STDOUT, env=full, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "remindkit",
+                "api",
+                "--db",
+                url,
+                "--port",
+                str(port),
+                "--no-alerts",
+                *args,
+            ],
+            stdout=self.fh,
+            stderr=subprocess.STDOUT,
+            env=full,
+            start_new_session=True,
         )
         self.base_url = ""
 
@@ -89,8 +118,13 @@ def free_port() -> int:
 
 def cli(*args: str, db: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, REMINDKIT_HOME=str(home))
-    return subprocess.run([sys.executable, "-m", "remindkit", *args, "--db", db], capture_output=True, text=True,
-                          env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "remindkit", *args, "--db", db],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def wait_for(predicate, timeout: float, step: float = 0.05):

@@ -65,16 +65,23 @@ def test_events_in_order_and_resumed_after_a_sigkill_restart(api_server, sqlite_
     finally:
         store.close()
     api_server(sqlite_url, port=port)  # same port: the client reconnects with Last-Event-ID
-    assert wait_for(lambda: all(got.kinds(m.id) for m in missed) and "cancelled" in got.kinds(missed[0].id), 60), \
-        (got.items, got.error)
+    assert wait_for(
+        lambda: all(got.kinds(m.id) for m in missed) and "cancelled" in got.kinds(missed[0].id), 60
+    ), (got.items, got.error)
     ids = [i["id"] for i in got.items]
-    assert ids == sorted(ids) and len(ids) == len(set(ids)), ids  # nothing twice, nothing out of order
+    assert ids == sorted(ids) and len(ids) == len(set(ids)), (
+        ids
+    )  # nothing twice, nothing out of order
     assert got.kinds(missed[0].id) == ["created", "cancelled"]
     # a new stream asked to resume from an id gets exactly what follows it, from the store
     start = got.items[0]["id"]
-    with httpx.Client(base_url=srv.base_url, timeout=30) as http, \
-            http.stream("GET", "/v1/events", headers={"Last-Event-ID": str(start)}) as resp:
-        assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
+    with (
+        httpx.Client(base_url=srv.base_url, timeout=30) as http,
+        http.stream("GET", "/v1/events", headers={"Last-Event-ID": str(start)}) as resp,
+    ):
+        assert resp.status_code == 200 and resp.headers["content-type"].startswith(
+            "text/event-stream"
+        )
         seen: list[int] = []
         for line in resp.iter_lines():
             if line.startswith("id:"):
@@ -86,7 +93,9 @@ def test_events_in_order_and_resumed_after_a_sigkill_restart(api_server, sqlite_
 
 
 def test_streams_are_scoped_by_token(api_server, sqlite_url, tmp_path):
-    mine = cli("token", "create", "--project", "default", "--session", "s1", db=sqlite_url, home=tmp_path)
+    mine = cli(
+        "token", "create", "--project", "default", "--session", "s1", db=sqlite_url, home=tmp_path
+    )
     token = mine.stdout.split()[0]
     admin = cli("token", "create", "--admin", db=sqlite_url, home=tmp_path).stdout.split()[0]
     srv = api_server(sqlite_url)
@@ -101,16 +110,22 @@ def test_streams_are_scoped_by_token(api_server, sqlite_url, tmp_path):
         assert {i["session"] for i in got.items} == {"s1"}
         with httpx.Client(base_url=srv.base_url, timeout=30) as http:
             for params in ({"project": "default", "session": "s2"}, {"project": "other"}):
-                resp = http.get("/v1/events", params=params, headers={"Authorization": f"Bearer {token}"})
+                resp = http.get(
+                    "/v1/events", params=params, headers={"Authorization": f"Bearer {token}"}
+                )
                 assert resp.status_code == 403 and resp.json()["error"]["code"] == "forbidden"
             resp = http.get("/v1/events")
             assert resp.status_code == 401
-            resp = http.get("/v1/events", headers={"Authorization": f"Bearer {admin}", "Last-Event-ID": "x"})
+            resp = http.get(
+                "/v1/events", headers={"Authorization": f"Bearer {admin}", "Last-Event-ID": "x"}
+            )
             assert resp.status_code == 400 and resp.json()["error"]["code"] == "invalid_argument"
 
 
 @pytest.mark.postgres
-def test_a_stream_sees_fires_made_by_another_server_on_a_shared_postgres_store(api_server, pg_schema_url):
+def test_a_stream_sees_fires_made_by_another_server_on_a_shared_postgres_store(
+    api_server, pg_schema_url
+):
     watcher = api_server(pg_schema_url, args=("--no-engine",))
     firer = api_server(pg_schema_url)
     with Client(watcher.base_url) as w, Client(firer.base_url) as f:

@@ -35,14 +35,21 @@ def test_mcp_over_the_api_acts_for_the_token_session_only(api_server, tmp_path: 
     project = _token("--project", "default", db=db, home=tmp_path)  # not a session token: no MCP
     server = api_server(db)
     url = f"{server.base_url}/mcp/"
-    assert httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=30).status_code == 401
+    assert (
+        httpx.post(
+            url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=30
+        ).status_code
+        == 401
+    )
     refused = httpx.post(url, json={}, headers={"Authorization": f"Bearer {project}"}, timeout=30)
     assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
 
     async def as_(token: str, text: str) -> list[str]:
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http, \
-                streamable_http_client(url, http_client=http) as (read, write), \
-                ClientSession(read, write) as session:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             tools = await session.list_tools()
             assert [t.name for t in tools.tools] == list(TOOL_NAMES)
@@ -54,6 +61,9 @@ def test_mcp_over_the_api_acts_for_the_token_session_only(api_server, tmp_path: 
     assert anyio.run(as_, alpha, "from alpha") == ["from alpha"]
     assert anyio.run(as_, beta, "from beta") == ["from beta"]  # beta sees nothing of alpha's
     # the same reminders through the HTTP API's own routes, recorded as made over MCP
-    got = httpx.get(f"{server.base_url}/v1/projects/default/sessions/alpha/reminders",
-                    headers={"Authorization": f"Bearer {alpha}"}, timeout=30)
+    got = httpx.get(
+        f"{server.base_url}/v1/projects/default/sessions/alpha/reminders",
+        headers={"Authorization": f"Bearer {alpha}"},
+        timeout=30,
+    )
     assert got.status_code == 200 and [r["text"] for r in got.json()] == ["from alpha"]

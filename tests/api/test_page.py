@@ -21,9 +21,16 @@ pytestmark = [pytest.mark.api, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = os.environ.get("REMINDKIT_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync",
-                 "--autoplay-policy=no-user-gesture-required"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless=new",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--autoplay-policy=no-user-gesture-required",
+]
 
 
 def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tmp_path):
@@ -33,8 +40,18 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
     ARTIFACTS.mkdir(exist_ok=True)
     model = ScriptedOpenAI(lambda body: text("Stretched. Back to the deploy."))
     model.__enter__()
-    added = cli("session", "add", "web", "--openai", "--base-url", model.base_url, "--model", "scripted",
-                db=sqlite_url, home=tmp_path)
+    added = cli(
+        "session",
+        "add",
+        "web",
+        "--openai",
+        "--base-url",
+        model.base_url,
+        "--model",
+        "scripted",
+        db=sqlite_url,
+        home=tmp_path,
+    )
     assert added.returncode == 0, added.stderr
     srv = api_server(sqlite_url)
     store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path / "h"))
@@ -54,7 +71,9 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
             assert first and first.startswith(("59:", "1:00:")), first
             page.wait_for_function(
                 "t => document.querySelector(\".rk-pill[data-label='long'] .rk-left\").textContent !== t",
-                arg=first, timeout=30_000)
+                arg=first,
+                timeout=30_000,
+            )
             # × cancels in the store
             page.click(".rk-pill[data-label='long'] .rk-cancel")
             assert wait_for(lambda: store.get_reminder(long["id"]).state == "cancelled", 30)
@@ -74,14 +93,20 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
             assert "stand up now" in (banner.text_content() or "")
             page.wait_for_function(
                 "() => { const b = document.querySelector(\".rk-alert[data-label='standup']\");"
-                " return b && b.dataset.audio !== 'starting'; }", timeout=30_000)
-            assert banner.get_attribute("data-audio") in ("played", "blocked"), banner.get_attribute("data-audio")
+                " return b && b.dataset.audio !== 'starting'; }",
+                timeout=30_000,
+            )
+            assert banner.get_attribute("data-audio") in ("played", "blocked"), (
+                banner.get_attribute("data-audio")
+            )
             assert banner.get_attribute("data-speech") in ("spoken", "unavailable")
             # the agent's reply to the hidden fired turn, below its marker, from the stream
             page.wait_for_selector(".rk-chat .rk-line.rk-agent", timeout=60_000)
             assert page.locator(".rk-chat .rk-line.rk-fired").count() == 1
             assert "standup" in (page.locator(".rk-chat .rk-line.rk-fired").text_content() or "")
-            assert "Back to the deploy" in (page.locator(".rk-chat .rk-line.rk-agent").text_content() or "")
+            assert "Back to the deploy" in (
+                page.locator(".rk-chat .rk-line.rk-agent").text_content() or ""
+            )
             page.screenshot(path=str(ARTIFACTS / "api-page.png"), full_page=True)
             assert wait_for(lambda: store.get_reminder(made[0].id).state == "done", 30)
             page.click(".rk-alert[data-label='standup'] .rk-alert-snooze")

@@ -38,18 +38,37 @@ def test_reminder_routes_and_their_statuses(api_server, sqlite_url, tmp_path):
     with httpx.Client(base_url=srv.base_url, timeout=30) as http, Client(srv.base_url) as client:
         rems = client.session("default", "s1").reminders
         # create: 201, Location, the reminder object
-        resp = http.post(f"{base}/s1/reminders", json={"prompt": "check the deploy", "name": "deploy", "in": "24h",
-                                                     "every": "1h", "alarm": True, "announce": "deploy"})
+        resp = http.post(
+            f"{base}/s1/reminders",
+            json={
+                "prompt": "check the deploy",
+                "name": "deploy",
+                "in": "24h",
+                "every": "1h",
+                "alarm": True,
+                "announce": "deploy",
+            },
+        )
         assert resp.status_code == 201, resp.text
         made = resp.json()
-        assert resp.headers["location"] == f"/v1/projects/default/sessions/s1/reminders/{made['id']}"
+        assert (
+            resp.headers["location"] == f"/v1/projects/default/sessions/s1/reminders/{made['id']}"
+        )
         assert (made["text"], made["label"], made["kind"], made["every_s"], made["alarm"]) == (
-            "check the deploy", "deploy", "every", 3600, True)
+            "check the deploy",
+            "deploy",
+            "every",
+            3600,
+            True,
+        )
         second = rems.create("stretch", in_="2h")
         assert second["state"] == "active" and second["session"] == "s1"
         # list, get
         listed = http.get(f"{base}/s1/reminders")
-        assert listed.status_code == 200 and [r["id"] for r in listed.json()] == [made["id"], second["id"]]
+        assert listed.status_code == 200 and [r["id"] for r in listed.json()] == [
+            made["id"],
+            second["id"],
+        ]
         assert rems.get(made["id"])["id"] == made["id"]
         assert http.get(f"{srv.base_url}{resp.headers['location']}").json()["label"] == "deploy"
         # the same store, the same object: the in-process API sees it
@@ -60,12 +79,19 @@ def test_reminder_routes_and_their_statuses(api_server, sqlite_url, tmp_path):
             store.close()
         # PATCH: pause, resume, snooze, text and name, a stale version
         assert rems.update(made["id"], enabled=False)["state"] == "paused"
-        assert http.patch(f"{base}/s1/reminders/{made['id']}", json={"enabled": True}).json()["state"] == "active"
+        assert (
+            http.patch(f"{base}/s1/reminders/{made['id']}", json={"enabled": True}).json()["state"]
+            == "active"
+        )
         snoozed = rems.update(second["id"], snooze="10m")
         assert snoozed["state"] == "active" and snoozed["next_fire_at"] < second["next_fire_at"]
         edited = rems.update(made["id"], prompt="check the deploy again", name="deploy2")
         assert (edited["text"], edited["label"]) == ("check the deploy again", "deploy2")
-        _err(http.patch(f"{base}/s1/reminders/{made['id']}", json={"enabled": False, "version": 1}), 409, "conflict")
+        _err(
+            http.patch(f"{base}/s1/reminders/{made['id']}", json={"enabled": False, "version": 1}),
+            409,
+            "conflict",
+        )
         with pytest.raises(Conflict) as exc:
             rems.update(made["id"], name="x", version=edited["version"] - 1)
         assert exc.value.code == "conflict"
@@ -81,13 +107,21 @@ def test_reminder_routes_and_their_statuses(api_server, sqlite_url, tmp_path):
         rems.remove(made["id"])
         # sessions
         sess = http.get(f"{base}/s1")
-        assert sess.status_code == 200 and sess.json()["id"] == "s1" and sess.json()["project"] == "default"
+        assert (
+            sess.status_code == 200
+            and sess.json()["id"] == "s1"
+            and sess.json()["project"] == "default"
+        )
         assert [s["id"] for s in client.sessions("default")] == ["s1"]
         _err(http.get(f"{base}/nobody"), 404, "session_not_found")
         assert http.get(f"{base}/nobody/reminders").json() == []
         # unknown things: 404
         _err(http.get(f"{base}/s1/reminders/rem_nothere"), 404, "not_found")
-        _err(http.patch(f"{base}/s1/reminders/rem_nothere", json={"enabled": False}), 404, "not_found")
+        _err(
+            http.patch(f"{base}/s1/reminders/rem_nothere", json={"enabled": False}),
+            404,
+            "not_found",
+        )
         _err(http.delete(f"{base}/s1/reminders/rem_nothere"), 404, "not_found")
         _err(http.get(f"{base}/s1/reminders/rem_nothere/history"), 404, "not_found")
         _err(http.get(f"{srv.base_url}/v1/projects/nowhere/sessions"), 404, "project_not_found")
@@ -100,17 +134,49 @@ def test_reminder_routes_and_their_statuses(api_server, sqlite_url, tmp_path):
         _err(http.delete(f"{base}/s1/reminders/{other['id']}"), 404, "not_found")
         # bad input: 400, nothing written
         before = len(rems.list(all=True))
-        _err(http.post(f"{base}/s1/reminders", json={"prompt": "x", "in": "5 parsecs"}), 400, "invalid_duration")
-        _err(http.post(f"{base}/s1/reminders", json={"prompt": "x", "every": "10s"}), 400, "interval_too_short")
-        _err(http.post(f"{base}/s1/reminders", json={"prompt": "x", "cron": "61 * * * *"}), 400, "invalid_cron")
+        _err(
+            http.post(f"{base}/s1/reminders", json={"prompt": "x", "in": "5 parsecs"}),
+            400,
+            "invalid_duration",
+        )
+        _err(
+            http.post(f"{base}/s1/reminders", json={"prompt": "x", "every": "10s"}),
+            400,
+            "interval_too_short",
+        )
+        _err(
+            http.post(f"{base}/s1/reminders", json={"prompt": "x", "cron": "61 * * * *"}),
+            400,
+            "invalid_cron",
+        )
         _err(http.post(f"{base}/s1/reminders", json={"prompt": " ", "in": "5m"}), 400, "empty_text")
-        _err(http.post(f"{base}/s1/reminders", json={"prompt": "x", "in": "5m", "when": 1}), 400, "invalid_argument")
-        _err(http.post(f"{base}/s1/reminders", content=b"{not json", headers={"content-type": "application/json"}),
-             400, "invalid_argument")
-        _err(http.post(f"{base}/s1/reminders", json={"prompt": "x", "in": "5m", "on_busy": "later"}), 400,
-             "invalid_on_busy")
-        _err(http.post(f"{srv.base_url}/v1/projects/bad%20name/sessions/s1/reminders",
-                       json={"prompt": "x", "in": "5m"}), 400, "invalid_project")
+        _err(
+            http.post(f"{base}/s1/reminders", json={"prompt": "x", "in": "5m", "when": 1}),
+            400,
+            "invalid_argument",
+        )
+        _err(
+            http.post(
+                f"{base}/s1/reminders",
+                content=b"{not json",
+                headers={"content-type": "application/json"},
+            ),
+            400,
+            "invalid_argument",
+        )
+        _err(
+            http.post(f"{base}/s1/reminders", json={"prompt": "x", "in": "5m", "on_busy": "later"}),
+            400,
+            "invalid_on_busy",
+        )
+        _err(
+            http.post(
+                f"{srv.base_url}/v1/projects/bad%20name/sessions/s1/reminders",
+                json={"prompt": "x", "in": "5m"},
+            ),
+            400,
+            "invalid_project",
+        )
         with pytest.raises(InvalidSchedule) as bad:
             rems.create("x", cron="not a cron")
         assert bad.value.code == "invalid_cron"
@@ -131,8 +197,14 @@ def test_reminder_routes_and_their_statuses(api_server, sqlite_url, tmp_path):
 
 
 def test_limits_and_deleted_sessions(api_server, sqlite_url, tmp_path):
-    srv = api_server(sqlite_url, env={"REMINDKIT_MAX_PER_SESSION": "3", "REMINDKIT_MAX_PER_PROJECT": "5",
-                                      "REMINDKIT_MAX_TOTAL": "none"})
+    srv = api_server(
+        sqlite_url,
+        env={
+            "REMINDKIT_MAX_PER_SESSION": "3",
+            "REMINDKIT_MAX_PER_PROJECT": "5",
+            "REMINDKIT_MAX_TOTAL": "none",
+        },
+    )
     with Client(srv.base_url) as client, httpx.Client(base_url=srv.base_url, timeout=30) as http:
         a = client.session("default", "a").reminders
         for i in range(3):
@@ -143,14 +215,18 @@ def test_limits_and_deleted_sessions(api_server, sqlite_url, tmp_path):
         b = client.session("default", "b").reminders
         b.create("b0", in_="1h")
         b.create("b1", in_="1h")
-        resp = http.post("/v1/projects/default/sessions/c/reminders", json={"prompt": "c0", "in": "1h"})
+        resp = http.post(
+            "/v1/projects/default/sessions/c/reminders", json={"prompt": "c0", "in": "1h"}
+        )
         assert resp.status_code == 409 and resp.json()["error"]["code"] == "too_many_reminders"
         assert "project" in resp.json()["error"]["message"]
         # another project has its own count
         assert cli("projects", "create", "other", db=sqlite_url, home=tmp_path).returncode == 0
         client.session("other", "c").reminders.create("elsewhere", in_="1h")
         # a session of another project is not found under this one
-        resp = http.post("/v1/projects/default/sessions/c/reminders", json={"prompt": "x", "in": "1h"})
+        resp = http.post(
+            "/v1/projects/default/sessions/c/reminders", json={"prompt": "x", "in": "1h"}
+        )
         assert resp.status_code == 404 and resp.json()["error"]["code"] == "session_not_found"
         # a deleted session: 409
         assert cli("session", "rm", "b", db=sqlite_url, home=tmp_path).returncode == 0
@@ -160,14 +236,22 @@ def test_limits_and_deleted_sessions(api_server, sqlite_url, tmp_path):
 
 
 def test_tokens_scope_every_request(api_server, sqlite_url, tmp_path):
-    made = cli("token", "create", "--project", "acme", "--session", "s1", db=sqlite_url, home=tmp_path)
+    made = cli(
+        "token", "create", "--project", "acme", "--session", "s1", db=sqlite_url, home=tmp_path
+    )
     assert made.returncode == 0, made.stderr
     session_token = made.stdout.splitlines()[0]
     assert session_token.startswith("rk_")
-    ro = cli("token", "create", "--project", "acme", "--read-only", db=sqlite_url, home=tmp_path).stdout.split()[0]
-    proj = cli("token", "create", "--project", "acme", db=sqlite_url, home=tmp_path).stdout.split()[0]
+    ro = cli(
+        "token", "create", "--project", "acme", "--read-only", db=sqlite_url, home=tmp_path
+    ).stdout.split()[0]
+    proj = cli("token", "create", "--project", "acme", db=sqlite_url, home=tmp_path).stdout.split()[
+        0
+    ]
     admin = cli("token", "create", "--admin", db=sqlite_url, home=tmp_path).stdout.split()[0]
-    other = cli("token", "create", "--project", "zeta", db=sqlite_url, home=tmp_path).stdout.split()[0]
+    other = cli(
+        "token", "create", "--project", "zeta", db=sqlite_url, home=tmp_path
+    ).stdout.split()[0]
     listed = cli("token", "ls", "--json", db=sqlite_url, home=tmp_path)
     assert session_token not in listed.stdout and len(__import__("json").loads(listed.stdout)) == 5
     srv = api_server(sqlite_url)
@@ -176,16 +260,22 @@ def test_tokens_scope_every_request(api_server, sqlite_url, tmp_path):
     with httpx.Client(base_url=url, timeout=30) as http:
         # no token, an unknown one: 401
         _err(http.get(f"{acme}/s1/reminders"), 401, "unauthorized")
-        _err(http.get(f"{acme}/s1/reminders", headers={"Authorization": "Bearer rk_wrong"}), 401, "unauthorized")
+        _err(
+            http.get(f"{acme}/s1/reminders", headers={"Authorization": "Bearer rk_wrong"}),
+            401,
+            "unauthorized",
+        )
         _err(http.get("/v1/status"), 401, "unauthorized")
         assert http.get("/healthz").status_code == 200
     with Client(url, session_token) as mine:
         r = mine.session("acme", "s1").reminders.create("mine", in_="1h")
         assert [x["id"] for x in mine.session("acme", "s1").reminders.list()] == [r["id"]]
-        for call in (lambda: mine.session("acme", "s2").reminders.list(),
-                     lambda: mine.session("acme", "s2").reminders.create("not mine", in_="1h"),
-                     lambda: mine.session("other", "s1").reminders.list(),
-                     lambda: mine.sessions("acme")):
+        for call in (
+            lambda: mine.session("acme", "s2").reminders.list(),
+            lambda: mine.session("acme", "s2").reminders.create("not mine", in_="1h"),
+            lambda: mine.session("other", "s1").reminders.list(),
+            lambda: mine.sessions("acme"),
+        ):
             with pytest.raises(Forbidden) as exc:
                 call()
             assert exc.value.code == "forbidden"
@@ -217,7 +307,9 @@ def test_tokens_scope_every_request(api_server, sqlite_url, tmp_path):
 def test_another_address_than_loopback_needs_tokens(tmp_path, sqlite_url, api_server):
     refused = cli("api", "--host", "0.0.0.0", "--port", "0", db=sqlite_url, home=tmp_path)
     assert refused.returncode == 1 and "tokens_required" in refused.stderr
-    token = cli("token", "create", "--project", "default", db=sqlite_url, home=tmp_path).stdout.split()[0]
+    token = cli(
+        "token", "create", "--project", "default", db=sqlite_url, home=tmp_path
+    ).stdout.split()[0]
     srv = api_server(sqlite_url, args=("--host", "0.0.0.0"))
     port = srv.base_url.rsplit(":", 1)[1]
     with Client(f"http://127.0.0.1:{port}", token) as client:

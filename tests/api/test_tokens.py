@@ -40,6 +40,11 @@ def test_agent_commands_get_a_token_of_their_own_session(store):
     env = agents.env("s9", now_us=1)
     assert env == agents.env("s9", now_us=2)  # one per session
     who = authenticate(store, env["REMINDKIT_TOKEN"], open_when_none=False)
-    assert (who.scope, who.project, who.session, who.read_only) == ("session", "default", "s9", False)
+    assert (who.scope, who.project, who.session, who.read_only) == (
+        "session",
+        "default",
+        "s9",
+        False,
+    )
     agents.revoke_all()
     assert store.list_tokens() == []

@@ -21,7 +21,8 @@ def test_the_typescript_client_against_a_live_server(api_server, sqlite_url):
         pytest.skip("npm is not installed (scripts/setup --test installs nodejs and npm)")
     srv = api_server(sqlite_url)
     env = dict(os.environ, REMINDKIT_API_URL=srv.base_url)
-    done = subprocess.run([npm, "test", "--silent"], cwd=CLIENT, env=env, capture_output=True, text=True,
-                          timeout=240)
+    done = subprocess.run(
+        [npm, "test", "--silent"], cwd=CLIENT, env=env, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# fail 0" in done.stdout and "# pass 3" in done.stdout, done.stdout

@@ -18,8 +18,10 @@ if "<schedule-fired" in message:
     sys.exit(0)
 asked = re.search(r"remind me in (\d+)s to (\w+)", message)
 if asked:
-    print(f'Sure, I will remind you. <schedule label="{asked.group(2)}" delay="{asked.group(1)}s">'
-          f"{asked.group(2)}</schedule>")
+    print(
+        f'Sure, I will remind you. <schedule label="{asked.group(2)}" delay="{asked.group(1)}s">'
+        f"{asked.group(2)}</schedule>"
+    )
 elif "long please" in message:
     print("\n".join(f"line {i:04d} " + "x" * 60 for i in range(120)))
 elif "fail please" in message:

@@ -71,15 +71,24 @@ class BotAPI:
             mid = self._next_message
             self._next_message += 1
             message: dict[str, Any] = {
-                "message_id": mid, "date": int(time.time()), "text": text,
-                "chat": {"id": chat, "type": "supergroup" if thread else "private", "title": f"chat {chat}"}
-                if thread else {"id": chat, "type": "private", "first_name": "Ada"},
+                "message_id": mid,
+                "date": int(time.time()),
+                "text": text,
+                "chat": {
+                    "id": chat,
+                    "type": "supergroup" if thread else "private",
+                    "title": f"chat {chat}",
+                }
+                if thread
+                else {"id": chat, "type": "private", "first_name": "Ada"},
                 "from": {"id": user, "is_bot": False, "first_name": "Ada"},
             }
             if thread is not None:
                 message.update(message_thread_id=thread, is_topic_message=True)
             if text.startswith("/"):
-                message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]
+                message["entities"] = [
+                    {"type": "bot_command", "offset": 0, "length": len(text.split()[0])}
+                ]
             self._add({"message": message})
             self.log.append(f"user  [{chat}{'/' + str(thread) if thread else ''}] {text}")
             return mid
@@ -91,12 +100,22 @@ class BotAPI:
     def press(self, chat: int, message_id: int, data: str) -> None:
         with self.cond:
             self.log.append(f"user  [{chat}] (presses the button {data})")
-            self._add({"callback_query": {
-                "id": f"cq{self._next_update}", "chat_instance": "ci", "data": data,
-                "from": {"id": 7, "is_bot": False, "first_name": "Ada"},
-                "message": {"message_id": message_id, "date": int(time.time()), "text": "list",
-                            "chat": {"id": chat, "type": "private", "first_name": "Ada"}},
-            }})
+            self._add(
+                {
+                    "callback_query": {
+                        "id": f"cq{self._next_update}",
+                        "chat_instance": "ci",
+                        "data": data,
+                        "from": {"id": 7, "is_bot": False, "first_name": "Ada"},
+                        "message": {
+                            "message_id": message_id,
+                            "date": int(time.time()),
+                            "text": "list",
+                            "chat": {"id": chat, "type": "private", "first_name": "Ada"},
+                        },
+                    }
+                }
+            )
 
     def _add(self, body: dict[str, Any]) -> None:
         body["update_id"] = self._next_update
@@ -115,15 +134,25 @@ class BotAPI:
             if got:
                 return got
             time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {message or what}; sent: {[(s.chat, s.text) for s in self.sent]}")
+        raise AssertionError(
+            f"timed out waiting for {message or what}; sent: {[(s.chat, s.text) for s in self.sent]}"
+        )
 
     # -- the methods -----------------------------------------------------------------------
 
     def call(self, method: str, p: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         self.calls.append(method)
         if method == "getMe":
-            return 200, {"ok": True, "result": {"id": BOT_ID, "is_bot": True, "first_name": "Reminders",
-                                                "username": "remindkit_bot", "can_join_groups": True}}
+            return 200, {
+                "ok": True,
+                "result": {
+                    "id": BOT_ID,
+                    "is_bot": True,
+                    "first_name": "Reminders",
+                    "username": "remindkit_bot",
+                    "can_join_groups": True,
+                },
+            }
         if method == "getUpdates":
             return self._get_updates(p)
         if method == "sendMessage":
@@ -132,13 +161,21 @@ class BotAPI:
                 if self.rate_limit:
                     after = self.rate_limit.pop(0)
                     self.log.append(f"(sendMessage answered 429, retry_after {after})")
-                    return 429, {"ok": False, "error_code": 429, "description": f"Too Many Requests: retry after {after}",
-                                 "parameters": {"retry_after": after}}
+                    return 429, {
+                        "ok": False,
+                        "error_code": 429,
+                        "description": f"Too Many Requests: retry after {after}",
+                        "parameters": {"retry_after": after},
+                    }
                 mid = self._next_message
                 self._next_message += 1
                 chat = int(p["chat_id"])
                 thread = int(p["message_thread_id"]) if p.get("message_thread_id") else None
-                markup = json.loads(p["reply_markup"]) if isinstance(p.get("reply_markup"), str) else p.get("reply_markup")
+                markup = (
+                    json.loads(p["reply_markup"])
+                    if isinstance(p.get("reply_markup"), str)
+                    else p.get("reply_markup")
+                )
                 self.sent.append(Sent(chat, str(p["text"]), thread, mid, time.monotonic(), markup))
                 self.log.append(f"bot   [{chat}{'/' + str(thread) if thread else ''}] {p['text']}")
             return 200, {"ok": True, "result": self._message(mid, chat, str(p["text"]), thread)}
@@ -160,9 +197,13 @@ class BotAPI:
         return 404, {"ok": False, "error_code": 404, "description": "Not Found: method not found"}
 
     def _message(self, mid: int, chat: int, text: str, thread: int | None) -> dict[str, Any]:
-        out: dict[str, Any] = {"message_id": mid, "date": int(time.time()), "text": text,
-                               "chat": {"id": chat, "type": "private", "first_name": "Ada"},
-                               "from": {"id": BOT_ID, "is_bot": True, "first_name": "Reminders"}}
+        out: dict[str, Any] = {
+            "message_id": mid,
+            "date": int(time.time()),
+            "text": text,
+            "chat": {"id": chat, "type": "private", "first_name": "Ada"},
+            "from": {"id": BOT_ID, "is_bot": True, "first_name": "Reminders"},
+        }
         if thread is not None:
             out.update(message_thread_id=thread, is_topic_message=True)
         return out
@@ -179,8 +220,11 @@ class BotAPI:
                 self.confirmed = max(self.confirmed, offset)
             while True:
                 if self._poll_generation != mine:
-                    return 409, {"ok": False, "error_code": 409,
-                                 "description": "Conflict: terminated by other getUpdates request"}
+                    return 409, {
+                        "ok": False,
+                        "error_code": 409,
+                        "description": "Conflict: terminated by other getUpdates request",
+                    }
                 ready = [u for u in self.updates if u["update_id"] >= max(offset, self.confirmed)]
                 left = deadline - time.monotonic()
                 if ready or left <= 0:
@@ -207,9 +251,13 @@ def _handler(api: BotAPI) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length) if length else b""
             if not path.startswith("/bot"):
-                return self._reply(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+                return self._reply(
+                    404, {"ok": False, "error_code": 404, "description": "Not Found"}
+                )
             if not path.startswith(prefix):
-                return self._reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+                return self._reply(
+                    401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
+                )
             ctype = self.headers.get("content-type", "")
             params: dict[str, Any]
             if "json" in ctype:
@@ -219,9 +267,13 @@ def _handler(api: BotAPI) -> type[BaseHTTPRequestHandler]:
                 if "multipart/form-data" in ctype:
                     params = _multipart(raw, ctype)
             for k, v in list(params.items()):  # form values of complex types are JSON
-                if isinstance(v, str) and v[:1] in "[{" and k in ("allowed_updates", "reply_markup"):
+                if (
+                    isinstance(v, str)
+                    and v[:1] in "[{"
+                    and k in ("allowed_updates", "reply_markup")
+                ):
                     params[k] = v
-            status, body = api.call(path[len(prefix):], params)
+            status, body = api.call(path[len(prefix) :], params)
             self._reply(status, body)
 
         def _reply(self, status: int, body: dict[str, Any]) -> None:
@@ -244,5 +296,9 @@ def _multipart(raw: bytes, ctype: str) -> dict[str, Any]:
     for part in msg.iter_parts():
         name = part.get_param("name", header="content-disposition")
         if name:
-            out[str(name)] = part.get_content() if part.get_content_maintype() == "text" else part.get_payload(decode=True)
+            out[str(name)] = (
+                part.get_content()
+                if part.get_content_maintype() == "text"
+                else part.get_payload(decode=True)
+            )
     return out

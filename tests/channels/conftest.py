@@ -26,19 +26,44 @@ def botapi() -> Iterator[BotAPI]:
 
 
 class BotProcess:
-    def __init__(self, url: str, api: BotAPI, home: Path, *, args: list[str], env: dict[str, str], name: str) -> None:
+    def __init__(
+        self, url: str, api: BotAPI, home: Path, *, args: list[str], env: dict[str, str], name: str
+    ) -> None:
         self.log = home / f"bot-{name}.log"
         full = dict(os.environ)
-        full.update({"REMINDKIT_HOME": str(home), "REMINDKIT_LEASE": "3", "REMINDKIT_WAIT_CAP": "1",
-                     "PYTHONUNBUFFERED": "1", "TELEGRAM_BOT_TOKEN": TOKEN, "REMINDKIT_TZ": "UTC"})
+        full.update(
+            {
+                "REMINDKIT_HOME": str(home),
+                "REMINDKIT_LEASE": "3",
+                "REMINDKIT_WAIT_CAP": "1",
+                "PYTHONUNBUFFERED": "1",
+                "TELEGRAM_BOT_TOKEN": TOKEN,
+                "REMINDKIT_TZ": "UTC",
+            }
+        )
         full.update(env)
         self.fh = open(self.log, "a")  # noqa: SIM115
         # the agent's log on its command line: a command session's environment is an allowlist
         agent_log = env.get("RK_AGENT_LOG", str(home / "agent.log"))
         agent = [] if "--openai" in args else ["--command", f"{sys.executable} {AGENT} {agent_log}"]
-        argv = [sys.executable, "-m", "remindkit", "telegram", "--db", url, "--api-url", api.url, "--poll-timeout", "2",
-                *agent, "-v", *args]
-        self.proc = subprocess.Popen(argv, stdout=self.fh, stderr=subprocess.STDOUT, env=full, start_new_session=True)
+        argv = [
+            sys.executable,
+            "-m",
+            "remindkit",
+            "telegram",
+            "--db",
+            url,
+            "--api-url",
+            api.url,
+            "--poll-timeout",
+            "2",
+            *agent,
+            "-v",
+            *args,
+        ]
+        self.proc = subprocess.Popen(
+            argv, stdout=self.fh, stderr=subprocess.STDOUT, env=full, start_new_session=True
+        )
         deadline = time.monotonic() + 60
         while "remindkit telegram: on" not in self.log.read_text():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -68,8 +93,14 @@ def bots(tmp_path: Path, botapi: BotAPI) -> Iterator[Any]:
 
     def start(url: str, *args: str, env: dict[str, str] | None = None) -> BotProcess:
         full = {"RK_AGENT_LOG": str(agent_log), **(env or {})}
-        bot = BotProcess(url, botapi, tmp_path, args=list(args) or ["--allow", "100"], env=full,
-                         name=str(len(started)))
+        bot = BotProcess(
+            url,
+            botapi,
+            tmp_path,
+            args=list(args) or ["--allow", "100"],
+            env=full,
+            name=str(len(started)),
+        )
         started.append(bot)
         return bot
 

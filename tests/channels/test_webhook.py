@@ -82,7 +82,9 @@ def env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def live(store_url: str, tmp_path: Path, env: None) -> Iterator[tuple[SqlStore, Reminders]]:
-    settings = Settings.from_env(env={}, home=tmp_path / "home", tz="UTC", lease_s=2.0, wait_cap_s=1.0)
+    settings = Settings.from_env(
+        env={}, home=tmp_path / "home", tz="UTC", lease_s=2.0, wait_cap_s=1.0
+    )
     store = open_store(store_url, settings=settings)
     yield store, Reminders(store, settings=settings)
     store.close()
@@ -104,11 +106,19 @@ def history_states(api: Reminders, rid: str) -> list[str]:
 
 def test_a_fire_is_posted_signed_and_its_reply_is_carried_out(live, monkeypatch) -> None:
     store, api = live
-    receiver = Receiver(reply='Noted. <schedule label="again" delay="1h">check the build</schedule>')
+    receiver = Receiver(
+        reply='Noted. <schedule label="again" delay="1h">check the build</schedule>'
+    )
     engine = None
     try:
-        store.put_session(Session("hook", adapter="webhook", config={"url": receiver.url, "secret_env": "RK_HOOK_SECRET"}),
-                          now_us=0)
+        store.put_session(
+            Session(
+                "hook",
+                adapter="webhook",
+                config={"url": receiver.url, "secret_env": "RK_HOOK_SECRET"},
+            ),
+            now_us=0,
+        )
         rem = api.add("deploy finished?", session="hook", label="deploy", in_="1s").reminder
         engine = Engine(store, settings=api.settings, can_alert=False).start()
         wait_for(lambda: "delivered" in history_states(api, rem.id), 60, "the delivery")
@@ -133,19 +143,36 @@ def test_a_receiver_down_for_a_minute_gets_the_fire_once_it_is_back(live, monkey
     store, api = live
     monkeypatch.setenv("REMINDKIT_WEBHOOK_RETRY_WINDOW", "600")
     port = free_port()
-    store.put_session(Session("hook", adapter="webhook",
-                              config={"url": f"http://127.0.0.1:{port}/hook", "secret_env": "RK_HOOK_SECRET"}), now_us=0)
+    store.put_session(
+        Session(
+            "hook",
+            adapter="webhook",
+            config={"url": f"http://127.0.0.1:{port}/hook", "secret_env": "RK_HOOK_SECRET"},
+        ),
+        now_us=0,
+    )
     rem = api.add("are you back?", session="hook", in_="1s").reminder
     down_until = time.monotonic() + 60
     engine = Engine(store, settings=api.settings, can_alert=False).start()
     receiver = None
     try:
-        wait_for(lambda: (r := Outbox(store, "webhook").rows()) and r[0].attempts >= 2, 60, "two failed tries")
-        assert history_states(api, rem.id)[0] not in ("delivered", "failed")  # it waits (or is being tried)
+        wait_for(
+            lambda: (r := Outbox(store, "webhook").rows()) and r[0].attempts >= 2,
+            60,
+            "two failed tries",
+        )
+        assert history_states(api, rem.id)[0] not in (
+            "delivered",
+            "failed",
+        )  # it waits (or is being tried)
         time.sleep(max(0.0, down_until - time.monotonic()))  # the receiver is down for a minute
         receiver = Receiver(port)
         up = time.monotonic()
-        wait_for(lambda: "delivered" in history_states(api, rem.id), 240, "the delivery after the receiver came back")
+        wait_for(
+            lambda: "delivered" in history_states(api, rem.id),
+            240,
+            "the delivery after the receiver came back",
+        )
         assert len(receiver.got) == 1 and time.monotonic() - up < 240
         [row] = Outbox(store, "webhook").rows()
         assert row.state == "sent" and row.attempts >= 3 and row.last_error
@@ -158,13 +185,20 @@ def test_a_receiver_down_for_a_minute_gets_the_fire_once_it_is_back(live, monkey
 def test_a_receiver_that_stays_down_is_failed_after_the_window(live, monkeypatch) -> None:
     store, api = live
     monkeypatch.setenv("REMINDKIT_WEBHOOK_RETRY_WINDOW", "4")
-    store.put_session(Session("hook", adapter="webhook",
-                              config={"url": f"http://127.0.0.1:{free_port()}/hook", "secret_env": "RK_HOOK_SECRET"}),
-                      now_us=0)
+    store.put_session(
+        Session(
+            "hook",
+            adapter="webhook",
+            config={"url": f"http://127.0.0.1:{free_port()}/hook", "secret_env": "RK_HOOK_SECRET"},
+        ),
+        now_us=0,
+    )
     rem = api.add("anyone?", session="hook", in_="1s").reminder
     engine = Engine(store, settings=api.settings, can_alert=False).start()
     try:
-        wait_for(lambda: "failed" in history_states(api, rem.id), 90, "the failure after the window")
+        wait_for(
+            lambda: "failed" in history_states(api, rem.id), 90, "the failure after the window"
+        )
         [occ] = api.history(rem.id)
         assert "given up after" in (occ.error or "")
         [row] = Outbox(store, "webhook").rows()
@@ -173,12 +207,16 @@ def test_a_receiver_that_stays_down_is_failed_after_the_window(live, monkeypatch
         engine.stop()
 
 
-@pytest.mark.parametrize(("args", "code"), [
-    (["--webhook", "ftp://x"], "invalid_argument"),
-    (["--secret-env", "X"], "invalid_argument"),
-    (["--webhook", "http://127.0.0.1:1/h", "--secret-env", "NOT A NAME"], "invalid_argument"),
-    (["--webhook", "http://127.0.0.1:1/h", "--command", "echo"], "invalid_argument"),
-], ids=["scheme", "secret-alone", "bad-env-name", "two-adapters"])
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["--webhook", "ftp://x"], "invalid_argument"),
+        (["--secret-env", "X"], "invalid_argument"),
+        (["--webhook", "http://127.0.0.1:1/h", "--secret-env", "NOT A NAME"], "invalid_argument"),
+        (["--webhook", "http://127.0.0.1:1/h", "--command", "echo"], "invalid_argument"),
+    ],
+    ids=["scheme", "secret-alone", "bad-env-name", "two-adapters"],
+)
 def test_session_add_webhook_refusals(args: list[str], code: str, tmp_path: Path, capsys) -> None:
     db = f"sqlite:///{tmp_path / 's.db'}"
     assert main(["session", "add", "s", "--db", db, "--json", *args]) == 1
@@ -189,18 +227,42 @@ def test_session_add_webhook_refusals(args: list[str], code: str, tmp_path: Path
 
 def test_session_add_webhook_stores_the_variable_name_only(tmp_path: Path, capsys, env) -> None:
     db = f"sqlite:///{tmp_path / 's.db'}"
-    assert main(["session", "add", "s", "--db", db, "--json", "--webhook", "http://127.0.0.1:9/h",
-                 "--secret-env", "RK_HOOK_SECRET"]) == 0
+    assert (
+        main(
+            [
+                "session",
+                "add",
+                "s",
+                "--db",
+                db,
+                "--json",
+                "--webhook",
+                "http://127.0.0.1:9/h",
+                "--secret-env",
+                "RK_HOOK_SECRET",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
-    assert out["adapter"] == "webhook" and out["config"] == {"url": "http://127.0.0.1:9/h", "secret_env": "RK_HOOK_SECRET"}
+    assert out["adapter"] == "webhook" and out["config"] == {
+        "url": "http://127.0.0.1:9/h",
+        "secret_env": "RK_HOOK_SECRET",
+    }
 
 
 def test_fires_that_pile_up_while_the_receiver_is_down_go_out_together(live, monkeypatch) -> None:
     store, api = live
     monkeypatch.setenv("REMINDKIT_WEBHOOK_RETRY_WINDOW", "600")
     port = free_port()
-    store.put_session(Session("hook", adapter="webhook",
-                              config={"url": f"http://127.0.0.1:{port}/hook", "secret_env": "RK_HOOK_SECRET"}), now_us=0)
+    store.put_session(
+        Session(
+            "hook",
+            adapter="webhook",
+            config={"url": f"http://127.0.0.1:{port}/hook", "secret_env": "RK_HOOK_SECRET"},
+        ),
+        now_us=0,
+    )
     first = api.add("one", session="hook", in_="1s").reminder
     engine = Engine(store, settings=api.settings, can_alert=False).start()
     receiver = None
@@ -209,7 +271,11 @@ def test_fires_that_pile_up_while_the_receiver_is_down_go_out_together(live, mon
         second = api.add("two", session="hook", in_="1s").reminder
         wait_for(lambda: history_states(api, second.id), 60, "the second fire")
         receiver = Receiver(port)
-        wait_for(lambda: all("delivered" in history_states(api, r.id) for r in (first, second)), 120, "both delivered")
+        wait_for(
+            lambda: all("delivered" in history_states(api, r.id) for r in (first, second)),
+            120,
+            "both delivered",
+        )
         keys = [k for _id, payload in receiver.got for k in payload["keys"]]
         assert sorted(keys) == sorted(o.key for r in (first, second) for o in api.history(r.id))
         assert all(r.state != "queued" for r in Outbox(store, "webhook").rows())

@@ -52,14 +52,30 @@ class Home:
         return json.loads(out)
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("REMINDKIT_SESSION", "REMINDKIT_DB")}
-        env.update(REMINDKIT_HOME=str(self.path), REMINDKIT_TZ="UTC", REMINDKIT_NOTIFY="0", REMINDKIT_AUDIO="none",
-                   PYTHONPATH=str(ROOT), **extra)
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("REMINDKIT_SESSION", "REMINDKIT_DB")
+        }
+        env.update(
+            REMINDKIT_HOME=str(self.path),
+            REMINDKIT_TZ="UTC",
+            REMINDKIT_NOTIFY="0",
+            REMINDKIT_AUDIO="none",
+            PYTHONPATH=str(ROOT),
+            **extra,
+        )
         return env
 
-    def proc(self, *argv: str, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "remindkit", *argv], capture_output=True, text=True,
-                              env=self.env(**extra), timeout=timeout, cwd=self.path)
+    def proc(
+        self, *argv: str, timeout: float = 120, **extra: str
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "remindkit", *argv],
+            capture_output=True,
+            text=True,
+            env=self.env(**extra),
+            timeout=timeout,
+            cwd=self.path,
+        )
 
     def store(self) -> SqlStore:
         settings = Settings.from_env()
@@ -68,8 +84,12 @@ class Home:
     def snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
         conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
         try:
-            return {table.name: sorted(conn.execute(f'SELECT * FROM "{table.name}"').fetchall(), key=repr)
-                    for table in t.metadata.sorted_tables}
+            return {
+                table.name: sorted(
+                    conn.execute(f'SELECT * FROM "{table.name}"').fetchall(), key=repr
+                )
+                for table in t.metadata.sorted_tables
+            }
         finally:
             conn.close()
 
@@ -82,7 +102,10 @@ class Home:
             clock = FakeClock(datetime.now(timezone.utc) - timedelta(hours=2))
             api = Reminders(store, clock=clock, settings=settings)
             for name, argv in sessions.items():
-                store.put_session(Session(name, adapter="command", config={"argv": argv}), now_us=to_us(clock.now()))
+                store.put_session(
+                    Session(name, adapter="command", config={"argv": argv}),
+                    now_us=to_us(clock.now()),
+                )
                 api.create(f"{name} check", session=name, in_="1m")
             clock.advance(after_s)
             eng = Engine(store, clock=clock, settings=settings, inline=True, can_alert=False)

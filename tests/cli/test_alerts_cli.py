@@ -36,7 +36,9 @@ def test_settings_land_in_the_store_for_every_process(sqlite_url: str, settings)
         store.close()
     rc, out, _ = run("alerts", "--db", sqlite_url, "--json")
     data = json.loads(out)
-    assert rc == 0 and data["muted"] and data["quiet_hours"] == "22:00-07:00" and data["rate"] == 150
+    assert (
+        rc == 0 and data["muted"] and data["quiet_hours"] == "22:00-07:00" and data["rate"] == 150
+    )
     assert run("alerts", "unmute", "--db", sqlite_url)[0] == 0
     assert run("alerts", "quiet", "off", "--db", sqlite_url)[0] == 0
     assert run("alerts", "rate", "default", "--db", sqlite_url)[0] == 0
@@ -44,8 +46,11 @@ def test_settings_land_in_the_store_for_every_process(sqlite_url: str, settings)
     assert not data["muted"] and data["quiet_hours"] is None and data["rate"] is None
 
 
-@pytest.mark.parametrize(("argv", "code"), [(("quiet", "25:00-01:00"), "invalid_quiet_hours"),
-                                            (("rate", "fast"), "invalid_argument")], ids=["quiet", "rate"])
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(("quiet", "25:00-01:00"), "invalid_quiet_hours"), (("rate", "fast"), "invalid_argument")],
+    ids=["quiet", "rate"],
+)
 def test_bad_settings_are_refused_with_a_code(sqlite_url: str, argv: tuple, code: str) -> None:
     rc, _out, err = run("alerts", *argv, "--db", sqlite_url)
     assert rc == 1 and err.startswith(f"error: {code}:")
@@ -65,4 +70,6 @@ def test_alerts_test_plays_the_alarm_and_speaks_here(
 
     played = alsa_capture.read()
     frames = wav_frames(ALARM_WAV)
-    assert played.startswith(frames) and len(played) > len(frames) + 22050  # then a second of speech
+    assert (
+        played.startswith(frames) and len(played) > len(frames) + 22050
+    )  # then a second of speech

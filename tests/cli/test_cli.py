@@ -34,7 +34,18 @@ def js(rk, *args):
 
 
 ISSUE_EXAMPLES = [
-    ("Check the deploy", "--session", "s1", "--label", "deploy", "--in", "5m", "--alarm", "--announce", "Deploy check"),
+    (
+        "Check the deploy",
+        "--session",
+        "s1",
+        "--label",
+        "deploy",
+        "--in",
+        "5m",
+        "--alarm",
+        "--announce",
+        "Deploy check",
+    ),
     ("Standup summary", "--session", "s1", "--cron", "0 0 9 * * 1-5", "--tz", "Europe/Berlin"),
     ("Poll the build", "--session", "s1", "--every", "2m", "--repeat", "30"),
     ("Launch checklist", "--session", "s1", "--at", "2099-12-01T09:00:00+01:00"),
@@ -47,11 +58,28 @@ def test_remind_json_shape(rk, args):
         # within the 366-day horizon
         import datetime as dt
 
-        when = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=30)).replace(microsecond=0).isoformat()
+        when = (
+            (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=30))
+            .replace(microsecond=0)
+            .isoformat()
+        )
         args = args[:-1] + (when,)
     data = js(rk, "remind", *args)
-    for key in ("id", "session", "label", "text", "kind", "state", "next_fire_at", "tz", "repeat",
-                "fired_count", "alarm", "announce", "last_error"):
+    for key in (
+        "id",
+        "session",
+        "label",
+        "text",
+        "kind",
+        "state",
+        "next_fire_at",
+        "tz",
+        "repeat",
+        "fired_count",
+        "alarm",
+        "announce",
+        "last_error",
+    ):
         assert key in data
     assert data["next_fire_at"].endswith("Z") and data["state"] == "active"
 
@@ -60,9 +88,26 @@ def test_local_time_with_zone_every_until(rk):
     import datetime as dt
 
     day = (dt.date.today() + dt.timedelta(days=10)).isoformat()
-    data = js(rk, "remind", "Vendor reply?", "--session", "s1", "--at", f"{day}T09:00", "--tz", "America/New_York",
-              "--every", "1h", "--until", f"{day}T23:00:00Z")
-    assert data["kind"] == "every" and data["tz"] == "America/New_York" and data["until"] == f"{day}T23:00:00Z"
+    data = js(
+        rk,
+        "remind",
+        "Vendor reply?",
+        "--session",
+        "s1",
+        "--at",
+        f"{day}T09:00",
+        "--tz",
+        "America/New_York",
+        "--every",
+        "1h",
+        "--until",
+        f"{day}T23:00:00Z",
+    )
+    assert (
+        data["kind"] == "every"
+        and data["tz"] == "America/New_York"
+        and data["until"] == f"{day}T23:00:00Z"
+    )
     assert data["next_fire_local"].startswith(f"{day}T09:00:00-0")
 
 
@@ -163,7 +208,11 @@ def test_export_import(rk, tmp_path):
 def test_sessions(rk):
     js(rk, "session", "add", "s1", "--command", "my-agent --resume {session}")
     (s,) = js(rk, "session", "ls")
-    assert s["adapter"] == "command" and s["config"]["argv"] == ["my-agent", "--resume", "{session}"]
+    assert s["adapter"] == "command" and s["config"]["argv"] == [
+        "my-agent",
+        "--resume",
+        "{session}",
+    ]
     assert js(rk, "session", "busy", "s1")["busy"] is True
     assert js(rk, "session", "idle", "s1")["busy"] is False
     r = js(rk, "remind", "x", "--session", "s1", "--in", "5m")
@@ -181,11 +230,21 @@ def test_store_is_private(rk, tmp_path):
 
 def test_console_script_runs(tmp_path):
     env = {"REMINDKIT_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "remindkit", "remind", "x", "--in", "1m", "--json"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "remindkit", "remind", "x", "--in", "1m", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 0 and json.loads(proc.stdout)["state"] == "active"
-    proc = subprocess.run([sys.executable, "-m", "remindkit", "ls", "--nope"], capture_output=True, text=True,
-                          env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "remindkit", "ls", "--nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 1 and proc.stderr.startswith("error: invalid_argument:")
 
 

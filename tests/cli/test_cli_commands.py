@@ -13,13 +13,28 @@ from .conftest import ROOT, Home
 
 
 def test_reminders_group_is_the_same_code(home: Home) -> None:
-    a = home.js("reminders", "add", "Standup", "--session", "s1", "--cron", "0 9 * * 1-5", "--timezone",
-                "Europe/Berlin")
+    a = home.js(
+        "reminders",
+        "add",
+        "Standup",
+        "--session",
+        "s1",
+        "--cron",
+        "0 9 * * 1-5",
+        "--timezone",
+        "Europe/Berlin",
+    )
     assert a["tz"] == "Europe/Berlin" and a["kind"] == "cron"
-    b = home.js("remind", "Poll", "--session", "s1", "--every", "10m", "--timezone", "America/New_York")
+    b = home.js(
+        "remind", "Poll", "--session", "s1", "--every", "10m", "--timezone", "America/New_York"
+    )
     assert b["tz"] == "America/New_York"
     listed = home.js("reminders", "ls", "--session", "s1")
-    assert [r["id"] for r in listed] == [r["id"] for r in home.js("ls", "--session", "s1")] == [a["id"], b["id"]]
+    assert (
+        [r["id"] for r in listed]
+        == [r["id"] for r in home.js("ls", "--session", "s1")]
+        == [a["id"], b["id"]]
+    )
     assert [r["id"] for r in home.js("reminders")] == [a["id"], b["id"]]  # the group alone lists
     assert home.js("reminders", "show", a["id"])["id"] == a["id"]
     assert home.js("reminders", "pause", a["id"])[0]["state"] == "paused"
@@ -35,10 +50,23 @@ def test_reminders_group_is_the_same_code(home: Home) -> None:
     assert code == 1 and err.startswith("error: invalid_argument: ")
 
 
-@pytest.mark.parametrize("argv", [
-    ["ls"], ["list"], ["history"], ["status"], ["status", "--line"], ["stats"], ["session", "ls"], ["alerts"],
-    ["reminders"], ["watch", "--once"], ["export"],
-], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls"],
+        ["list"],
+        ["history"],
+        ["status"],
+        ["status", "--line"],
+        ["stats"],
+        ["session", "ls"],
+        ["alerts"],
+        ["reminders"],
+        ["watch", "--once"],
+        ["export"],
+    ],
+    ids=" ".join,
+)
 def test_json_everywhere(home: Home, argv: list[str]) -> None:
     home.js("remind", "x", "--session", "s1", "--in", "5m")
     code, out, err = home.run(*argv, "--json")
@@ -49,8 +77,14 @@ def test_json_everywhere(home: Home, argv: list[str]) -> None:
 
 
 def _pipe(home: Home, shell: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", f"set -o pipefail; {shell}"], capture_output=True, text=True,
-                          env=home.env(), cwd=home.path, timeout=180)
+    return subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {shell}"],
+        capture_output=True,
+        text=True,
+        env=home.env(),
+        cwd=home.path,
+        timeout=180,
+    )
 
 
 def test_ends_quietly_when_the_reader_goes_away(home: Home) -> None:
@@ -59,10 +93,17 @@ def test_ends_quietly_when_the_reader_goes_away(home: Home) -> None:
     for i in range(20):
         home.js("remind", f"{i} " + "x" * 7_000, "--session", "s1", "--in", "5m")
     rk = f"{sys.executable} -m remindkit"
-    for cmd in (f"{rk} export | head -c 100 >/dev/null", f"{rk} ls | head -1 >/dev/null",
-                f"{rk} history | head -2 >/dev/null", f"{rk} export --json | head -c 10 >/dev/null"):
+    for cmd in (
+        f"{rk} export | head -c 100 >/dev/null",
+        f"{rk} ls | head -1 >/dev/null",
+        f"{rk} history | head -2 >/dev/null",
+        f"{rk} export --json | head -c 10 >/dev/null",
+    ):
         proc = _pipe(home, cmd)
-        assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, (cmd, proc.stderr)
+        assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, (
+            cmd,
+            proc.stderr,
+        )
         assert proc.stderr == "", (cmd, proc.stderr)
         assert proc.returncode in (0, 141), (cmd, proc.returncode)
     # the large one always sees the pipe close: the status a shell gives SIGPIPE
@@ -78,7 +119,9 @@ def test_command_line_starts_light() -> None:
         "         'remindkit.store', 'sqlalchemy', 'apscheduler', 'rich', 'tray')\n"
         "print([m for m in sys.modules if m.startswith(heavy)])\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -96,7 +139,13 @@ def test_a_reminder_command_loads_no_engine(home: Home) -> None:
         "         'sqlalchemy.orm', 'alembic', 'sqlalchemy.dialects.postgresql', 'apscheduler')\n"
         "print([m for m in sys.modules if m.startswith(heavy)])\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=home.env(),
-                          cwd=home.path, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=home.env(),
+        cwd=home.path,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

@@ -49,7 +49,13 @@ def test_log_lists_every_change_by_the_cli(rk):
     assert rk("rm", a)[0] == 0
     events = js(rk, "log")
     assert [(e["kind"], e["reminder_id"]) for e in events] == [
-        ("created", a), ("created", b), ("paused", b), ("resumed", b), ("snoozed", a), ("cancelled", a)]
+        ("created", a),
+        ("created", b),
+        ("paused", b),
+        ("resumed", b),
+        ("snoozed", a),
+        ("cancelled", a),
+    ]
     assert {e["surface"] for e in events} == {"cli"}
     assert [e["id"] for e in events] == sorted(e["id"] for e in events)
     assert [e["kind"] for e in js(rk, "log", a)] == ["created", "snoozed", "cancelled"]
@@ -93,14 +99,30 @@ def test_show_lists_the_reminders_events_and_log_prints_them_inert(rk, db):
         fires = []
         while not fires and time.monotonic() < deadline:  # claim it once it is due
             now = clock.now()
-            fires, _n = store.claim_due(now_us=to_us(now), horizon_us=to_us(now), owner="t", lease_us=30_000_000,
-                                        limit=10, plan=lambda r, now=now: plan_fire(r, now))
+            fires, _n = store.claim_due(
+                now_us=to_us(now),
+                horizon_us=to_us(now),
+                owner="t",
+                lease_us=30_000_000,
+                limit=10,
+                plan=lambda r, now=now: plan_fire(r, now),
+            )
             time.sleep(0.05)
         (f,) = fires
         t = to_us(clock.now())
         # an adapter's error can carry terminal escapes: they must not reach the terminal
-        store.finish([Outcome(f.occurrence_id, f.token, "failed", fired_at_us=t, error="boom\x1b[2J\x07\nfake line")],
-                     now_us=t)
+        store.finish(
+            [
+                Outcome(
+                    f.occurrence_id,
+                    f.token,
+                    "failed",
+                    fired_at_us=t,
+                    error="boom\x1b[2J\x07\nfake line",
+                )
+            ],
+            now_us=t,
+        )
     finally:
         store.close()
     data = js(rk, "show", rid)
@@ -118,7 +140,11 @@ def test_show_lists_the_reminders_events_and_log_prints_them_inert(rk, db):
 def test_remind_without_an_engine_is_not_armed_and_says_how_to_start_one(rk, db):
     code, out, err = rk("remind", "nobody fires me", "--in", "5m", "--json")
     assert code == 0 and json.loads(out)["armed"] is False
-    assert "no engine is running" in err and "remindkit serve" in err and "remindkit service install" in err
+    assert (
+        "no engine is running" in err
+        and "remindkit serve" in err
+        and "remindkit service install" in err
+    )
     code, out, err = rk("remind", "plain output", "--in", "5m")
     assert code == 0 and err.startswith("warning: ") and "--db " + db in err
     status = js(rk, "status")

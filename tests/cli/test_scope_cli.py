@@ -16,23 +16,47 @@ def two(home: Home) -> dict[str, str]:
     home.js("session", "add", "s1", "--command", "agent --resume {session}")
     home.js("session", "add", "s2", "--command", "agent --resume {session}")
     mine = home.js("remind", "mine", "--session", "s1", "--label", "shared", "--in", "1h")["id"]
-    theirs = home.js("remind", "theirs", "--session", "s2", "--label", "shared", "--every", "10m")["id"]
+    theirs = home.js("remind", "theirs", "--session", "s2", "--label", "shared", "--every", "10m")[
+        "id"
+    ]
     (home.path / "backup.jsonl").write_text(home.run("export")[1])
     return {"MINE": mine, "THEIRS": theirs, "FILE": str(home.path / "backup.jsonl")}
 
 
 FORBIDDEN = [
-    ["ls", "--session", "s2"], ["ls", "--all", "--session", "s2"], ["rm", "--session", "s2", "--label", "shared"],
-    ["rm", "--session", "s2", "--all"], ["rm", "THEIRS", "--session", "s2"], ["remind", "x", "--in", "5m", "--session", "s2"],
-    ["reminders", "add", "x", "--in", "5m", "--session", "s2"], ["show", "THEIRS", "--session", "s2"],
-    ["history", "--session", "s2"], ["snooze", "THEIRS", "5m", "--session", "s2"], ["pause", "THEIRS", "--session", "s2"],
-    ["pause", "--all", "--session", "s2"], ["resume", "--all", "--session", "s2"], ["status", "--session", "s2"],
-    ["status", "--line", "--session", "s2"], ["stats", "--session", "s2"], ["watch", "--once", "--session", "s2"],
-    ["export"], ["import", "FILE"], ["import", "FILE", "--replace"], ["session", "ls"], ["session"],
-    ["session", "busy", "s2"], ["session", "idle", "s2"], ["session", "rm", "s2"],
-    ["session", "add", "s2", "--command", "sh -c evil"], ["session", "add", "s1", "--command", "sh -c evil"],
-    ["alerts", "mute"], ["alerts", "unmute"], ["alerts", "quiet", "22:00-07:00"], ["alerts", "voice", "en"],
-    ["alerts", "rate", "170"], ["alerts", "test"],
+    ["ls", "--session", "s2"],
+    ["ls", "--all", "--session", "s2"],
+    ["rm", "--session", "s2", "--label", "shared"],
+    ["rm", "--session", "s2", "--all"],
+    ["rm", "THEIRS", "--session", "s2"],
+    ["remind", "x", "--in", "5m", "--session", "s2"],
+    ["reminders", "add", "x", "--in", "5m", "--session", "s2"],
+    ["show", "THEIRS", "--session", "s2"],
+    ["history", "--session", "s2"],
+    ["snooze", "THEIRS", "5m", "--session", "s2"],
+    ["pause", "THEIRS", "--session", "s2"],
+    ["pause", "--all", "--session", "s2"],
+    ["resume", "--all", "--session", "s2"],
+    ["status", "--session", "s2"],
+    ["status", "--line", "--session", "s2"],
+    ["stats", "--session", "s2"],
+    ["watch", "--once", "--session", "s2"],
+    ["export"],
+    ["import", "FILE"],
+    ["import", "FILE", "--replace"],
+    ["session", "ls"],
+    ["session"],
+    ["session", "busy", "s2"],
+    ["session", "idle", "s2"],
+    ["session", "rm", "s2"],
+    ["session", "add", "s2", "--command", "sh -c evil"],
+    ["session", "add", "s1", "--command", "sh -c evil"],
+    ["alerts", "mute"],
+    ["alerts", "unmute"],
+    ["alerts", "quiet", "22:00-07:00"],
+    ["alerts", "voice", "en"],
+    ["alerts", "rate", "170"],
+    ["alerts", "test"],
 ]
 
 
@@ -41,7 +65,9 @@ def test_scope_is_not_widened(home: Home, two: dict[str, str], argv: list[str]) 
     argv = [two.get(a, a) for a in argv]
     before = home.snapshot()
     code, out, err = home.run(*argv, scope="s1")
-    assert (code, out) == (1, "") and err.startswith("error: forbidden: ") and err.count("\n") == 1, (code, out, err)
+    assert (
+        (code, out) == (1, "") and err.startswith("error: forbidden: ") and err.count("\n") == 1
+    ), (code, out, err)
     code, out, _err = home.run(*argv, "--json", scope="s1")
     assert code == 1 and json.loads(out)["error"]["code"] == "forbidden"
     assert home.snapshot() == before

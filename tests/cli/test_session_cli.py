@@ -26,27 +26,56 @@ def run(db: str, *args: str) -> tuple[int, str, str]:
 
 
 def test_add_each_adapter(db: str) -> None:
-    code, out, _ = run(db, "session", "add", "a", "--command", "my-agent --resume {session}",
-                       "--fresh-command", "my-agent --new {session}", "--json")
+    code, out, _ = run(
+        db,
+        "session",
+        "add",
+        "a",
+        "--command",
+        "my-agent --resume {session}",
+        "--fresh-command",
+        "my-agent --new {session}",
+        "--json",
+    )
     assert code == 0 and json.loads(out)["config"]["argv"] == ["my-agent", "--resume", "{session}"]
-    code, out, _ = run(db, "session", "add", "o", "--openai", "--base-url", "http://127.0.0.1:11434/v1",
-                       "--model", "llama3.2", "--api-key-env", "MY_KEY", "--json")
+    code, out, _ = run(
+        db,
+        "session",
+        "add",
+        "o",
+        "--openai",
+        "--base-url",
+        "http://127.0.0.1:11434/v1",
+        "--model",
+        "llama3.2",
+        "--api-key-env",
+        "MY_KEY",
+        "--json",
+    )
     data = json.loads(out)
     assert code == 0 and data["adapter"] == "openai" and data["config"]["base_url"].endswith("/v1")
     code, out, _ = run(db, "session", "add", "p", "--python", "--json")
     assert code == 0 and json.loads(out)["adapter"] == "python"
     code, out, _ = run(db, "session", "ls", "--json")
-    assert {s["id"]: s["adapter"] for s in json.loads(out)} == {"a": "command", "o": "openai", "p": "python"}
+    assert {s["id"]: s["adapter"] for s in json.loads(out)} == {
+        "a": "command",
+        "o": "openai",
+        "p": "python",
+    }
 
 
-@pytest.mark.parametrize("args, code", [
-    (["--openai", "--model", "m"], "invalid_argument"),
-    (["--openai", "--base-url", "ftp://x", "--model", "m"], "invalid_argument"),
-    (["--python", "--command", "x"], "invalid_argument"),
-    (["--base-url", "http://x/v1"], "invalid_argument"),
-    (["--fresh-command", "x"], "invalid_argument"),
-    (["--command", "'unclosed"], "invalid_command"),
-], ids=["no base url", "not http", "two adapters", "base url alone", "fresh alone", "bad argv"])
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["--openai", "--model", "m"], "invalid_argument"),
+        (["--openai", "--base-url", "ftp://x", "--model", "m"], "invalid_argument"),
+        (["--python", "--command", "x"], "invalid_argument"),
+        (["--base-url", "http://x/v1"], "invalid_argument"),
+        (["--fresh-command", "x"], "invalid_argument"),
+        (["--command", "'unclosed"], "invalid_command"),
+    ],
+    ids=["no base url", "not http", "two adapters", "base url alone", "fresh alone", "bad argv"],
+)
 def test_add_refusals(db: str, args: list[str], code: str) -> None:
     rc, _, err = run(db, "session", "add", "x", *args)
     assert rc == 1 and err.startswith(f"error: {code}:")

@@ -51,11 +51,19 @@ def test_failed_delivery_marks_the_line(home: Home) -> None:
 
 @pytest.fixture
 def engine(home: Home) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen([sys.executable, "-m", "remindkit", "serve", "--no-alerts"], env=home.env(),
-                            cwd=home.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "remindkit", "serve", "--no-alerts"],
+        env=home.env(),
+        cwd=home.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        wait_for(lambda: list(home.path.glob("status-*.json")) or proc.poll() is not None,
-                 what="the engine's status file")
+        wait_for(
+            lambda: list(home.path.glob("status-*.json")) or proc.poll() is not None,
+            what="the engine's status file",
+        )
         assert proc.poll() is None, proc.communicate()
         yield proc
     finally:
@@ -74,7 +82,10 @@ def test_line_from_the_engines_status_file(home: Home, engine: subprocess.Popen[
     assert line(home)["source"] == "file" and line(home)["line"] == "⏰0"
     made = home.proc("remind", "x", "--session", "s1", "--in", "10m", "--json")
     r = json.loads(made.stdout)
-    got = wait_for(lambda: (g := line(home, "--session", "s1"))["active"] == 1 and g, what="the file to count it")
+    got = wait_for(
+        lambda: (g := line(home, "--session", "s1"))["active"] == 1 and g,
+        what="the file to count it",
+    )
     assert got["source"] == "file" and re.fullmatch(r"⏰1 (9:5\d|10:00)", got["line"]), got
     home.proc("pause", "--all")
     wait_for(lambda: line(home)["line"] == "⏰1 ⏸", what="the file to say everything is paused")
@@ -86,8 +97,19 @@ def test_line_from_the_engines_status_file(home: Home, engine: subprocess.Popen[
     assert proc.returncode == 0 and proc.stdout == "⏰0\n"
     loaded = re.findall(r"\|\s+([\w.]+)$", proc.stderr, re.M)
     assert "remindkit.statusfile" in loaded
-    assert not [m for m in loaded if m.startswith(("sqlalchemy", "remindkit.engine", "remindkit.store",
-                                                   "remindkit.reminders", "apscheduler"))]
+    assert not [
+        m
+        for m in loaded
+        if m.startswith(
+            (
+                "sqlalchemy",
+                "remindkit.engine",
+                "remindkit.store",
+                "remindkit.reminders",
+                "apscheduler",
+            )
+        )
+    ]
     # a stopped engine takes its file away: readers go to the store
     engine.send_signal(signal.SIGINT)
     engine.communicate(timeout=60)
@@ -98,11 +120,19 @@ def test_a_stale_or_broken_file_is_not_believed(home: Home) -> None:
     home.js("remind", "x", "--session", "s1", "--in", "10m")
     path = statusfile.status_path(home.path, f"sqlite:///{home.db}")
     now_us = time.time_ns() // 1000
-    fake = {"v": 1, "written_us": now_us, "paused_all": False, "truncated": False, "sessions": {},
-            "all": {"active": 7, "paused": 0, "next_us": now_us + 60_000_000, "failed": False}}
+    fake = {
+        "v": 1,
+        "written_us": now_us,
+        "paused_all": False,
+        "truncated": False,
+        "sessions": {},
+        "all": {"active": 7, "paused": 0, "next_us": now_us + 60_000_000, "failed": False},
+    }
     statusfile.write_status(path, fake)
     assert line(home)["source"] == "file" and line(home)["active"] == 7  # a fresh file is believed
-    statusfile.write_status(path, {**fake, "written_us": now_us - int(statusfile.STALE_S * 1e6) - 1})
+    statusfile.write_status(
+        path, {**fake, "written_us": now_us - int(statusfile.STALE_S * 1e6) - 1}
+    )
     assert line(home)["source"] == "store" and line(home)["active"] == 1
     path.write_text("{not json")
     assert line(home)["source"] == "store"
@@ -110,8 +140,16 @@ def test_a_stale_or_broken_file_is_not_believed(home: Home) -> None:
     assert line(home, "--session", "s1")["source"] == "store"  # not listed in a truncated file
 
 
-@pytest.mark.parametrize("seconds, want", [(0.2, "0:01"), (59, "0:59"), (299.5, "5:00"), (3600, "1:00:00"),
-                                           (86_400 * 2 + 3600 * 3, "2d3h")])
+@pytest.mark.parametrize(
+    "seconds, want",
+    [
+        (0.2, "0:01"),
+        (59, "0:59"),
+        (299.5, "5:00"),
+        (3600, "1:00:00"),
+        (86_400 * 2 + 3600 * 3, "2d3h"),
+    ],
+)
 def test_line_countdown(seconds: float, want: str) -> None:
     summary = {"active": 2, "paused": 1, "next_us": int(seconds * 1e6), "failed": True}
     assert statusfile.format_line(summary, now_us=0, paused_all=False) == f"⏰2 {want} !"
@@ -122,12 +160,25 @@ def test_stats(home: Home) -> None:
     data = home.js("stats")
     assert data["sessions"]["ok"]["delivered"] == 1 and data["sessions"]["bad"]["failed"] == 1
     assert data["all"]["fires"] == 2 and data["all"]["late_max_ms"] >= 0
-    for key in ("fires", "delivered", "failed", "waiting", "skipped", "late_p50_ms", "late_p99_ms", "late_max_ms"):
+    for key in (
+        "fires",
+        "delivered",
+        "failed",
+        "waiting",
+        "skipped",
+        "late_p50_ms",
+        "late_p99_ms",
+        "late_max_ms",
+    ):
         assert key in data["all"]
     assert list(home.js("stats", "--session", "ok")["sessions"]) == ["ok"]
     assert home.js("stats", "--since", "1h")["all"]["fires"] == 0  # they fired two hours ago
     code, out, _err = home.run("stats")
-    assert code == 0 and re.search(r"^bad\s+1\s+0\s+1\s", out, re.M) and re.search(r"^all\s+2\s+1\s+1\s", out, re.M)
+    assert (
+        code == 0
+        and re.search(r"^bad\s+1\s+0\s+1\s", out, re.M)
+        and re.search(r"^all\s+2\s+1\s+1\s", out, re.M)
+    )
     code, _out, err = home.run("stats", "--since", "soon")
     assert code == 1 and err.startswith("error: invalid_duration: ")
 

@@ -15,7 +15,9 @@ import pytest
 from .conftest import Home, wait_for
 
 pytest.importorskip("rich")
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (scripts/setup --test)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="needs tmux (scripts/setup --test)"
+)
 
 PROMPT = "rk-prompt$ "
 
@@ -26,8 +28,13 @@ class Pane:
         self.sock = str(home.path / "tmux.sock")
 
     def tmux(self, *args: str) -> str:
-        proc = subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True, text=True,
-                              env=self.home.env(TERM="xterm-256color", PS1=PROMPT), timeout=60)
+        proc = subprocess.run(
+            ["tmux", "-S", self.sock, *args],
+            capture_output=True,
+            text=True,
+            env=self.home.env(TERM="xterm-256color", PS1=PROMPT),
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
@@ -38,7 +45,20 @@ class Pane:
 @pytest.fixture
 def pane(home: Home) -> Iterator[Pane]:
     p = Pane(home)
-    p.tmux("new-session", "-d", "-s", "rk", "-x", "150", "-y", "40", "bash", "--norc", "--noprofile", "-i")
+    p.tmux(
+        "new-session",
+        "-d",
+        "-s",
+        "rk",
+        "-x",
+        "150",
+        "-y",
+        "40",
+        "bash",
+        "--norc",
+        "--noprofile",
+        "-i",
+    )
     try:
         wait_for(lambda: PROMPT.strip() in p.screen(), what="the shell prompt")
         yield p
@@ -61,15 +81,22 @@ def test_watch_ticks_and_leaves_the_terminal_clean(home: Home, pane: Pane) -> No
     screen = pane.screen()
     assert "stretch your legs" in screen and "⏸ paused" in screen and "held-one" in screen
     assert pane.tmux("display-message", "-p", "-t", "rk", "#{alternate_on}").strip() == "1"
-    second = wait_for(lambda: (c := _countdown(pane.screen())) != first and c, what="the countdown to tick")
+    second = wait_for(
+        lambda: (c := _countdown(pane.screen())) != first and c, what="the countdown to tick"
+    )
     assert second < first or len(second) < len(first), (first, second)
     # a change from another process shows up
     home.proc("rm", "--session", "s1", "--label", "held-one")
     wait_for(lambda: "held-one" not in pane.screen(), what="the cancelled reminder to go")
     pane.tmux("send-keys", "-t", "rk", "C-c")
-    wait_for(lambda: pane.tmux("display-message", "-p", "-t", "rk", "#{alternate_on}").strip() == "0",
-             what="the alternate screen to be left")
-    wait_for(lambda: pane.screen().rstrip().endswith(PROMPT.strip()), what="the shell prompt after Ctrl-C")
+    wait_for(
+        lambda: pane.tmux("display-message", "-p", "-t", "rk", "#{alternate_on}").strip() == "0",
+        what="the alternate screen to be left",
+    )
+    wait_for(
+        lambda: pane.screen().rstrip().endswith(PROMPT.strip()),
+        what="the shell prompt after Ctrl-C",
+    )
     screen = pane.screen()
     assert "Traceback" not in screen and "KeyboardInterrupt" not in screen, screen
     pane.tmux("send-keys", "-t", "rk", "echo rc=$?", "Enter")

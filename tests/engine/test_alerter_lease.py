@@ -27,15 +27,28 @@ class Recorder:
 
 
 @pytest.fixture
-def engines(sqlite_store: SqlStore, clock: FakeClock) -> Iterator[tuple[Engine, Engine, Recorder, Recorder, list]]:
+def engines(
+    sqlite_store: SqlStore, clock: FakeClock
+) -> Iterator[tuple[Engine, Engine, Recorder, Recorder, list]]:
     delivered: list[str] = []
     sqlite_store.put_session(Session(id="s1", adapter="python"), now_us=to_us(clock.now()))
     tray_rec, serve_rec = Recorder("tray"), Recorder("serve")
-    tray = Engine(sqlite_store, clock=clock, inline=True, alerter=tray_rec, engine_id="tray",
-                  role="tray", alert_priority=10)
-    serve = Engine(sqlite_store, clock=clock, inline=True, alerter=serve_rec, engine_id="serve", role="serve")
+    tray = Engine(
+        sqlite_store,
+        clock=clock,
+        inline=True,
+        alerter=tray_rec,
+        engine_id="tray",
+        role="tray",
+        alert_priority=10,
+    )
+    serve = Engine(
+        sqlite_store, clock=clock, inline=True, alerter=serve_rec, engine_id="serve", role="serve"
+    )
     for e in (tray, serve):
-        e.adapters.get("python").register("s1", lambda _msg, fires: delivered.extend(f.key for f in fires))
+        e.adapters.get("python").register(
+            "s1", lambda _msg, fires: delivered.extend(f.key for f in fires)
+        )
     yield tray, serve, tray_rec, serve_rec, delivered
     for e in (tray, serve):
         e.close()
@@ -76,12 +89,15 @@ def test_the_tray_alerts_while_it_runs_and_serve_takes_over_when_its_lease_ends(
     # The tray dies (no shutdown) right after renewing its lease at t0+21.
     holder = sqlite_store.lease_holder("alerter", now_us=to_us(clock.now()))
     assert holder is not None and holder[0] == "tray"
-    lease_end = sqlite_store.hold_lease("alerter", holder="probe", priority=-1, until_us=0,
-                                        now_us=to_us(clock.now()))[2]
+    lease_end = sqlite_store.hold_lease(
+        "alerter", holder="probe", priority=-1, until_us=0, now_us=to_us(clock.now())
+    )[2]
     second = api.create("after the crash", session="s1", in_="5s", announce="after the crash")
     run_until(serve, clock, (lease_end - to_us(t0)) / 1e6 + 0.5, t0)
     assert serve.is_alerter
-    assert serve_rec.keys == [f"{second.id}@{_z(second)}"], "serve alerted within the dead tray's lease"
+    assert serve_rec.keys == [f"{second.id}@{_z(second)}"], (
+        "serve alerted within the dead tray's lease"
+    )
     assert tray_rec.keys == [f"{first.id}@{_z(first)}"]
     occ = api.history(second.id)[0]
     assert occ.state == "delivered" and occ.alert == "done"

@@ -12,10 +12,25 @@ from remindkit.models import Fire, Session, SessionState, WaitFor
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
 
-def fire(n: int, *, on_busy: str = "wait", every_s: int | None = None, wait_for: str | None = None,
-         rid: str | None = None) -> Fire:
-    return Fire(occurrence_id=n, reminder_id=rid or f"rem_{n}", session="s", due_at=T0, text=f"t{n}",
-                on_busy=on_busy, every_s=every_s, wait_for=wait_for, position=n)
+def fire(
+    n: int,
+    *,
+    on_busy: str = "wait",
+    every_s: int | None = None,
+    wait_for: str | None = None,
+    rid: str | None = None,
+) -> Fire:
+    return Fire(
+        occurrence_id=n,
+        reminder_id=rid or f"rem_{n}",
+        session="s",
+        due_at=T0,
+        text=f"t{n}",
+        on_busy=on_busy,
+        every_s=every_s,
+        wait_for=wait_for,
+        position=n,
+    )
 
 
 IDLE = Session("s", adapter="command")
@@ -39,29 +54,61 @@ ROUTE_ROWS = [
     ("no session", [WAIT], Target(None), [("wait", [1], "session")]),
     ("deleted session: fail and pause", [WAIT, REBASE], Target(DELETED), [("fail", [1, 2], None)]),
     ("no adapter here", [WAIT], Target(NO_ADAPTER, adapter=False), [("wait", [1], "session")]),
-    ("not reachable from this process", [WAIT], Target(IDLE, reachable=False, why_not="registered elsewhere"),
-     [("wait", [1], "session")]),
+    (
+        "not reachable from this process",
+        [WAIT],
+        Target(IDLE, reachable=False, why_not="registered elsewhere"),
+        [("wait", [1], "session")],
+    ),
     # case 1 of the issue: a one-shot due while busy waits (and stays cancellable)
     ("busy elsewhere: wait", [WAIT], Target(BUSY), [("wait", [1], "idle")]),
     ("busy elsewhere: skip", [SKIP], Target(BUSY), [("skip", [3], None)]),
     # case 2: a repeating rebase fire waits to be re-based
     ("busy elsewhere: rebase", [REBASE], Target(BUSY), [("wait", [2], "rebase")]),
-    ("busy: rebase without a period waits", [ONE_SHOT_REBASE], Target(IN_TURN), [("wait", [4], "idle")]),
-    ("busy, all policies", [WAIT, REBASE, SKIP], Target(IN_TURN),
-     [("skip", [3], None), ("wait", [2], "rebase"), ("wait", [1], "idle")]),
-    ("our own turn: queue for the next", [WAIT], Target(IDLE, our_turn=True), [("queue", [1], None)]),
-    ("our own turn: skip and rebase still apply", [SKIP, REBASE], Target(IDLE, our_turn=True),
-     [("skip", [3], None), ("wait", [2], "rebase")]),
+    (
+        "busy: rebase without a period waits",
+        [ONE_SHOT_REBASE],
+        Target(IN_TURN),
+        [("wait", [4], "idle")],
+    ),
+    (
+        "busy, all policies",
+        [WAIT, REBASE, SKIP],
+        Target(IN_TURN),
+        [("skip", [3], None), ("wait", [2], "rebase"), ("wait", [1], "idle")],
+    ),
+    (
+        "our own turn: queue for the next",
+        [WAIT],
+        Target(IDLE, our_turn=True),
+        [("queue", [1], None)],
+    ),
+    (
+        "our own turn: skip and rebase still apply",
+        [SKIP, REBASE],
+        Target(IDLE, our_turn=True),
+        [("skip", [3], None), ("wait", [2], "rebase")],
+    ),
     ("idle: deliver", [WAIT, SKIP], Target(IDLE), [("deliver", [1, 3], None)]),
-    ("idle: a fire that waited to be re-based is re-based", [REBASE_WAITING, WAIT], Target(IDLE),
-     [("rebase", [5], None), ("deliver", [1], None)]),
+    (
+        "idle: a fire that waited to be re-based is re-based",
+        [REBASE_WAITING, WAIT],
+        Target(IDLE),
+        [("rebase", [5], None), ("deliver", [1], None)],
+    ),
     # a fire of the same reminder claimed ahead joins the re-base, never takes the position twice
-    ("idle: another fire of a reminder being re-based", [fire(6, on_busy="rebase", every_s=5, rid="rem_5")],
-     Target(IDLE, rebasing={"rem_5"}), [("rebase", [6], None)]),
+    (
+        "idle: another fire of a reminder being re-based",
+        [fire(6, on_busy="rebase", every_s=5, rid="rem_5")],
+        Target(IDLE, rebasing={"rem_5"}),
+        [("rebase", [6], None)],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("fires", "target", "expected"), [r[1:] for r in ROUTE_ROWS], ids=[r[0] for r in ROUTE_ROWS])
+@pytest.mark.parametrize(
+    ("fires", "target", "expected"), [r[1:] for r in ROUTE_ROWS], ids=[r[0] for r in ROUTE_ROWS]
+)
 def test_route(fires, target, expected) -> None:  # type: ignore[no-untyped-def]
     assert summary(route(fires, target)) == expected
 
@@ -81,28 +128,67 @@ def test_route_deleted_pauses_and_breaker_goes_first() -> None:
 AFTER_ROWS = [
     ("delivered", TurnOutcome(ok=True), "delivered", None, False),
     ("session became busy", TurnOutcome(ok=False, busy=True), "wait", "idle", False),
-    ("unreachable, within the window", TurnOutcome(ok=False, retry=True, error="refused"), "wait", "retry", False),
-    ("unreachable for too long", TurnOutcome(ok=False, retry=True, within_retry=False, error="refused"),
-     "fail", None, True),
-    ("failed at once: fallback", TurnOutcome(ok=False, instant=True, error="no such session"), "fallback", None,
-     False),
+    (
+        "unreachable, within the window",
+        TurnOutcome(ok=False, retry=True, error="refused"),
+        "wait",
+        "retry",
+        False,
+    ),
+    (
+        "unreachable for too long",
+        TurnOutcome(ok=False, retry=True, within_retry=False, error="refused"),
+        "fail",
+        None,
+        True,
+    ),
+    (
+        "failed at once: fallback",
+        TurnOutcome(ok=False, instant=True, error="no such session"),
+        "fallback",
+        None,
+        False,
+    ),
     # case 3: the fallback is a per-session setting, and the same command again is not one
-    ("failed at once, fallback none", TurnOutcome(ok=False, instant=True, fallback="none"), "fail", None, True),
-    ("failed at once, same command", TurnOutcome(ok=False, instant=True, fallback_distinct=False), "fail", None,
-     True),
-    ("failed at once after the fallback", TurnOutcome(ok=False, instant=True, fallback_tried=True), "fail", None,
-     True),
+    (
+        "failed at once, fallback none",
+        TurnOutcome(ok=False, instant=True, fallback="none"),
+        "fail",
+        None,
+        True,
+    ),
+    (
+        "failed at once, same command",
+        TurnOutcome(ok=False, instant=True, fallback_distinct=False),
+        "fail",
+        None,
+        True,
+    ),
+    (
+        "failed at once after the fallback",
+        TurnOutcome(ok=False, instant=True, fallback_tried=True),
+        "fail",
+        None,
+        True,
+    ),
     ("failed after running", TurnOutcome(ok=False, error="exit 1"), "fail", None, True),
 ]
 
 
-@pytest.mark.parametrize(("outcome", "action", "wait_for", "pause"), [r[1:] for r in AFTER_ROWS],
-                         ids=[r[0] for r in AFTER_ROWS])
+@pytest.mark.parametrize(
+    ("outcome", "action", "wait_for", "pause"),
+    [r[1:] for r in AFTER_ROWS],
+    ids=[r[0] for r in AFTER_ROWS],
+)
 def test_after_turn(outcome, action, wait_for, pause) -> None:  # type: ignore[no-untyped-def]
     d = after_turn(outcome)
     assert (d.action.value, d.wait_for, d.pause) == (action, wait_for, pause)
 
 
 def test_after_turn_reasons() -> None:
-    assert "same command" in (after_turn(TurnOutcome(ok=False, instant=True, fallback_distinct=False)).reason or "")
-    assert "given up" in (after_turn(TurnOutcome(ok=False, retry=True, within_retry=False)).reason or "")
+    assert "same command" in (
+        after_turn(TurnOutcome(ok=False, instant=True, fallback_distinct=False)).reason or ""
+    )
+    assert "given up" in (
+        after_turn(TurnOutcome(ok=False, retry=True, within_retry=False)).reason or ""
+    )

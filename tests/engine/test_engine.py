@@ -58,7 +58,9 @@ def run_until(engine, clock, until):
 
 def test_fires_on_time_and_delivers(api, engine, agent, clock):
     r = api.create("Check the deploy", session="s1", label="deploy", in_="5m")
-    claim_at = r.next_fire_at - timedelta(seconds=engine.settings.lookahead_s)  # claim just ahead of due
+    claim_at = r.next_fire_at - timedelta(
+        seconds=engine.settings.lookahead_s
+    )  # claim just ahead of due
     wake = engine.tick(clock.now())
     while wake < claim_at:  # housekeeping wakes every lease/3 in between
         clock.set(wake)
@@ -69,7 +71,7 @@ def test_fires_on_time_and_delivers(api, engine, agent, clock):
     assert wake == r.next_fire_at and agent.turns == []
     clock.set(wake)
     engine.tick(clock.now())
-    (msg, keys), = agent.turns
+    ((msg, keys),) = agent.turns
     assert keys == [f"{r.id}@2026-01-05T09:05:00Z"]
     assert 'label="deploy"' in msg and 'late_ms="0"' in msg and '"Check the deploy"' in msg
     (occ,) = api.history()
@@ -95,7 +97,7 @@ def test_busy_session_waits_then_one_turn_in_due_order(api, engine, agent, store
     store.set_session_busy("s1", False, now_us=clock.now_us())
     engine.notice_change()
     engine.tick(clock.now())
-    (msg, keys), = agent.turns
+    ((msg, keys),) = agent.turns
     assert keys == [f"{a.id}@2026-01-05T09:01:00Z", f"{b.id}@2026-01-05T09:02:00Z"]
     assert msg.index("first") < msg.index("second")
     assert {o.state for o in api.history()} == {"delivered"}
@@ -156,8 +158,12 @@ def test_command_session(api, engine, store, clock, tmp_path):
         "import json,os,sys; json.dump({'stdin': sys.stdin.read(), 'session': os.environ['REMINDKIT_SESSION'],"
         f"'keys': os.environ['REMINDKIT_OCCURRENCE_KEYS'], 'arg': sys.argv[1]}}, open({str(out)!r}, 'w'))"
     )
-    store.put_session(Session("cmd", adapter="command", config={"argv": [sys.executable, "-c", script, "{session}"]}),
-                      now_us=clock.now_us())
+    store.put_session(
+        Session(
+            "cmd", adapter="command", config={"argv": [sys.executable, "-c", script, "{session}"]}
+        ),
+        now_us=clock.now_us(),
+    )
     r = api.create("run the command", session="cmd", in_="1m")
     run_until(engine, clock, clock.now() + timedelta(minutes=2))
     got = json.loads(out.read_text())
@@ -168,8 +174,14 @@ def test_command_session(api, engine, store, clock, tmp_path):
 
 
 def test_failing_command_is_recorded(api, engine, store, clock):
-    store.put_session(Session("bad", adapter="command", config={"argv": [sys.executable, "-c", "import sys; sys.exit(3)"]}),
-                      now_us=clock.now_us())
+    store.put_session(
+        Session(
+            "bad",
+            adapter="command",
+            config={"argv": [sys.executable, "-c", "import sys; sys.exit(3)"]},
+        ),
+        now_us=clock.now_us(),
+    )
     api.create("x", session="bad", in_="1m")
     run_until(engine, clock, clock.now() + timedelta(minutes=2))
     (occ,) = api.history()

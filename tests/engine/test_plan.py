@@ -43,7 +43,13 @@ def test_pre_claim_in_the_future_has_no_catch_up():
         ("skip", timedelta(minutes=35), [], None, 4),
         ("skip", timedelta(seconds=30), [T0], 0, 0),
         ("all", timedelta(minutes=35), [T0 + timedelta(minutes=m) for m in (0, 10, 20, 30)], 0, 0),
-        ("all", timedelta(hours=5), [T0 + timedelta(minutes=m) for m in range(210, 310, 10)], 21, 0),
+        (
+            "all",
+            timedelta(hours=5),
+            [T0 + timedelta(minutes=m) for m in range(210, 310, 10)],
+            21,
+            0,
+        ),
     ],
     ids=["latest", "latest-just-late", "skip", "skip-within-grace", "all", "all-capped"],
 )
@@ -88,4 +94,6 @@ def test_resume_next():
     one = Reminder(id="rem_z", session=None, text="t", schedule=s, next_fire_at=T0)
     assert resume_next(s, T0 - timedelta(minutes=5), next_fire_at=T0) == T0
     late = T0 + timedelta(minutes=5)
-    assert resume_next(s, late, next_fire_at=one.next_fire_at) == late  # a missed one-shot fires at once
+    assert (
+        resume_next(s, late, next_fire_at=one.next_fire_at) == late
+    )  # a missed one-shot fires at once

@@ -24,8 +24,18 @@ def test_summary_counts_per_session(store: SqlStore, settings: Settings) -> None
     api.pause([c.id])
     data = store.status_summary(now_us=to_us(clock.now()))
     d = api.get(api.list(session=None)[0].id)  # the one without a session counts in "all" only
-    assert data["all"] == {"active": 3, "paused": 1, "next_us": to_us(d.next_fire_at), "failed": False}
-    assert data["sessions"]["s1"] == {"active": 2, "paused": 0, "next_us": to_us(a.next_fire_at), "failed": False}
+    assert data["all"] == {
+        "active": 3,
+        "paused": 1,
+        "next_us": to_us(d.next_fire_at),
+        "failed": False,
+    }
+    assert data["sessions"]["s1"] == {
+        "active": 2,
+        "paused": 0,
+        "next_us": to_us(a.next_fire_at),
+        "failed": False,
+    }
     assert data["sessions"]["s2"] == {"active": 0, "paused": 1, "next_us": None, "failed": False}
     assert "None" not in json.dumps(data["sessions"]) and None not in data["sessions"]
     api.pause_all()
@@ -42,7 +52,9 @@ def test_writes_are_spaced_and_kept_alive(store: SqlStore, settings: Settings) -
     assert json.loads(w.path.read_text())["written_us"] == t1
     api.create("x", session="s1", in_="5m")
     nxt = w.step(t1 + 1000, changed=True)  # too soon after the last write: later
-    assert json.loads(w.path.read_text())["all"]["active"] == 0 and t1 + 1000 < nxt <= t1 + int(10 * 1e6)
+    assert json.loads(w.path.read_text())["all"]["active"] == 0 and t1 + 1000 < nxt <= t1 + int(
+        10 * 1e6
+    )
     assert nxt >= t1 + int(MIN_GAP_S * 1e6)
     w.step(nxt, changed=False)
     data = json.loads(w.path.read_text())

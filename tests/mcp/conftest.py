@@ -53,39 +53,58 @@ class Client:
         while len(self.channel) < n:
             if time.monotonic() > deadline:
                 log = self.errlog.read_text()[-3000:] if self.errlog else ""
-                raise AssertionError(f"{len(self.channel)} of {n} channel events within {timeout}s\n{log}")
+                raise AssertionError(
+                    f"{len(self.channel)} of {n} channel events within {timeout}s\n{log}"
+                )
             await anyio.sleep(0.005)
         return self.channel
 
 
 def server_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REMINDKIT_", "CLAUDE_"))}
-    env.update({"PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-                "REMINDKIT_HOME": str(home), "REMINDKIT_WAIT_CAP": "2", "REMINDKIT_LEASE": "3",
-                "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep
+            ),
+            "REMINDKIT_HOME": str(home),
+            "REMINDKIT_WAIT_CAP": "2",
+            "REMINDKIT_LEASE": "3",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra or {})
     return env
 
 
 @asynccontextmanager
-async def mcp_client(db: str, home: Path, *args: str, env: dict[str, str] | None = None,
-                     cwd: Path | None = None) -> AsyncIterator[Client]:
+async def mcp_client(
+    db: str, home: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> AsyncIterator[Client]:
     """``python -m remindkit mcp --db DB ARGS…`` with the SDK's stdio client, initialized,
     channel events collected."""
     import anyio
 
     errlog = home / f"server-{time.monotonic_ns()}.log"
-    params = StdioServerParameters(command=sys.executable, args=["-m", "remindkit", "mcp", "--db", db, "-v", *args],
-                                   env=server_env(home, env), cwd=str(cwd or home))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "remindkit", "mcp", "--db", db, "-v", *args],
+        env=server_env(home, env),
+        cwd=str(cwd or home),
+    )
     got: list[Received] = []
 
     async def on_channel(p: ChannelParams) -> None:
         got.append(Received(time.time(), p))
 
-    binding = NotificationBinding(method="notifications/claude/channel", params_type=ChannelParams, handler=on_channel)
+    binding = NotificationBinding(
+        method="notifications/claude/channel", params_type=ChannelParams, handler=on_channel
+    )
     with open(errlog, "w") as err:
-        async with stdio_client(params, errlog=err) as (read, write), \
-                ClientSession(read, write, notification_bindings=[binding]) as session:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write, notification_bindings=[binding]) as session,
+        ):
             with anyio.fail_after(START_S):
                 await session.initialize()
             yield Client(session, got, errlog)

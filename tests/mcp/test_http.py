@@ -36,7 +36,9 @@ def served(db: str, home: Path) -> Iterator[tuple[str, SqlStore]]:
     api = Reminders(store, clock=SystemClock())
     port = _port()
     app = http_app(api, TOKENS.get, allowed_hosts=[f"127.0.0.1:{port}"])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
@@ -53,7 +55,9 @@ def served(db: str, home: Path) -> Iterator[tuple[str, SqlStore]]:
 
 def test_tokens_reach_their_own_session_only(served: tuple[str, SqlStore]) -> None:
     url, store = served
-    assert httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).status_code == 401
+    assert (
+        httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).status_code == 401
+    )
     wrong = httpx.post(url, json={}, headers={"Authorization": "Bearer nope"})
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "unauthorized"
     assert wrong.headers["www-authenticate"].startswith("Bearer")
@@ -63,13 +67,17 @@ def test_tokens_reach_their_own_session_only(served: tuple[str, SqlStore]) -> No
     from mcp.client.streamable_http import streamable_http_client
 
     async def as_(token: str) -> list[str]:
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http, \
-                streamable_http_client(url, http_client=http) as (read, write), \
-                ClientSession(read, write) as session:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             tools = await session.list_tools()
             assert [t.name for t in tools.tools] == list(TOOL_NAMES)
-            made = await session.call_tool("schedule_create", {"prompt": f"via {token}", "after": "1h"})
+            made = await session.call_tool(
+                "schedule_create", {"prompt": f"via {token}", "after": "1h"}
+            )
             assert not made.is_error
             listed = await session.call_tool("schedule_list", {})
             return [r["prompt"] for r in listed.structured_content["reminders"]]
@@ -79,20 +87,41 @@ def test_tokens_reach_their_own_session_only(served: tuple[str, SqlStore]) -> No
     assert [r.session for r in Reminders(store).list()] == ["alpha", "beta"]
 
 
-def test_a_client_that_drops_mid_call_leaves_the_server_serving(served: tuple[str, SqlStore]) -> None:
+def test_a_client_that_drops_mid_call_leaves_the_server_serving(
+    served: tuple[str, SqlStore],
+) -> None:
     url, _store = served
-    headers = {"Authorization": "Bearer tok-alpha", "Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json"}
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    headers = {
+        "Authorization": "Bearer tok-alpha",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
     r = httpx.post(url, json=init, headers=headers, timeout=60)
     assert r.status_code == 200
     sid = r.headers["mcp-session-id"]
     h2 = {**headers, "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"}
-    httpx.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h2, timeout=60)
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "schedule_create", "arguments": {"prompt": "dropped", "after": "1h"}}}
-    with pytest.raises(httpx.TimeoutException):  # the client gives up before the answer and goes away
+    httpx.post(
+        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h2, timeout=60
+    )
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "schedule_create", "arguments": {"prompt": "dropped", "after": "1h"}},
+    }
+    with pytest.raises(
+        httpx.TimeoutException
+    ):  # the client gives up before the answer and goes away
         httpx.post(url, json=call, headers=h2, timeout=httpx.Timeout(60, read=0.001))
     again = httpx.post(url, json={**call, "id": 3}, headers=h2, timeout=60)
     assert again.status_code == 200 and '"ok":true' in again.text.replace(" ", "")

@@ -24,7 +24,9 @@ from remindkit.store import open_store
 from .conftest import wait_for
 
 
-def run(*argv: str, stdin: str | None = None, monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, str]:
+def run(
+    *argv: str, stdin: str | None = None, monkeypatch: pytest.MonkeyPatch | None = None
+) -> tuple[int, str]:
     out = io.StringIO()
     if stdin is not None and monkeypatch is not None:
         monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
@@ -36,8 +38,11 @@ def test_install_prints_valid_json_for_each_host() -> None:
     code, text = run("mcp", "install")
     assert code == 0
     blocks = [b for b in text.split("\n\n") if b.strip().startswith("#") and "{" in b]
-    parsed = [json.loads(b[b.index("{"):]) for b in blocks]
-    assert parsed[0]["mcpServers"]["remindkit"] == {"command": "remindkit", "args": ["mcp", "--session", "claude-desktop"]}
+    parsed = [json.loads(b[b.index("{") :]) for b in blocks]
+    assert parsed[0]["mcpServers"]["remindkit"] == {
+        "command": "remindkit",
+        "args": ["mcp", "--session", "claude-desktop"],
+    }
     assert parsed[1]["mcpServers"]["remindkit"]["args"] == ["mcp", "--session", "cursor"]
     assert parsed[2]["servers"]["remindkit"]["type"] == "stdio"
 
@@ -47,30 +52,47 @@ def test_install_claude_code_is_idempotent_and_keeps_the_rest(tmp_path: Path) ->
     (project / ".claude").mkdir(parents=True)
     (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}}))
     theirs = {"type": "command", "command": "echo hi"}
-    (project / ".claude" / "settings.json").write_text(json.dumps(
-        {"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"Stop": [{"hooks": [theirs]}]}}))
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"Stop": [{"hooks": [theirs]}]}}
+        )
+    )
     code, first = run("mcp", "install-claude-code", "--project", str(project))
     assert code == 0 and '+      "command": "remindkit"' in first and "written" in first
     servers = json.loads((project / ".mcp.json").read_text())["mcpServers"]
-    assert servers == {"other": {"command": "x"}, "remindkit": {"command": "remindkit", "args": ["mcp"]}}
+    assert servers == {
+        "other": {"command": "x"},
+        "remindkit": {"command": "remindkit", "args": ["mcp"]},
+    }
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     assert settings["permissions"] == {"allow": ["Bash(ls)"]}
-    commands = {ev: [h["command"] for g in groups for h in g["hooks"]] for ev, groups in settings["hooks"].items()}
-    assert commands == {"Stop": ["echo hi", "remindkit session idle --hook"],
-                        "SessionStart": ["remindkit mcp bind"],
-                        "UserPromptSubmit": ["remindkit session busy --hook"]}
-    before = {p: p.read_bytes() for p in (project / ".mcp.json", project / ".claude" / "settings.json")}
+    commands = {
+        ev: [h["command"] for g in groups for h in g["hooks"]]
+        for ev, groups in settings["hooks"].items()
+    }
+    assert commands == {
+        "Stop": ["echo hi", "remindkit session idle --hook"],
+        "SessionStart": ["remindkit mcp bind"],
+        "UserPromptSubmit": ["remindkit session busy --hook"],
+    }
+    before = {
+        p: p.read_bytes() for p in (project / ".mcp.json", project / ".claude" / "settings.json")
+    }
     code, second = run("mcp", "install-claude-code", "--project", str(project))
     assert code == 0 and second.count("up to date") == 2 and "+" not in second
     assert {p: p.read_bytes() for p in before} == before
 
 
-def test_install_claude_code_user_and_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_install_claude_code_user_and_dry_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     code, text = run("mcp", "install-claude-code", "--user", "--dry-run")
     assert code == 0 and "~" not in text and str(tmp_path / ".claude.json") in text
     assert not (tmp_path / ".claude.json").exists()
-    code, _ = run("mcp", "install-claude-code", "--user", "--resume-command", "claude -p --resume {session}")
+    code, _ = run(
+        "mcp", "install-claude-code", "--user", "--resume-command", "claude -p --resume {session}"
+    )
     entry = json.loads((tmp_path / ".claude.json").read_text())["mcpServers"]["remindkit"]
     assert entry["args"] == ["mcp", "--resume-command", "claude -p --resume {session}"]
     assert (tmp_path / ".claude" / "settings.json").exists()
@@ -85,26 +107,45 @@ def test_install_refuses_a_broken_settings_file(tmp_path: Path) -> None:
 def test_binding_rules(tmp_path: Path) -> None:
     home, project = tmp_path / "home", tmp_path / "proj"
     project.mkdir()
-    assert identity.resolve(home, project, parent_pid=4242) == (identity.project_session_id(project), "project")
+    assert identity.resolve(home, project, parent_pid=4242) == (
+        identity.project_session_id(project),
+        "project",
+    )
     identity.write_binding(home, project, "sess-a", pids=[100, 4242, 1], source="startup")
     identity.write_binding(home, project, "sess-b", pids=[200, 5353, 1], source="startup")
     assert identity.resolve(home, project, parent_pid=4242) == ("sess-a", "hook")
     assert identity.resolve(home, project, parent_pid=5353) == ("sess-b", "hook")
     assert identity.resolve(home, project, parent_pid=999) == ("sess-b", "hook-newest")
     time.sleep(0.01)
-    identity.write_binding(home, project, "sess-a2", pids=[101, 4242, 1], source="clear")  # /clear in A
+    identity.write_binding(
+        home, project, "sess-a2", pids=[101, 4242, 1], source="clear"
+    )  # /clear in A
     assert identity.resolve(home, project, parent_pid=4242) == ("sess-a2", "hook")
-    assert identity.resolve(tmp_path / "home", tmp_path, parent_pid=4242)[1] == "project"  # another project
+    assert (
+        identity.resolve(tmp_path / "home", tmp_path, parent_pid=4242)[1] == "project"
+    )  # another project
 
 
-def test_bind_hook_reads_stdin_and_never_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bind_hook_reads_stdin_and_never_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("REMINDKIT_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
     db = f"sqlite:///{tmp_path / 'rk.db'}"
-    payload = {"session_id": "abc-1", "cwd": str(tmp_path), "hook_event_name": "SessionStart", "source": "startup"}
-    code, out = run("mcp", "bind", "--db", db, "--json", stdin=json.dumps(payload), monkeypatch=monkeypatch)
+    payload = {
+        "session_id": "abc-1",
+        "cwd": str(tmp_path),
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
+    code, out = run(
+        "mcp", "bind", "--db", db, "--json", stdin=json.dumps(payload), monkeypatch=monkeypatch
+    )
     assert code == 0 and json.loads(out)["session"] == "abc-1"
-    assert identity.resolve(tmp_path / "home", tmp_path.resolve(), parent_pid=os.getppid())[0] == "abc-1"
+    assert (
+        identity.resolve(tmp_path / "home", tmp_path.resolve(), parent_pid=os.getppid())[0]
+        == "abc-1"
+    )
     for bad in ("not json", json.dumps({"cwd": "/"}), json.dumps({"session_id": "x\n\x1b"})):
         code, _ = run("mcp", "bind", "--db", db, stdin=bad, monkeypatch=monkeypatch)
         assert code == 0
@@ -116,24 +157,46 @@ def test_resume_command_delivers_while_no_server_is_connected(tmp_path: Path) ->
     """An ``mcp`` session that names a resume command: with no server connected, any
     engine delivers through the command; while a server holds the session's lease,
     the fires wait for it."""
-    store = open_store(f"sqlite:///{tmp_path / 'rk.db'}", settings=Settings.from_env({"REMINDKIT_HOME": str(tmp_path)}))
+    store = open_store(
+        f"sqlite:///{tmp_path / 'rk.db'}",
+        settings=Settings.from_env({"REMINDKIT_HOME": str(tmp_path)}),
+    )
     api = Reminders(store, clock=SystemClock())
     out = tmp_path / "turns.txt"
-    store.put_session(Session("cc", adapter="mcp", config={"argv": ["sh", "-c", f"cat >> {out}; echo done"]}),
-                      now_us=now_us(api.clock))
+    store.put_session(
+        Session("cc", adapter="mcp", config={"argv": ["sh", "-c", f"cat >> {out}; echo done"]}),
+        now_us=now_us(api.clock),
+    )
     holder = "another-process"
-    store.hold_lease(LEASE_PREFIX + "cc", holder=holder, priority=0, until_us=now_us(api.clock) + 600_000_000,
-                     now_us=now_us(api.clock))
-    engine = Engine(store, clock=api.clock, settings=api.settings, role="test", can_alert=False).start()
+    store.hold_lease(
+        LEASE_PREFIX + "cc",
+        holder=holder,
+        priority=0,
+        until_us=now_us(api.clock) + 600_000_000,
+        now_us=now_us(api.clock),
+    )
+    engine = Engine(
+        store, clock=api.clock, settings=api.settings, role="test", can_alert=False
+    ).start()
     try:
         api.add("while the server runs", session="cc", in_="1s")
-        wait_for(lambda: [o for o in api.history(session="cc") if o.state == "waiting"], 60, "waiting")
+        wait_for(
+            lambda: [o for o in api.history(session="cc") if o.state == "waiting"], 60, "waiting"
+        )
         assert not out.exists()
         store.drop_lease(LEASE_PREFIX + "cc", holder=holder)  # the server went away
         engine.notice_change()
-        wait_for(lambda: out.exists() and "while the server runs" in out.read_text(), 60, "the resume command")
+        wait_for(
+            lambda: out.exists() and "while the server runs" in out.read_text(),
+            60,
+            "the resume command",
+        )
         assert "<schedule-fired" in out.read_text()
-        wait_for(lambda: [o for o in api.history(session="cc") if o.state == "delivered"], 60, "delivered")
+        wait_for(
+            lambda: [o for o in api.history(session="cc") if o.state == "delivered"],
+            60,
+            "delivered",
+        )
     finally:
         engine.close()
         store.close()

@@ -26,7 +26,11 @@ class RawServer:
         self._errfh = open(self.err, "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "remindkit", "mcp", "--db", db, "-v", *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errfh, env=server_env(home), cwd=home,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._errfh,
+            env=server_env(home),
+            cwd=home,
         )
         self.lines: list[bytes] = []
         self._q: queue.Queue[bytes] = queue.Queue()
@@ -45,8 +49,14 @@ class RawServer:
         self.proc.stdin.write((json.dumps(obj) + "\n").encode())
         self.proc.stdin.flush()
 
-    def request(self, method: str, params: dict[str, Any] | None = None, *, wait: bool = True,
-                timeout: float = START_S) -> tuple[int, bytes | None]:
+    def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        wait: bool = True,
+        timeout: float = START_S,
+    ) -> tuple[int, bytes | None]:
         self._id += 1
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": self._id, "method": method}
         if params is not None:
@@ -60,13 +70,21 @@ class RawServer:
             try:
                 line = self._q.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
-                raise AssertionError(f"no response to {rid}: {self.err.read_text()[-2000:]}") from None
+                raise AssertionError(
+                    f"no response to {rid}: {self.err.read_text()[-2000:]}"
+                ) from None
             if json.loads(line).get("id") == rid:
                 return line
 
     def initialize(self) -> bytes:
-        _, line = self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                              "clientInfo": {"name": "raw", "version": "1"}})
+        _, line = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        )
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         assert line is not None
         return line
@@ -95,8 +113,10 @@ def test_stdout_is_json_rpc_only_and_tool_list_is_byte_stable(db: str, home: Pat
     a.initialize()
     _, first = a.request("tools/list")
     _, second = a.request("tools/list")
-    _, made = a.request("tools/call", {"name": "schedule_create",
-                                       "arguments": {"prompt": "print('to stdout')\n", "after": "1s"}})
+    _, made = a.request(
+        "tools/call",
+        {"name": "schedule_create", "arguments": {"prompt": "print('to stdout')\n", "after": "1s"}},
+    )
     assert made is not None and b'"ok":true' in made.replace(b" ", b""), made
     deadline = time.monotonic() + 60
     while not any(b"notifications/claude/channel" in line for line in a.lines):
@@ -120,11 +140,24 @@ def test_survives_cancel_mid_call_and_ends_on_disconnect(db: str, home: Path) ->
     s = RawServer(db, home, "--session", "raw2")
     s.initialize()
     rid, _ = s.request("tools/call", {"name": "schedule_list", "arguments": {}}, wait=False)
-    s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": rid, "reason": "gone"}})
-    _, line = s.request("tools/call", {"name": "schedule_create", "arguments": {"prompt": "still here", "after": "1h"}})
+    s.send(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": rid, "reason": "gone"},
+        }
+    )
+    _, line = s.request(
+        "tools/call",
+        {"name": "schedule_create", "arguments": {"prompt": "still here", "after": "1h"}},
+    )
     assert line is not None and json.loads(line)["result"]["structuredContent"]["ok"] is True
     # the client goes away in the middle of a call: the server ends cleanly
-    s.request("tools/call", {"name": "schedule_create", "arguments": {"prompt": "half", "after": "1h"}}, wait=False)
+    s.request(
+        "tools/call",
+        {"name": "schedule_create", "arguments": {"prompt": "half", "after": "1h"}},
+        wait=False,
+    )
     started = time.monotonic()
     assert s.close_stdin_and_wait() == 0
     assert time.monotonic() - started < 60

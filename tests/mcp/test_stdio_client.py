@@ -44,9 +44,16 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("schedule_create", {"prompt": "x", "after": "soon"}, "invalid_duration"),
     ("schedule_create", {"prompt": "x", "at": "yesterday"}, "invalid_time"),
     ("schedule_create", {"prompt": "x", "at": "2020-01-01T00:00:00+00:00"}, "time_not_future"),
-    ("schedule_create", {"prompt": "x", "at": "2030-03-10T02:30:00", "time_zone": "America/New_York"},
-     "nonexistent_local_time"),
-    ("schedule_create", {"prompt": "x", "after": "5m", "time_zone": "Mars/Olympus"}, "unknown_time_zone"),
+    (
+        "schedule_create",
+        {"prompt": "x", "at": "2030-03-10T02:30:00", "time_zone": "America/New_York"},
+        "nonexistent_local_time",
+    ),
+    (
+        "schedule_create",
+        {"prompt": "x", "after": "5m", "time_zone": "Mars/Olympus"},
+        "unknown_time_zone",
+    ),
     ("schedule_create", {"prompt": "x", "cron": "99 * * * *"}, "invalid_cron"),
     ("schedule_create", {"prompt": "x", "every": "5s"}, "interval_too_short"),
     ("schedule_create", {"prompt": "x", "after": "400d"}, "horizon_exceeded"),
@@ -64,7 +71,11 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("schedule_snooze", {"id": "rem_000000000000"}, "invalid_duration"),
     ("set_callback", {"action": "jump"}, "invalid_action"),
     ("set_callback", {"action": "set", "message": "m", "delay_seconds": 0}, "invalid_delay"),
-    ("set_callback", {"action": "set", "message": "m", "delay_seconds": 10, "repeat_count": -5}, "invalid_repeat"),
+    (
+        "set_callback",
+        {"action": "set", "message": "m", "delay_seconds": 10, "repeat_count": -5},
+        "invalid_repeat",
+    ),
     ("set_callback", {"action": "cancel", "callback_id": 9}, "callback_out_of_range"),
     ("set_callback", {"action": "cancel", "callback_id": 3}, "callback_not_active"),
     ("no_such_tool", {}, "unknown_tool"),
@@ -86,10 +97,15 @@ def test_initialize_tools_and_every_error(db: str, home: Path) -> None:
             listed = await c.session.list_tools()
             assert [t.name for t in listed.tools] == list(TOOL_NAMES)
             for tool, spec in zip(listed.tools, mcp_tools(), strict=True):
-                assert tool.input_schema == spec["inputSchema"] and tool.output_schema == spec["outputSchema"]
+                assert (
+                    tool.input_schema == spec["inputSchema"]
+                    and tool.output_schema == spec["outputSchema"]
+                )
                 assert "untrusted" in tool.description or tool.name != "schedule_create"
 
-            created = await c.call("schedule_create", {"prompt": "Review the PR", "after": "30m", "label": "pr"})
+            created = await c.call(
+                "schedule_create", {"prompt": "Review the PR", "after": "30m", "label": "pr"}
+            )
             assert not created.is_error
             rem = created.structured_content["reminder"]
             assert json.loads(created.content[0].text) == created.structured_content
@@ -103,9 +119,14 @@ def test_initialize_tools_and_every_error(db: str, home: Path) -> None:
             assert resumed.structured_content["reminder"]["state"] == "active"
             snoozed = await c.call("schedule_snooze", {"id": rid, "duration": "2h"})
             assert snoozed.structured_content["reminder"]["state"] == "active"
-            cb = await c.call("set_callback", {"action": "set", "message": "check CI", "delay_seconds": 600})
+            cb = await c.call(
+                "set_callback", {"action": "set", "message": "check CI", "delay_seconds": 600}
+            )
             assert not cb.is_error and cb.structured_content == {
-                "ok": True, "text": "Callback scheduled: fires every 600s, repeats 20 times.", "slot": 0}
+                "ok": True,
+                "text": "Callback scheduled: fires every 600s, repeats 20 times.",
+                "slot": 0,
+            }
             cbl = await c.call("set_callback", {"action": "list"})
             assert cbl.structured_content["text"].startswith("Active callbacks (1/8):")
             cbc = await c.call("set_callback", {"action": "cancel"})
@@ -113,7 +134,9 @@ def test_initialize_tools_and_every_error(db: str, home: Path) -> None:
             deleted = await c.call("schedule_delete", {"id": rid})
             assert deleted.structured_content["deleted"] == rid
             again = await c.call("schedule_delete", {"id": rid})
-            assert again.is_error and again.structured_content["error"]["code"] == "schedule_not_found"
+            assert (
+                again.is_error and again.structured_content["error"]["code"] == "schedule_not_found"
+            )
             finished = await c.call("schedule_resume", {"id": rid})
             assert finished.structured_content["error"]["code"] == "not_active"
 
@@ -124,7 +147,11 @@ def test_initialize_tools_and_every_error(db: str, home: Path) -> None:
                     got = await c.call(name, args)
                     assert got.is_error, (name, args)
                     assert got.structured_content["ok"] is False
-                    assert got.structured_content["error"]["code"] == code, (name, args, got.structured_content)
+                    assert got.structured_content["error"]["code"] == code, (
+                        name,
+                        args,
+                        got.structured_content,
+                    )
                     assert handle_tool_call(direct, name, args).code == code  # one implementation
                 # nothing was written by any refusal
                 assert Reminders(store).list(session="s1") == []
@@ -148,19 +175,32 @@ def test_fire_pushed_as_channel_event_and_recorded_delivered(db: str, home: Path
     async def main() -> None:
         async with mcp_client(db, home, "--session", "s1") as c:
             await c.call("schedule_list")  # warm the client's schema validation
-            rem = await _create(c, {"prompt": "Stretch </schedule-fired> <b>now</b>", "after": "3s",
-                                    "label": "stretch"})
+            rem = await _create(
+                c,
+                {
+                    "prompt": "Stretch </schedule-fired> <b>now</b>",
+                    "after": "3s",
+                    "label": "stretch",
+                },
+            )
             (ev,) = await c.wait_channel(1, FIRE_WAIT_S)
             meta = ev.params.meta
             assert set(meta) == {"id", "label", "key", "due", "repeat"}
-            assert meta["id"] == rem["id"] and meta["label"] == "stretch" and meta["repeat"] == "1/1"
+            assert (
+                meta["id"] == rem["id"] and meta["label"] == "stretch" and meta["repeat"] == "1/1"
+            )
             assert meta["key"] == f"{rem['id']}@{meta['due']}"
             assert ev.params.content.startswith(f'<schedule-fired id="{rem["id"]}" label="stretch"')
-            assert ev.params.content.count("</schedule-fired>") == 1  # the text cannot close the block
+            assert (
+                ev.params.content.count("</schedule-fired>") == 1
+            )  # the text cannot close the block
             assert 'reminder_text_json: "Stretch \\u003c/schedule-fired\\u003e' in ev.params.content
             late.append(ev.at - _due(meta))
-            hist = wait_for(lambda: [o for o in _history(db, home, "s1") if o.state == "delivered"], 30,
-                            "the occurrence recorded delivered")
+            hist = wait_for(
+                lambda: [o for o in _history(db, home, "s1") if o.state == "delivered"],
+                30,
+                "the occurrence recorded delivered",
+            )
             assert [o.key for o in hist] == [meta["key"]]
             listed = await c.call("schedule_list")
             assert listed.structured_content["reminders"] == []  # a fired one-shot is done
@@ -180,12 +220,17 @@ def test_fires_wait_while_disconnected_and_come_on_reconnect(db: str, home: Path
             rem = await _create(c, {"prompt": "while you were away", "after": "20s"})
             return str(rem["id"])
 
-    engine = Serve(db, home, name="keeper")  # another engine (as the tray or `remindkit serve`) fires it
+    engine = Serve(
+        db, home, name="keeper"
+    )  # another engine (as the tray or `remindkit serve`) fires it
     try:
         engine.wait_ready(START_S)
         rid = anyio.run(first)
-        waiting = wait_for(lambda: [o for o in _history(db, home, "s1") if o.state == "waiting"], 2 * FIRE_WAIT_S,
-                           "the fire waiting for the session")
+        waiting = wait_for(
+            lambda: [o for o in _history(db, home, "s1") if o.state == "waiting"],
+            2 * FIRE_WAIT_S,
+            "the fire waiting for the session",
+        )
         assert waiting[0].reminder_id == rid and "no MCP client" in (waiting[0].error or "")
         _reconnect(db, home, rid)
     finally:
@@ -201,15 +246,22 @@ def _reconnect(db: str, home: Path, rid: str) -> None:
             assert "while you were away" in ev.params.content
 
     anyio.run(second)
-    wait_for(lambda: [o for o in _history(db, home, "s1") if o.state == "delivered"], 30, "delivered")
+    wait_for(
+        lambda: [o for o in _history(db, home, "s1") if o.state == "delivered"], 30, "delivered"
+    )
 
 
 def test_two_servers_two_sessions_each_get_their_own(db: str, home: Path) -> None:
     async def main() -> None:
-        async with mcp_client(db, home, "--session", "alpha") as a, mcp_client(db, home, "--session", "beta") as b:
+        async with (
+            mcp_client(db, home, "--session", "alpha") as a,
+            mcp_client(db, home, "--session", "beta") as b,
+        ):
             ra = await _create(a, {"prompt": "for alpha", "after": "3s"})
             rb = await _create(b, {"prompt": "for beta", "after": "3s"})
-            assert [r["id"] for r in (await a.call("schedule_list")).structured_content["reminders"]] == [ra["id"]]
+            assert [
+                r["id"] for r in (await a.call("schedule_list")).structured_content["reminders"]
+            ] == [ra["id"]]
             await a.wait_channel(1, FIRE_WAIT_S)
             await b.wait_channel(1, FIRE_WAIT_S)
             await anyio.sleep(1.0)  # room for a stray event to arrive before counting
@@ -233,25 +285,60 @@ def test_idle_only_through_the_hooks(db: str, home: Path, tmp_path: Path) -> Non
     env = server_env(home, {"CLAUDE_PROJECT_DIR": str(project)})
 
     def hook(*argv: str, payload: dict[str, Any]) -> None:
-        proc = subprocess.run([sys.executable, "-m", "remindkit", *argv, "--db", db], input=json.dumps(payload),
-                              text=True, capture_output=True, env=env, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "remindkit", *argv, "--db", db],
+            input=json.dumps(payload),
+            text=True,
+            capture_output=True,
+            env=env,
+            timeout=120,
+        )
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
-    hook("mcp", "bind", payload={"session_id": host_sid, "cwd": str(project), "hook_event_name": "SessionStart",
-                                 "source": "startup"})
+    hook(
+        "mcp",
+        "bind",
+        payload={
+            "session_id": host_sid,
+            "cwd": str(project),
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        },
+    )
 
     async def main() -> None:
         async with mcp_client(db, home, env={"CLAUDE_PROJECT_DIR": str(project)}, cwd=project) as c:
-            await anyio.to_thread.run_sync(lambda: hook("session", "busy", "--hook", payload={
-                "session_id": host_sid, "hook_event_name": "UserPromptSubmit", "prompt": "remind me in 2s"}))
-            rem = await _create(c, {"prompt": "after your turn", "after": "2s"})  # the model's call in that turn
+            await anyio.to_thread.run_sync(
+                lambda: hook(
+                    "session",
+                    "busy",
+                    "--hook",
+                    payload={
+                        "session_id": host_sid,
+                        "hook_event_name": "UserPromptSubmit",
+                        "prompt": "remind me in 2s",
+                    },
+                )
+            )
+            rem = await _create(
+                c, {"prompt": "after your turn", "after": "2s"}
+            )  # the model's call in that turn
             assert rem["delivery"]["session"] == host_sid
-            wait_for(lambda: [o for o in _history(db, home, host_sid) if o.state == "waiting"], FIRE_WAIT_S,
-                     "the fire held back while busy")
+            wait_for(
+                lambda: [o for o in _history(db, home, host_sid) if o.state == "waiting"],
+                FIRE_WAIT_S,
+                "the fire held back while busy",
+            )
             assert c.channel == []
             t0 = time.monotonic()
-            await anyio.to_thread.run_sync(lambda: hook("session", "idle", "--hook", payload={
-                "session_id": host_sid, "hook_event_name": "Stop"}))
+            await anyio.to_thread.run_sync(
+                lambda: hook(
+                    "session",
+                    "idle",
+                    "--hook",
+                    payload={"session_id": host_sid, "hook_event_name": "Stop"},
+                )
+            )
             (ev,) = await c.wait_channel(1, FIRE_WAIT_S)
             assert ev.params.meta["id"] == rem["id"]
             print(f"idle hook to channel event: {time.monotonic() - t0:.2f} s")

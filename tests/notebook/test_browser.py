@@ -36,8 +36,15 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = os.environ.get("REMINDKIT_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless=new",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 
 @dataclass(frozen=True)
@@ -62,22 +69,43 @@ def lab(jupyter_env: dict[str, str], tmp_path: Path) -> Iterator[Lab]:
     # no "Jupyter news?" prompt over the page, no update check (there is no network anyway)
     settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
-    env = dict(jupyter_env, JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "lab-settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "lab-workspaces"))
+    (settings / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false", "checkForUpdates": false}'
+    )
+    env = dict(
+        jupyter_env,
+        JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "lab-settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "lab-workspaces"),
+    )
     shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", root)
     port = _free_port()
     log_path = tmp_path / "jupyterlab.log"
     log = open(log_path, "w")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
-         "--ServerApp.password=", "--ServerApp.allow_root=True", f"--ServerApp.root_dir={root}",
-         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            "--ServerApp.allow_root=True",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
+
         def up() -> bool:
             if proc.poll() is not None:
                 raise AssertionError(f"JupyterLab exited: {log_path.read_text()}")
@@ -87,8 +115,11 @@ def lab(jupyter_env: dict[str, str], tmp_path: Path) -> Iterator[Lab]:
                 return False
 
         wait_for(up, timeout=60)
-        yield Lab(url, f"sqlite:///{Path(jupyter_env['REMINDKIT_DEMO_DIR']) / 'reminders.db'}",
-                  Path(jupyter_env["JUPYTER_RUNTIME_DIR"]))
+        yield Lab(
+            url,
+            f"sqlite:///{Path(jupyter_env['REMINDKIT_DEMO_DIR']) / 'reminders.db'}",
+            Path(jupyter_env["JUPYTER_RUNTIME_DIR"]),
+        )
     finally:
         proc.send_signal(signal.SIGTERM)  # the server shuts its kernels down
         try:
@@ -126,7 +157,9 @@ def _seconds(text: str) -> int:
 
 
 def _states(lab: Lab, tmp_path: Path) -> dict[str, str]:
-    store = open_store(lab.db_url, settings=Settings.from_env(env={}, home=tmp_path / "reader", tz="UTC"))
+    store = open_store(
+        lab.db_url, settings=Settings.from_env(env={}, home=tmp_path / "reader", tz="UTC")
+    )
     try:
         return {r.label or r.id: r.state for r in Reminders(store).list(all=True)}
     finally:
@@ -145,7 +178,9 @@ def test_quickstart_in_jupyterlab(lab: Lab, tmp_path: Path) -> None:
         page.on("pageerror", lambda exc: page_errors.append(str(exc)))
         try:
             page.goto(f"{lab.url}/lab/tree/quickstart.ipynb")
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+            page.wait_for_selector(
+                ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000
+            )
             wait_for(lambda: _kernel_state(lab) == "idle", timeout=60)
 
             # Run > Run All Cells
@@ -158,10 +193,15 @@ def test_quickstart_in_jupyterlab(lab: Lab, tmp_path: Path) -> None:
             first = _seconds(left.inner_text())
             page.wait_for_timeout(2_500)
             second = _seconds(left.inner_text())
-            assert 500 < first <= 600 and 2 <= first - second <= 3, (first, second)  # counting down, every second
+            assert 500 < first <= 600 and 2 <= first - second <= 3, (
+                first,
+                second,
+            )  # counting down, every second
 
             alert = page.locator(".rk-alert[data-label='stretch']")
-            sync_api.expect(alert).to_be_visible(timeout=60_000)  # fired while the kernel ran a cell
+            sync_api.expect(alert).to_be_visible(
+                timeout=60_000
+            )  # fired while the kernel ran a cell
             assert alert.get_attribute("data-audio") in ("starting", "played", "blocked", "failed")
             assert alert.get_attribute("data-speech") in ("spoken", "unavailable")
 
@@ -180,14 +220,19 @@ def test_quickstart_in_jupyterlab(lab: Lab, tmp_path: Path) -> None:
             wait_for(lambda: _states(lab, tmp_path)["oven"] == "active", timeout=15)
             sync_api.expect(left).not_to_have_text("paused", timeout=5_000)
             oven.locator(".rk-snooze").click()  # 5 minutes from now instead of about 10
-            wait_for(lambda: left.inner_text()[:1].isdigit() and _seconds(left.inner_text()) <= 300, timeout=15)
+            wait_for(
+                lambda: left.inner_text()[:1].isdigit() and _seconds(left.inner_text()) <= 300,
+                timeout=15,
+            )
 
             # Keep the kernel busy with a long cell, then click ×: the pill goes at once, in the page.
             with _long_cell(lab, "import time; time.sleep(6)"):
                 wait_for(lambda: _kernel_state(lab) == "busy", timeout=30, every=0.05)
                 before = _seconds(left.inner_text())
                 page.wait_for_timeout(1_100)
-                assert before - _seconds(left.inner_text()) >= 1  # the countdown runs on while the cell blocks
+                assert (
+                    before - _seconds(left.inner_text()) >= 1
+                )  # the countdown runs on while the cell blocks
                 oven.locator(".rk-cancel").click()
                 sync_api.expect(oven).to_have_count(0, timeout=500)
             wait_for(lambda: _states(lab, tmp_path)["oven"] == "cancelled", timeout=30)

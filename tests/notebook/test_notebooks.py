@@ -19,8 +19,9 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 @pytest.mark.parametrize("name", ["quickstart", "agent_loop"])
-def test_notebook_runs_top_to_bottom(name: str, jupyter_env: dict[str, str], tmp_path: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_notebook_runs_top_to_bottom(
+    name: str, jupyter_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for key in [k for k in list(os.environ) if k.startswith(("REMINDKIT_", "JUPYTER_"))]:
         monkeypatch.delenv(key)
     for key, value in jupyter_env.items():
@@ -28,9 +29,16 @@ def test_notebook_runs_top_to_bottom(name: str, jupyter_env: dict[str, str], tmp
     work = tmp_path / "run"
     work.mkdir()
     book = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    assert all(not c.get("outputs") for c in book.cells if c.cell_type == "code"), "commit notebooks without outputs"
-    client = nbclient.NotebookClient(book, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(work)}},
-                                     store_widget_state=True)
+    assert all(not c.get("outputs") for c in book.cells if c.cell_type == "code"), (
+        "commit notebooks without outputs"
+    )
+    client = nbclient.NotebookClient(
+        book,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(work)}},
+        store_widget_state=True,
+    )
     client.execute()  # raises CellExecutionError on the first failing cell (an assertion included)
 
     assert client.km is None or not client.km.is_alive()
@@ -43,4 +51,6 @@ def test_notebook_runs_top_to_bottom(name: str, jupyter_env: dict[str, str], tmp
     assert "AnyModel" in models  # the pills and the chat view
     demo = Path(jupyter_env["REMINDKIT_DEMO_DIR"]) / "reminders.db"
     assert demo.exists(), "the notebook used the throwaway store"
-    assert not (Path(jupyter_env["REMINDKIT_HOME"]) / "remindkit.db").exists(), "the default store was not touched"
+    assert not (Path(jupyter_env["REMINDKIT_HOME"]) / "remindkit.db").exists(), (
+        "the default store was not touched"
+    )

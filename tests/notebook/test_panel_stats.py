@@ -11,8 +11,13 @@ from remindkit.store.reports import stats_text
 
 
 def test_panel_shows_the_stats_counts(runtime: Any, clock: FakeClock) -> None:
-    chat = ChatSession(runtime.store, session="c1", model=ScriptedAssistant(), engine=runtime.engine,
-                       settings=runtime.settings)
+    chat = ChatSession(
+        runtime.store,
+        session="c1",
+        model=ScriptedAssistant(),
+        engine=runtime.engine,
+        settings=runtime.settings,
+    )
     panel = Panel(runtime, chat=chat)
     panel.sync()
     assert panel.stats.value.startswith("last 24h: 0 fires · 0 delivered")

@@ -22,19 +22,43 @@ from remindkit.reminders import Reminders
 from remindkit.store import SqlStore
 
 
-@pytest.mark.parametrize(("seconds", "text"), [
-    (None, "–"), (0, "0:00"), (1, "0:01"), (59, "0:59"), (60, "1:00"), (605, "10:05"), (3599, "59:59"),
-    (3600, "1:00:00"), (3723, "1:02:03"), (86_399, "23:59:59"), (86_400, "1d 00:00"), (273_900, "3d 04:05"),
-    (-5, "0:00"),
-], ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (None, "–"),
+        (0, "0:00"),
+        (1, "0:01"),
+        (59, "0:59"),
+        (60, "1:00"),
+        (605, "10:05"),
+        (3599, "59:59"),
+        (3600, "1:00:00"),
+        (3723, "1:02:03"),
+        (86_399, "23:59:59"),
+        (86_400, "1d 00:00"),
+        (273_900, "3d 04:05"),
+        (-5, "0:00"),
+    ],
+    ids=lambda v: str(v),
+)
 def test_format_left(seconds: int | None, text: str) -> None:
     assert format_left(seconds) == text
 
 
-@pytest.mark.parametrize(("due", "now", "left"), [
-    (10_000, 0, 10), (10_000, 1, 10), (10_000, 999, 10), (10_000, 1_000, 9), (10_000, 9_001, 1),
-    (10_000, 10_000, 0), (10_000, 50_000, 0), (None, 0, None),
-], ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    ("due", "now", "left"),
+    [
+        (10_000, 0, 10),
+        (10_000, 1, 10),
+        (10_000, 999, 10),
+        (10_000, 1_000, 9),
+        (10_000, 9_001, 1),
+        (10_000, 10_000, 0),
+        (10_000, 50_000, 0),
+        (None, 0, None),
+    ],
+    ids=lambda v: str(v),
+)
 def test_seconds_left_rounds_up(due: int | None, now: int, left: int | None) -> None:
     assert seconds_left(due, now) == left
 
@@ -43,8 +67,14 @@ def test_pills_count_down_with_the_clock(nb_store: SqlStore, clock: FakeClock) -
     api = Reminders(nb_store, clock=clock)
     api.create("stretch", session="s1", label="stretch", in_="5s", alarm=True, announce="Stretch!")
     (p,) = pills(api.list(session="s1"))
-    assert (p.label, p.kind, p.schedule, p.state, p.alarm, p.announce) == ("stretch", "after", "in 5s", "active",
-                                                                           True, "Stretch!")
+    assert (p.label, p.kind, p.schedule, p.state, p.alarm, p.announce) == (
+        "stretch",
+        "after",
+        "in 5s",
+        "active",
+        True,
+        "Stretch!",
+    )
     texts = []
     for _ in range(6):
         texts.append(format_left(seconds_left(p.due_ms, to_us(clock.now()) // 1000)))
@@ -59,11 +89,17 @@ def test_pills_order_active_by_due_then_paused(nb_store: SqlStore, clock: FakeCl
     api.create("every", session="s1", label="poll", every="2m", repeat=3)
     api.pause([late.id])
     shown = pills(api.list(session="s1"))
-    assert [(p.label, p.state) for p in shown] == [("soon", "active"), ("poll", "active"), ("late", "paused")]
+    assert [(p.label, p.state) for p in shown] == [
+        ("soon", "active"),
+        ("poll", "active"),
+        ("late", "paused"),
+    ]
     assert shown[1].schedule == "every 2m x3" and shown[1].remaining == 3
 
 
-def test_a_pill_without_label_shows_its_text_shortened(nb_store: SqlStore, clock: FakeClock) -> None:
+def test_a_pill_without_label_shows_its_text_shortened(
+    nb_store: SqlStore, clock: FakeClock
+) -> None:
     api = Reminders(nb_store, clock=clock)
     api.create("word " * 40, session="s1", in_="5m")
     (p,) = pills(api.list(session="s1"))
@@ -72,16 +108,34 @@ def test_a_pill_without_label_shows_its_text_shortened(nb_store: SqlStore, clock
 
 def _fire(label: str, clock: FakeClock, rid: str = "rem_aaaaaaaaaaaa") -> Fire:
     due = clock.now()
-    return Fire(occurrence_id=1, reminder_id=rid, session="s1", due_at=due, text="ask about </schedule-fired> it",
-                label=label, fired_at=due + timedelta(milliseconds=12))
+    return Fire(
+        occurrence_id=1,
+        reminder_id=rid,
+        session="s1",
+        due_at=due,
+        text="ask about </schedule-fired> it",
+        label=label,
+        fired_at=due + timedelta(milliseconds=12),
+    )
 
 
 def test_chat_lines_hide_fired_turns_and_tags(clock: FakeClock) -> None:
     fired = frame_fired([_fire("check back", clock)])
     messages = [
         Message("s1", "user", "remind me in 5 minutes", kind=CHAT, seq=1),
-        Message("s1", "assistant", 'Sure!\n<schedule label="check back" delay="5m">ask</schedule>', seq=2),
-        Message("s1", "user", frame_feedback([("malformed_tag", "bad", "<schedule")]), kind=FEEDBACK, seq=3),
+        Message(
+            "s1",
+            "assistant",
+            'Sure!\n<schedule label="check back" delay="5m">ask</schedule>',
+            seq=2,
+        ),
+        Message(
+            "s1",
+            "user",
+            frame_feedback([("malformed_tag", "bad", "<schedule")]),
+            kind=FEEDBACK,
+            seq=3,
+        ),
         Message("s1", "user", fired, kind=FIRED_TURN, hidden=True, seq=4),
         Message("s1", "assistant", None, tool_calls=({"id": "c1"},), seq=5),
         Message("s1", "tool", '{"ok": true}', kind="tool", seq=6),
@@ -102,8 +156,11 @@ def test_fired_marker_names_every_reminder_of_a_batch(clock: FakeClock) -> None:
     assert fired_time(batch) == clock.now() + timedelta(milliseconds=12)
 
 
-@pytest.mark.parametrize("message", ["", "plain", "<schedule-fired id='x'>", '<schedule-fired fired="nope">x'],
-                         ids=["empty", "plain", "unclosed", "bad-time"])
+@pytest.mark.parametrize(
+    "message",
+    ["", "plain", "<schedule-fired id='x'>", '<schedule-fired fired="nope">x'],
+    ids=["empty", "plain", "unclosed", "bad-time"],
+)
 def test_fired_time_unreadable(message: str) -> None:
     assert fired_time(message) is None
     assert fired_marker(message, ZoneInfo("UTC")).startswith("⏰ ")

@@ -28,16 +28,28 @@ def test_pills_appear_and_reach_the_browser(runtime: Any, comm_log: CommLog) -> 
     api = api_of(runtime)
     panel = Panel(runtime, session="s1")
     assert panel.labels == []
-    first = api.create("Stand up", session="s1", label="stretch", in_="5s", alarm=True, announce="Stretch!")
+    first = api.create(
+        "Stand up", session="s1", label="stretch", in_="5s", alarm=True, announce="Stretch!"
+    )
     api.create("Other session", session="s2", label="elsewhere", in_="5s")
     panel.sync()
     assert panel.labels == ["stretch"]
     sent = comm_log.updates(panel.pills, "pills")[-1]
-    assert sent == [{
-        "id": first.id, "session": "s1", "label": "stretch", "text": "Stand up", "kind": "after",
-        "schedule": "in 5s", "state": "active", "due_ms": to_us(first.next_fire_at) // 1000, "remaining": 1,
-        "alarm": True, "announce": "Stretch!",
-    }]
+    assert sent == [
+        {
+            "id": first.id,
+            "session": "s1",
+            "label": "stretch",
+            "text": "Stand up",
+            "kind": "after",
+            "schedule": "in 5s",
+            "state": "active",
+            "due_ms": to_us(first.next_fire_at) // 1000,
+            "remaining": 1,
+            "alarm": True,
+            "announce": "Stretch!",
+        }
+    ]
     # the browser counts down from due_ms; nothing more goes over the comm while nothing changes
     before = len(comm_log.sent)
     panel.sync()
@@ -63,7 +75,9 @@ def test_the_browser_side_counts_down_every_second() -> None:
 
     esm = PillsWidget._esm
     assert "setInterval(tick" in esm and "Date.now()" in esm  # the countdown runs in the page
-    assert "hidden.add(p.id)" in esm and "pill.remove()" in esm  # × hides at once, before the kernel answers
+    assert (
+        "hidden.add(p.id)" in esm and "pill.remove()" in esm
+    )  # × hides at once, before the kernel answers
 
 
 def test_cancel_from_the_browser(runtime: Any, comm_log: CommLog) -> None:
@@ -93,7 +107,9 @@ def test_pause_resume_snooze_from_the_browser(runtime: Any, clock: FakeClock) ->
     assert api.get(rem.id).state == "active"
     from_browser(panel.pills, {"action": "snooze", "id": rem.id})
     snoozed = api.get(rem.id)
-    assert snoozed.snoozed and snoozed.next_fire_at == clock.now() + __import__("datetime").timedelta(minutes=5)
+    assert snoozed.snoozed and snoozed.next_fire_at == clock.now() + __import__(
+        "datetime"
+    ).timedelta(minutes=5)
     assert panel.pills.pills[0]["due_ms"] == to_us(snoozed.next_fire_at) // 1000
 
 
@@ -132,27 +148,52 @@ def test_form_adds_every_kind(runtime: Any) -> None:
     form.add.click()
     (rem,) = api.list(session="s1")
     assert (rem.text, rem.label, rem.kind, rem.alarm, rem.announce, rem.source) == (
-        "Stretch", "stretch", "after", True, "Time to stretch", "notebook")
+        "Stretch",
+        "stretch",
+        "after",
+        True,
+        "Time to stretch",
+        "notebook",
+    )
     assert form.status.value.startswith("✓ stretch: in 1m30s") and form.text.value == ""
     assert panel.labels == ["stretch"]
 
-    form.text.value, form.when.value, form.value.value, form.repeat.value = "Poll", "every", "30s", "4"
+    form.text.value, form.when.value, form.value.value, form.repeat.value = (
+        "Poll",
+        "every",
+        "30s",
+        "4",
+    )
     assert not form.repeat.disabled
     assert form.submit() is not None
-    form.text.value, form.when.value, form.value.value, form.zone.value = "Standup", "cron", "0 9 * * 1-5", "Europe/Berlin"
+    form.text.value, form.when.value, form.value.value, form.zone.value = (
+        "Standup",
+        "cron",
+        "0 9 * * 1-5",
+        "Europe/Berlin",
+    )
     cron = form.submit()
     assert cron is not None and cron.schedule.tz == "Europe/Berlin" and cron.kind == "cron"
-    form.text.value, form.when.value, form.value.value, form.zone.value = "Launch", "at", "2026-12-01T09:00", "UTC"
+    form.text.value, form.when.value, form.value.value, form.zone.value = (
+        "Launch",
+        "at",
+        "2026-12-01T09:00",
+        "UTC",
+    )
     assert form.submit() is not None
     assert sorted(r.kind for r in api.list(session="s1")) == ["after", "at", "cron", "every"]
 
 
-@pytest.mark.parametrize(("when", "value", "code"), [
-    ("every", "0s", "invalid_duration"),
-    ("in", "soon", "invalid_duration"),
-    ("cron", "* * *", "invalid_cron"),
-    ("at", "2020-01-01T00:00:00Z", "time_not_future"),
-], ids=["zero-interval", "bad-duration", "bad-cron", "past"])
+@pytest.mark.parametrize(
+    ("when", "value", "code"),
+    [
+        ("every", "0s", "invalid_duration"),
+        ("in", "soon", "invalid_duration"),
+        ("cron", "* * *", "invalid_cron"),
+        ("at", "2020-01-01T00:00:00Z", "time_not_future"),
+    ],
+    ids=["zero-interval", "bad-duration", "bad-cron", "past"],
+)
 def test_form_shows_refusals(runtime: Any, when: str, value: str, code: str) -> None:
     panel = Panel(runtime, session="s1")
     form = panel.form
@@ -164,8 +205,13 @@ def test_form_shows_refusals(runtime: Any, when: str, value: str, code: str) -> 
 
 
 def test_chat_view_hides_fired_turns(runtime: Any, clock: FakeClock, comm_log: CommLog) -> None:
-    chat = ChatSession(runtime.store, session="c1", model=ScriptedAssistant(), engine=runtime.engine,
-                       settings=runtime.settings)
+    chat = ChatSession(
+        runtime.store,
+        session="c1",
+        model=ScriptedAssistant(),
+        engine=runtime.engine,
+        settings=runtime.settings,
+    )
     panel = Panel(runtime, chat=chat)
     chat.send("Remind me in 5 seconds to stretch")
     panel.sync()
@@ -185,8 +231,13 @@ def test_chat_view_hides_fired_turns(runtime: Any, clock: FakeClock, comm_log: C
 
 
 def test_chat_view_box_runs_a_turn_off_the_main_thread(runtime: Any) -> None:
-    chat = ChatSession(runtime.store, session="c1", model=ScriptedAssistant(), engine=runtime.engine,
-                       settings=runtime.settings)
+    chat = ChatSession(
+        runtime.store,
+        session="c1",
+        model=ScriptedAssistant(),
+        engine=runtime.engine,
+        settings=runtime.settings,
+    )
     panel = Panel(runtime, chat=chat)
     assert panel.chat_view is not None
     from_browser(panel.chat_view, {"action": "send", "text": "Remind me in 2 minutes to call Sam"})
@@ -200,7 +251,9 @@ def test_chat_view_shows_a_failed_turn(runtime: Any) -> None:
     def broken(messages: Any, tools: Any) -> str:
         raise RuntimeError("model down")
 
-    chat = ChatSession(runtime.store, session="c1", model=broken, engine=runtime.engine, settings=runtime.settings)
+    chat = ChatSession(
+        runtime.store, session="c1", model=broken, engine=runtime.engine, settings=runtime.settings
+    )
     panel = Panel(runtime, chat=chat)
     assert panel.chat_view is not None
     panel.chat_view.send_message("hello").join(10)
@@ -212,7 +265,9 @@ def test_chat_view_shows_a_failed_turn(runtime: Any) -> None:
 def test_alerts_play_in_the_browser(runtime: Any, clock: FakeClock, comm_log: CommLog) -> None:
     api = api_of(runtime)
     panel = Panel(runtime, session="s1")
-    api.create("Stand up", session="s1", label="stretch", in_="2s", alarm=True, announce="Time to stretch")
+    api.create(
+        "Stand up", session="s1", label="stretch", in_="2s", alarm=True, announce="Time to stretch"
+    )
     clock.advance(2)
     runtime.engine.tick()
     (alert,) = comm_log.custom(panel.pills)
@@ -229,7 +284,9 @@ def test_alerts_play_in_the_browser(runtime: Any, clock: FakeClock, comm_log: Co
 def test_browser_alerter_without_a_panel_is_muted(clock: FakeClock) -> None:
     from remindkit.models import Fire
 
-    fire = Fire(occurrence_id=1, reminder_id="rem_x", session=None, due_at=clock.now(), text="t", alarm=True)
+    fire = Fire(
+        occurrence_id=1, reminder_id="rem_x", session=None, due_at=clock.now(), text="t", alarm=True
+    )
     alerter = BrowserAlerter()
     assert alerter.alert(fire) == "muted"
 
@@ -273,8 +330,13 @@ def test_chat_view_shows_a_failed_fired_turn(runtime: Any, clock: FakeClock) -> 
             raise RuntimeError("model lost its GPU")
         return "hello"
 
-    chat = ChatSession(runtime.store, session="c1", model=fails_on_fires, engine=runtime.engine,
-                       settings=runtime.settings)
+    chat = ChatSession(
+        runtime.store,
+        session="c1",
+        model=fails_on_fires,
+        engine=runtime.engine,
+        settings=runtime.settings,
+    )
     panel = Panel(runtime, chat=chat)
     rid = api_of(runtime).create("stretch", session="c1", label="stretch", in_="5s").id
     clock.advance(5)
@@ -286,4 +348,7 @@ def test_chat_view_shows_a_failed_fired_turn(runtime: Any, clock: FakeClock) -> 
     assert panel.chat_view is not None
     lines = panel.chat_view.lines
     assert [ln["who"] for ln in lines][-2:] == ["fired", "note"]
-    assert "reminder 'stretch' could not be delivered" in lines[-1]["text"] and "GPU" in lines[-1]["text"]
+    assert (
+        "reminder 'stretch' could not be delivered" in lines[-1]["text"]
+        and "GPU" in lines[-1]["text"]
+    )

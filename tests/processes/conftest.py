@@ -18,16 +18,27 @@ LEDGER_CMD = 'echo "$PPID $REMINDKIT_OCCURRENCE_KEYS" >> "$RK_LEDGER"'
 
 
 class Serve:
-    def __init__(self, url: str, home: Path, env: dict[str, str] | None = None, name: str = "e") -> None:
+    def __init__(
+        self, url: str, home: Path, env: dict[str, str] | None = None, name: str = "e"
+    ) -> None:
         self.log = home / f"serve-{name}-{time.monotonic_ns()}.log"
         full_env = dict(os.environ)
-        full_env.update({"REMINDKIT_HOME": str(home), "REMINDKIT_LEASE": "2", "REMINDKIT_WAIT_CAP": "1",
-                         "PYTHONUNBUFFERED": "1"})
+        full_env.update(
+            {
+                "REMINDKIT_HOME": str(home),
+                "REMINDKIT_LEASE": "2",
+                "REMINDKIT_WAIT_CAP": "1",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         full_env.update(env or {})
         self.fh = open(self.log, "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "remindkit", "serve", "--db", url, "--no-alerts", "-v"],
-            stdout=self.fh, stderr=subprocess.STDOUT, env=full_env, start_new_session=True,
+            stdout=self.fh,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            start_new_session=True,
         )
 
     @property
@@ -84,7 +95,11 @@ def serves(tmp_path):
 def add_ledger_sessions(store, ids, ledger: Path, now_us: int) -> None:
     for sid in ids:
         store.put_session(
-            Session(sid, adapter="command", config={"argv": ["sh", "-c", LEDGER_CMD], "env": {"RK_LEDGER": str(ledger)}}),
+            Session(
+                sid,
+                adapter="command",
+                config={"argv": ["sh", "-c", LEDGER_CMD], "env": {"RK_LEDGER": str(ledger)}},
+            ),
             now_us=now_us,
         )
 

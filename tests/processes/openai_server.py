@@ -18,12 +18,23 @@ def text(content: str) -> Reply:
 
 
 def tool(name: str, args: dict[str, Any], call_id: str = "call_1") -> Reply:
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+        ],
+    }
 
 
 class ScriptedOpenAI:
-    def __init__(self, respond: Callable[[dict[str, Any]], Reply | tuple[int, str]], port: int = 0) -> None:
+    def __init__(
+        self, respond: Callable[[dict[str, Any]], Reply | tuple[int, str]], port: int = 0
+    ) -> None:
         self.respond = respond
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -33,16 +44,31 @@ class ScriptedOpenAI:
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with owner.lock:
-                    owner.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                    owner.requests.append(
+                        {"path": self.path, "auth": self.headers.get("Authorization"), **body}
+                    )
                 out = owner.respond(body)
                 if isinstance(out, tuple):
                     status, payload = out
                     data = payload.encode()
                 else:
                     status = 200
-                    data = json.dumps({"id": "chatcmpl-test", "object": "chat.completion", "model": body["model"],
-                                       "choices": [{"index": 0, "message": out,
-                                                    "finish_reason": "tool_calls" if out.get("tool_calls") else "stop"}]}).encode()
+                    data = json.dumps(
+                        {
+                            "id": "chatcmpl-test",
+                            "object": "chat.completion",
+                            "model": body["model"],
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": out,
+                                    "finish_reason": "tool_calls"
+                                    if out.get("tool_calls")
+                                    else "stop",
+                                }
+                            ],
+                        }
+                    ).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -78,7 +104,10 @@ class ScriptedOpenAI:
                 continue  # a follow-up round after tool results: nothing new
             for part in users[-1]["content"].split("<schedule-fired ")[1:]:
                 head = part.split(">", 1)[0]
-                rid, due = head.split('id="', 1)[1].split('"')[0], head.split('due="', 1)[1].split('"')[0]
+                rid, due = (
+                    head.split('id="', 1)[1].split('"')[0],
+                    head.split('due="', 1)[1].split('"')[0],
+                )
                 keys.append(f"{rid}@{due}")  # the occurrence key is id@due
         return keys
 

@@ -27,16 +27,31 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if not k.startswith("REMINDKIT_")}
-    e.update(REMINDKIT_HOME=str(tmp_path / "home"), REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}",
-             REMINDKIT_TZ="UTC", REMINDKIT_MIN_PERIOD="1", PYTHONUNBUFFERED="1", TEST_MODEL_KEY="sk-test-123",
-             REMINDKIT_API_KEY_ENVS="TEST_MODEL_KEY")
+    e.update(
+        REMINDKIT_HOME=str(tmp_path / "home"),
+        REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}",
+        REMINDKIT_TZ="UTC",
+        REMINDKIT_MIN_PERIOD="1",
+        PYTHONUNBUFFERED="1",
+        TEST_MODEL_KEY="sk-test-123",
+        REMINDKIT_API_KEY_ENVS="TEST_MODEL_KEY",
+    )
     e.pop("XDG_RUNTIME_DIR", None)
     return e
 
 
-def rk(env: dict[str, str], *args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "remindkit", *args], env=env, input=stdin, text=True,
-                          capture_output=True, timeout=timeout, cwd=ROOT)
+def rk(
+    env: dict[str, str], *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "remindkit", *args],
+        env=env,
+        input=stdin,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 @pytest.fixture
@@ -44,8 +59,14 @@ def serve(env: dict[str, str]) -> Iterator[Callable[..., subprocess.Popen[str]]]
     procs: list[subprocess.Popen[str]] = []
 
     def start(**extra: str) -> subprocess.Popen[str]:
-        p = subprocess.Popen([sys.executable, "-m", "remindkit", "serve", "--no-alerts"], env={**env, **extra}, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "remindkit", "serve", "--no-alerts"],
+            env={**env, **extra},
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+        )
         procs.append(p)
         assert p.stdout is not None and "engine" in p.stdout.readline()
         return p
@@ -84,7 +105,9 @@ def model(body: dict[str, Any]) -> Any:
     if "<schedule-fired" in user:
         return text("Reminder: " + ", ".join(p.split('"')[0] for p in user.split(' label="')[1:]))
     if "five reminders" in user:
-        tags = "".join(f'<schedule label="r{i}" delay="{2 + i % 2}s">reminder {i}</schedule>' for i in range(5))
+        tags = "".join(
+            f'<schedule label="r{i}" delay="{2 + i % 2}s">reminder {i}</schedule>' for i in range(5)
+        )
         return text("Setting them. " + tags)
     if "use the tool" in user:
         return tool("schedule_create", {"prompt": "tool made", "after": "2s", "label": "by-tool"})
@@ -95,9 +118,20 @@ def test_chat_and_two_engines_run_each_fired_turn_once(env: dict[str, str], serv
     with ScriptedOpenAI(model) as server:
         serve()
         serve()
-        chat = rk(env, "chat", "--base-url", server.base_url, "--model", "scripted", "--session", "c1",
-                  "--api-key-env", "TEST_MODEL_KEY", "--no-engine",
-                  stdin="please set five reminders\nnow use the tool\n/quit\n")
+        chat = rk(
+            env,
+            "chat",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "scripted",
+            "--session",
+            "c1",
+            "--api-key-env",
+            "TEST_MODEL_KEY",
+            "--no-engine",
+            stdin="please set five reminders\nnow use the tool\n/quit\n",
+        )
         assert chat.returncode == 0, chat.stderr
         assert "agent> Setting them." in chat.stdout and "<schedule" not in chat.stdout
         assert "agent> Done, reminders are set." in chat.stdout
@@ -109,7 +143,9 @@ def test_chat_and_two_engines_run_each_fired_turn_once(env: dict[str, str], serv
 
         wait_for(all_done, 30)
         keys = server.fired_keys()
-        assert len(keys) == 6 and len(set(keys)) == 6  # every occurrence handed over once, across two engines
+        assert (
+            len(keys) == 6 and len(set(keys)) == 6
+        )  # every occurrence handed over once, across two engines
         assert all(r["auth"] == "Bearer sk-test-123" for r in server.requests)
         assert all(r["tools"][0]["function"]["name"] == "schedule_create" for r in server.requests)
         sessions = json.loads(rk(env, "session", "ls", "--json").stdout)
@@ -119,9 +155,26 @@ def test_chat_and_two_engines_run_each_fired_turn_once(env: dict[str, str], serv
 
 def test_chat_shows_fired_turns_while_idle(env: dict[str, str]) -> None:
     with ScriptedOpenAI(model) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "remindkit", "chat", "--base-url", server.base_url,
-                                 "--model", "scripted", "--session", "c2"], env=env, text=True, cwd=ROOT,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "remindkit",
+                "chat",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "scripted",
+                "--session",
+                "c2",
+            ],
+            env=env,
+            text=True,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stdin is not None
         proc.stdin.write("now use the tool\n")
         proc.stdin.flush()
@@ -137,8 +190,10 @@ def test_chat_shows_fired_turns_while_idle(env: dict[str, str]) -> None:
 def test_busy_session_holds_a_fire_until_idle(env: dict[str, str], serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     log = tmp_path / "agent.log"
     script = tmp_path / "agent.py"
-    script.write_text(f"import sys\nwith open({str(log)!r}, 'a') as f:\n"
-                      "    f.write(str(sys.stdin.read().count('<schedule-fired ')) + '\\n')\n")
+    script.write_text(
+        f"import sys\nwith open({str(log)!r}, 'a') as f:\n"
+        "    f.write(str(sys.stdin.read().count('<schedule-fired ')) + '\\n')\n"
+    )
     added = rk(env, "session", "add", "ext", "--command", f"{sys.executable} {script}")
     assert added.returncode == 0, added.stderr
     assert rk(env, "session", "busy", "ext").returncode == 0
@@ -155,9 +210,14 @@ def test_busy_session_holds_a_fire_until_idle(env: dict[str, str], serve, tmp_pa
 
 def test_command_agent_fresh_session_fallback(env: dict[str, str], serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     resume = f"{sys.executable} -c \"import sys; sys.stderr.write('no such session'); sys.exit(1)\" {{session}}"
-    fresh = (f"{sys.executable} -c \"import sys; print('new conversation', sys.argv[1]); "
-             f"print('<schedule label=follow delay=1s>from the fresh one</schedule>')\" {{session}}")
-    assert rk(env, "session", "add", "old", "--command", resume, "--fresh-command", fresh).returncode == 0
+    fresh = (
+        f"{sys.executable} -c \"import sys; print('new conversation', sys.argv[1]); "
+        f"print('<schedule label=follow delay=1s>from the fresh one</schedule>')\" {{session}}"
+    )
+    assert (
+        rk(env, "session", "add", "old", "--command", resume, "--fresh-command", fresh).returncode
+        == 0
+    )
     serve()
     assert rk(env, "remind", "check back", "--session", "old", "--in", "1s").returncode == 0
     hist = wait_for(lambda: [o for o in history(env) if o["outcome"] == "delivered"])
@@ -165,7 +225,11 @@ def test_command_agent_fresh_session_fallback(env: dict[str, str], serve, tmp_pa
     assert fresh_id.startswith("old~")
     sessions = {s["id"]: s for s in json.loads(rk(env, "session", "ls", "--json").stdout)}
     assert sessions[fresh_id]["parent_id"] == "old"
-    follow = wait_for(lambda: [r for r in json.loads(rk(env, "ls", "--all", "--json").stdout) if r["label"] == "follow"])
+    follow = wait_for(
+        lambda: [
+            r for r in json.loads(rk(env, "ls", "--all", "--json").stdout) if r["label"] == "follow"
+        ]
+    )
     assert follow[0]["session"] == fresh_id and follow[0]["source"] == "tag"
 
 
@@ -178,7 +242,12 @@ def test_model_server_started_late_gets_the_waiting_turn(env: dict[str, str], se
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
-    assert rk(env, "session", "add", "o", "--openai", "--base-url", url, "--model", "scripted").returncode == 0
+    assert (
+        rk(
+            env, "session", "add", "o", "--openai", "--base-url", url, "--model", "scripted"
+        ).returncode
+        == 0
+    )
     serve(REMINDKIT_LEASE="2")  # looks for waiting fires every 0.5 s
     assert rk(env, "remind", "stretch your legs", "--session", "o", "--in", "1s").returncode == 0
     waiting = wait_for(lambda: [o for o in history(env) if o["outcome"] == "waiting"], 20)

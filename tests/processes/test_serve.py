@@ -59,7 +59,9 @@ def test_three_engines_fire_each_occurrence_once(url, settings, serves, tmp_path
     engines = serves(url, 3)
     due = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=3)
     expected = burst(api, 300, sessions, due.isoformat())
-    got = wait_for(lambda: len(counts(read_ledger(ledger))) >= len(expected) and read_ledger(ledger), 40)
+    got = wait_for(
+        lambda: len(counts(read_ledger(ledger))) >= len(expected) and read_ledger(ledger), 40
+    )
     c = counts(got)
     assert set(c) == expected, f"lost: {len(expected - set(c))}"
     assert max(c.values()) == 1, "an occurrence was delivered twice"
@@ -81,32 +83,44 @@ def test_sigkill_mid_burst_loses_nothing(url, settings, serves, tmp_path):
     from remindkit.models import Session
 
     for sid in sessions:
-        store.put_session(Session(sid, adapter="command", config={"argv": ["sh", "-c", slow], "env": {"RK_LEDGER": str(ledger)}}),
-                          now_us=to_us(api.clock.now()))
+        store.put_session(
+            Session(
+                sid,
+                adapter="command",
+                config={"argv": ["sh", "-c", slow], "env": {"RK_LEDGER": str(ledger)}},
+            ),
+            now_us=to_us(api.clock.now()),
+        )
     (victim,) = serves(url, 1)
     due = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=3)
     expected = set()
     for k in range(4):  # a burst in four waves, 0.5 s apart
         at = (due + timedelta(milliseconds=500 * k)).isoformat()
         expected |= burst(api, 100, sessions, at)
+
     # Kill the victim once it has delivered something and still holds claims.
     def victim_holds_claims() -> bool:
         with store.engine.connect() as conn:
-            held = conn.execute(text("SELECT count(*) FROM occurrences WHERE state = 'claimed' AND owner LIKE :o"),
-                                {"o": f"%:{victim.pid}:%"}).scalar()
+            held = conn.execute(
+                text("SELECT count(*) FROM occurrences WHERE state = 'claimed' AND owner LIKE :o"),
+                {"o": f"%:{victim.pid}:%"},
+            ).scalar()
         return held > 0 and any(pid == victim.pid for pid, _k in read_ledger(ledger))
 
     assert wait_for(victim_holds_claims, 30, step=0.01), "the victim never held claims mid-burst"
     victim.kill(group=True)  # its commands die with it: the turns they ran are cut short
     killed_at = time.monotonic()
     serves(url, 2)
-    got = wait_for(lambda: set(counts(read_ledger(ledger))) >= expected and read_ledger(ledger), 60) \
-        or read_ledger(ledger)
+    got = wait_for(
+        lambda: set(counts(read_ledger(ledger))) >= expected and read_ledger(ledger), 60
+    ) or read_ledger(ledger)
     c = counts(got)
     lost = expected - set(c)
     assert not lost, f"lost {len(lost)} after SIGKILL: " + "; ".join(
         f"{o.key} {o.state} attempts={o.attempts} {o.error or ''}"
-        for o in store.history(limit=1000) if o.key in lost)
+        for o in store.history(limit=1000)
+        if o.key in lost
+    )
     # Repeats are possible only for turns the victim had run but not yet recorded
     # (at-least-once): they carry the same key, their first delivery was the
     # victim's, and they come from at most a few of its turns (one per session).
@@ -115,7 +129,9 @@ def test_sigkill_mid_burst_loses_nothing(url, settings, serves, tmp_path):
     for pid, k in got:
         first_by.setdefault(k, pid)
     assert all(first_by[k] == victim.pid for k in repeats)
-    victim_turns = [line for line in ledger.read_text().splitlines() if line.startswith(f"{victim.pid} ")]
+    victim_turns = [
+        line for line in ledger.read_text().splitlines() if line.startswith(f"{victim.pid} ")
+    ]
     repeated_turns = [t for t in victim_turns if set(t.split(" ", 1)[1].split(",")) & repeats]
     assert len(repeated_turns) <= len(sessions)
     hist = wait_for(lambda: all_delivered(store, 400), 10) or store.history(limit=1000)
@@ -139,12 +155,18 @@ def test_reminder_made_by_another_process_just_before_due(url, settings, serves,
         due = datetime.now(timezone.utc) + timedelta(milliseconds=200)
         r = api.create(f"quick {i}", session="s1", at=due.isoformat())
         key = f"{r.id}@{r.to_dict()['next_fire_at']}"
-        hit = wait_for(lambda key=key: [k for _p, k in read_ledger(ledger) if k == key], 10, step=0.005)
+        hit = wait_for(
+            lambda key=key: [k for _p, k in read_ledger(ledger) if k == key], 10, step=0.005
+        )
         assert hit, "not delivered"
-        (occ,) = wait_for(lambda r=r: [o for o in store.history(reminder_id=r.id) if o.state == "delivered"], 5)
+        (occ,) = wait_for(
+            lambda r=r: [o for o in store.history(reminder_id=r.id) if o.state == "delivered"], 5
+        )
         late.append(occ.late_ms)
         time.sleep(0.3)
-    assert max(late) < 1000, f"fired late: {late} ms (an engine asleep until its cap would be ~30 s late)"
+    assert max(late) < 1000, (
+        f"fired late: {late} ms (an engine asleep until its cap would be ~30 s late)"
+    )
     store.close()
 
 
@@ -159,7 +181,9 @@ def test_sigterm_gives_claims_back(url, settings, serves, tmp_path):
     time.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds() - 0.2))
     first.stop()
     second_got = wait_for(lambda: set(counts(read_ledger(ledger))) >= expected, 10)
-    assert second_got, "claims of a stopped engine were not given back (the 30 s lease would delay them)"
+    assert second_got, (
+        "claims of a stopped engine were not given back (the 30 s lease would delay them)"
+    )
     store.close()
 
 
@@ -167,7 +191,9 @@ def test_sigusr1_prints_every_threads_stack_and_goes_on(url, serves):
     """``kill -USR1`` on a stuck-looking engine shows where each thread is; it keeps running."""
     (engine,) = serves(url, 1)
     os.kill(engine.pid, signal.SIGUSR1)
-    assert wait_for(lambda: "_store_loop" in engine.log.read_text() and "_lease_loop" in engine.log.read_text(), 5), \
-        engine.log.read_text()[-2000:]
+    assert wait_for(
+        lambda: "_store_loop" in engine.log.read_text() and "_lease_loop" in engine.log.read_text(),
+        5,
+    ), engine.log.read_text()[-2000:]
     assert engine.proc.poll() is None
     assert engine.stop() == 0

@@ -26,16 +26,36 @@ pytestmark = pytest.mark.processes
 
 
 def rk(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "remindkit", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "remindkit", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_CURRENT_DESKTOP",
-                                                          "REMINDKIT_DB", "REMINDKIT_SESSION")}
-    e.update({"XDG_CONFIG_HOME": str(tmp_path / "config"), "REMINDKIT_HOME": str(tmp_path / "home"),
-              "REMINDKIT_TZ": "UTC"})
+    e = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "DISPLAY",
+            "WAYLAND_DISPLAY",
+            "XDG_CURRENT_DESKTOP",
+            "REMINDKIT_DB",
+            "REMINDKIT_SESSION",
+        )
+    }
+    e.update(
+        {
+            "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "REMINDKIT_HOME": str(tmp_path / "home"),
+            "REMINDKIT_TZ": "UTC",
+        }
+    )
     return e
 
 
@@ -55,7 +75,7 @@ def unit_values(unit: Path, key: str) -> list[list[str]]:
     out = []
     for line in unit.read_text().splitlines():
         if line.startswith(key + "="):
-            words = shlex.split(line[len(key) + 1:])
+            words = shlex.split(line[len(key) + 1 :])
             out.append([w.replace("%%", "%").replace("$$", "$") for w in words])
     return out
 
@@ -100,20 +120,34 @@ def test_a_unit_it_did_not_write_is_left_alone(tmp_path, env):
 def test_the_unit_passes_systemd_analyze_verify(tmp_path, env, db):
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
-        pytest.skip("systemd-analyze is missing (Debian package systemd; scripts/setup --test installs it)")
+        pytest.skip(
+            "systemd-analyze is missing (Debian package systemd; scripts/setup --test installs it)"
+        )
     assert rk(env, "service", "install", "--db", db).returncode == 0
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
-    check = subprocess.run([analyze, "--user", "verify", str(unit_path(tmp_path))], capture_output=True, text=True,
-                           env={**env, "XDG_RUNTIME_DIR": str(runtime)}, timeout=120)
+    check = subprocess.run(
+        [analyze, "--user", "verify", str(unit_path(tmp_path))],
+        capture_output=True,
+        text=True,
+        env={**env, "XDG_RUNTIME_DIR": str(runtime)},
+        timeout=120,
+    )
     assert check.returncode == 0, check.stderr
     assert "remindkit.service" not in check.stderr, check.stderr  # no warning about our unit
     # and verify does complain about a broken unit, so the check above can fail
     broken = tmp_path / "broken" / "remindkit.service"
     broken.parent.mkdir()
-    broken.write_text(unit_path(tmp_path).read_text().replace(sys.executable, str(tmp_path / "no-such-python")))
-    bad = subprocess.run([analyze, "--user", "verify", str(broken)], capture_output=True, text=True,
-                         env={**env, "XDG_RUNTIME_DIR": str(runtime)}, timeout=120)
+    broken.write_text(
+        unit_path(tmp_path).read_text().replace(sys.executable, str(tmp_path / "no-such-python"))
+    )
+    bad = subprocess.run(
+        [analyze, "--user", "verify", str(broken)],
+        capture_output=True,
+        text=True,
+        env={**env, "XDG_RUNTIME_DIR": str(runtime)},
+        timeout=120,
+    )
     assert bad.returncode != 0 or "remindkit.service" in bad.stderr
 
 
@@ -121,22 +155,34 @@ def test_the_units_execstart_is_an_engine_that_fires(tmp_path, env, db):
     assert rk(env, "service", "install", "--db", db).returncode == 0
     unit = unit_path(tmp_path)
     (argv,) = unit_values(unit, "ExecStart")
-    unit_env = dict(word.split("=", 1) for words in unit_values(unit, "Environment") for word in words)
+    unit_env = dict(
+        word.split("=", 1) for words in unit_values(unit, "Environment") for word in words
+    )
     # what systemd would give it: the unit's environment, a home, a PATH
-    proc_env = {"HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "REMINDKIT_LEASE": "2", **unit_env}
+    proc_env = {
+        "HOME": str(tmp_path / "home"),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "REMINDKIT_LEASE": "2",
+        **unit_env,
+    }
     made = rk(env, "remind", "before the engine", "--db", db, "--in", "1h", "--json")
     assert json.loads(made.stdout)["armed"] is False and "remindkit serve" in made.stderr
     log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen(argv, env=proc_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, env=proc_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     store = open_store(db)
     try:
         api = Reminders(store, clock=SystemClock())
         assert wait_for(lambda: api.armed(), 60), (tmp_path / "serve.log").read_text()
         rem = api.add("fire me", in_="1s")
         assert rem.armed is True
-        fired = wait_for(lambda: [e for e in store.recent_events(reminder_id=rem.reminder.id) if e.kind == "fired"],
-                         60)
+        fired = wait_for(
+            lambda: [
+                e for e in store.recent_events(reminder_id=rem.reminder.id) if e.kind == "fired"
+            ],
+            60,
+        )
         assert fired and fired[0].surface == "engine"
         made = rk(env, "remind", "with the engine", "--db", db, "--in", "1h", "--json")
         assert json.loads(made.stdout)["armed"] is True and made.stderr == ""
@@ -156,7 +202,10 @@ def test_status_reports_the_engine(tmp_path, env, db, serves):
     assert out["armed"] is False
     serves(db, 1)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not json.loads(rk(env, "status", "--db", db, "--json").stdout)["armed"]:
+    while (
+        time.monotonic() < deadline
+        and not json.loads(rk(env, "status", "--db", db, "--json").stdout)["armed"]
+    ):
         time.sleep(0.2)
     done = rk(env, "status", "--db", db)
     assert "armed:" not in done.stdout and "engines:  1" in done.stdout

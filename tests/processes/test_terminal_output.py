@@ -21,17 +21,30 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def base_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDKIT_")}
-    env.update(REMINDKIT_HOME=str(tmp_path / "home"), REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}",
-               REMINDKIT_TZ="UTC", PYTHONUNBUFFERED="1")
+    env.update(
+        REMINDKIT_HOME=str(tmp_path / "home"),
+        REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}",
+        REMINDKIT_TZ="UTC",
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
 def test_demo_without_a_sound_device_says_so_once_and_keeps_alsa_quiet(tmp_path: Path) -> None:
     empty = tmp_path / "asound.conf"
     empty.write_text("# no devices at all\n")
-    env = {**base_env(tmp_path), "ALSA_CONFIG_PATH": str(empty)}  # ALSA then knows no PCM, not even "default"
-    out = subprocess.run([sys.executable, "-m", "remindkit", "demo", "--delay", "1"], env=env, text=True,
-                         capture_output=True, timeout=180, cwd=ROOT)
+    env = {
+        **base_env(tmp_path),
+        "ALSA_CONFIG_PATH": str(empty),
+    }  # ALSA then knows no PCM, not even "default"
+    out = subprocess.run(
+        [sys.executable, "-m", "remindkit", "demo", "--delay", "1"],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=180,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     assert "ALSA lib" not in out.stderr and "ALSA lib" not in out.stdout
     assert out.stderr.count("no audio device") == 1, out.stderr
@@ -61,9 +74,25 @@ def test_chat_shows_an_input_prompt_in_a_terminal(tmp_path: Path) -> None:
     with ModelServer("openai", lambda body: text("hello there")) as server:
         leader, follower = pty.openpty()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "remindkit", "chat", "--base-url", server.base_url, "--model", "m",
-             "--no-engine", "--session", "t"],
-            env=base_env(tmp_path), stdin=follower, stdout=follower, stderr=follower, cwd=ROOT)
+            [
+                sys.executable,
+                "-m",
+                "remindkit",
+                "chat",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "m",
+                "--no-engine",
+                "--session",
+                "t",
+            ],
+            env=base_env(tmp_path),
+            stdin=follower,
+            stdout=follower,
+            stderr=follower,
+            cwd=ROOT,
+        )
         os.close(follower)
         try:
             first = read_until(leader, b"you> ", 60)

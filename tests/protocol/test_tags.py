@@ -20,37 +20,94 @@ def one(reply: str) -> ScheduleTag | CancelTag:
 
 
 VALID = [
-    ("seed 000", '<schedule label="check back" delay="5m" alarm="true" announce="Time to check in!">\n'
-                 "Remember to ask about the meeting outcome.\n</schedule>",
-     dict(label="check back", delay="5m", alarm=True, announce="Time to check in!",
-          text="Remember to ask about the meeting outcome.")),
-    ("attribute order", '<schedule delay="5m" label="x">t</schedule>', dict(label="x", delay="5m", text="t")),
-    ("single quotes", "<schedule label='it\"s' delay='30s'>t</schedule>", dict(label='it"s', delay="30s")),
+    (
+        "seed 000",
+        '<schedule label="check back" delay="5m" alarm="true" announce="Time to check in!">\n'
+        "Remember to ask about the meeting outcome.\n</schedule>",
+        dict(
+            label="check back",
+            delay="5m",
+            alarm=True,
+            announce="Time to check in!",
+            text="Remember to ask about the meeting outcome.",
+        ),
+    ),
+    (
+        "attribute order",
+        '<schedule delay="5m" label="x">t</schedule>',
+        dict(label="x", delay="5m", text="t"),
+    ),
+    (
+        "single quotes",
+        "<schedule label='it\"s' delay='30s'>t</schedule>",
+        dict(label='it"s', delay="30s"),
+    ),
     ("unquoted", "<schedule label=deploy delay=2h>t</schedule>", dict(label="deploy", delay="2h")),
-    ("entities in attrs", '<schedule label="a &amp; b &lt;c&gt; &#39;d&#x27;" delay="1m">t</schedule>',
-     dict(label="a & b <c> 'd'")),
-    ("entities in body", '<schedule label="x" delay="1m">fish &amp; chips &#8364;</schedule>',
-     dict(text="fish & chips €")),
-    ("unknown entity kept", '<schedule label="x" delay="1m">a &nbsp; b</schedule>', dict(text="a &nbsp; b")),
-    ("case-insensitive names", '<SCHEDULE Label="x" DELAY="1m">t</Schedule>', dict(label="x", delay="1m")),
+    (
+        "entities in attrs",
+        '<schedule label="a &amp; b &lt;c&gt; &#39;d&#x27;" delay="1m">t</schedule>',
+        dict(label="a & b <c> 'd'"),
+    ),
+    (
+        "entities in body",
+        '<schedule label="x" delay="1m">fish &amp; chips &#8364;</schedule>',
+        dict(text="fish & chips €"),
+    ),
+    (
+        "unknown entity kept",
+        '<schedule label="x" delay="1m">a &nbsp; b</schedule>',
+        dict(text="a &nbsp; b"),
+    ),
+    (
+        "case-insensitive names",
+        '<SCHEDULE Label="x" DELAY="1m">t</Schedule>',
+        dict(label="x", delay="1m"),
+    ),
     ("in alias", '<schedule label="x" in="10m">t</schedule>', dict(delay="10m")),
-    ("at with tz", '<schedule label="x" at="2026-12-01T09:00" tz="Europe/Berlin">t</schedule>',
-     dict(at="2026-12-01T09:00", tz="Europe/Berlin")),
-    ("every repeat until", '<schedule label="x" every="10m" repeat="forever" until="2026-12-01T00:00:00Z">t</schedule>',
-     dict(every="10m", repeat="forever", until="2026-12-01T00:00:00Z")),
-    ("cron", '<schedule label="x" cron="0 9 * * 1-5" tz="Europe/Berlin">standup</schedule>',
-     dict(cron="0 9 * * 1-5", text="standup")),
+    (
+        "at with tz",
+        '<schedule label="x" at="2026-12-01T09:00" tz="Europe/Berlin">t</schedule>',
+        dict(at="2026-12-01T09:00", tz="Europe/Berlin"),
+    ),
+    (
+        "every repeat until",
+        '<schedule label="x" every="10m" repeat="forever" until="2026-12-01T00:00:00Z">t</schedule>',
+        dict(every="10m", repeat="forever", until="2026-12-01T00:00:00Z"),
+    ),
+    (
+        "cron",
+        '<schedule label="x" cron="0 9 * * 1-5" tz="Europe/Berlin">standup</schedule>',
+        dict(cron="0 9 * * 1-5", text="standup"),
+    ),
     ("on_busy", '<schedule label="x" every="1m" on-busy="skip">t</schedule>', dict(on_busy="skip")),
     ("alarm false", '<schedule label="x" delay="1m" alarm="false">t</schedule>', dict(alarm=False)),
     ("bare alarm", '<schedule label="x" delay="1m" alarm>t</schedule>', dict(alarm=True)),
-    ("self-closing uses announce", '<schedule label="x" delay="1m" announce="Tea!" />', dict(text="Tea!")),
-    ("self-closing uses label", '<schedule label="check back" delay="1m"/>', dict(text="check back")),
-    ("whitespace in head", '<schedule\n  label = "x"\n  delay =\t"1m"\n>t</schedule >', dict(label="x", delay="1m")),
-    ("label spaces collapsed", '<schedule label="  a   b " delay="1m">t</schedule>', dict(label="a b")),
+    (
+        "self-closing uses announce",
+        '<schedule label="x" delay="1m" announce="Tea!" />',
+        dict(text="Tea!"),
+    ),
+    (
+        "self-closing uses label",
+        '<schedule label="check back" delay="1m"/>',
+        dict(text="check back"),
+    ),
+    (
+        "whitespace in head",
+        '<schedule\n  label = "x"\n  delay =\t"1m"\n>t</schedule >',
+        dict(label="x", delay="1m"),
+    ),
+    (
+        "label spaces collapsed",
+        '<schedule label="  a   b " delay="1m">t</schedule>',
+        dict(label="a b"),
+    ),
 ]
 
 
-@pytest.mark.parametrize("reply, expect", [(r, e) for _, r, e in VALID], ids=[i for i, _, _ in VALID])
+@pytest.mark.parametrize(
+    "reply, expect", [(r, e) for _, r, e in VALID], ids=[i for i, _, _ in VALID]
+)
 def test_schedule_tag(reply: str, expect: dict) -> None:
     tag = one(f"Sure.\n{reply}\nDone.")
     assert isinstance(tag, ScheduleTag)
@@ -58,12 +115,16 @@ def test_schedule_tag(reply: str, expect: dict) -> None:
         assert getattr(tag, key) == value, key
 
 
-@pytest.mark.parametrize("reply, label, rid", [
-    ('<cancel-schedule label="check back" />', "check back", None),
-    ("<cancel-schedule label='x'/>", "x", None),
-    ('<cancel-schedule id="rem_0123456789ab" />', None, "rem_0123456789ab"),
-    ('<cancel-schedule label="x"></cancel-schedule>', "x", None),
-], ids=["double", "single", "by id", "with close"])
+@pytest.mark.parametrize(
+    "reply, label, rid",
+    [
+        ('<cancel-schedule label="check back" />', "check back", None),
+        ("<cancel-schedule label='x'/>", "x", None),
+        ('<cancel-schedule id="rem_0123456789ab" />', None, "rem_0123456789ab"),
+        ('<cancel-schedule label="x"></cancel-schedule>', "x", None),
+    ],
+    ids=["double", "single", "by id", "with close"],
+)
 def test_cancel_tag(reply: str, label: str | None, rid: str | None) -> None:
     tag = one(reply)
     assert tag == CancelTag(label=label, id=rid, start=tag.start, end=tag.end)
@@ -90,8 +151,10 @@ def test_not_a_command(reply: str) -> None:
 
 
 def test_code_then_real_tag() -> None:
-    reply = ('Syntax: `<schedule label="demo" delay="1m">x</schedule>`.\n```\n<cancel-schedule label="a"/>\n```\n'
-             'Now for real: <schedule label="real" delay="2m">go</schedule> and an unmatched ` backtick.')
+    reply = (
+        'Syntax: `<schedule label="demo" delay="1m">x</schedule>`.\n```\n<cancel-schedule label="a"/>\n```\n'
+        'Now for real: <schedule label="real" delay="2m">go</schedule> and an unmatched ` backtick.'
+    )
     parsed = parse_tags(reply)
     assert [c.label for c in parsed.commands] == ["real"]
 
@@ -103,24 +166,50 @@ def test_unmatched_backtick_does_not_hide_tag() -> None:
 
 ERRORS = [
     ("unclosed", '<schedule label="x" delay="5m">never closed', "unclosed_tag"),
-    ("nested", '<schedule label="a" delay="1m">x <schedule label="b" delay="1m">y</schedule></schedule>', "nested_tag"),
-    ("nested cancel", '<schedule label="a" delay="1m"><cancel-schedule label="b"/></schedule>', "nested_tag"),
+    (
+        "nested",
+        '<schedule label="a" delay="1m">x <schedule label="b" delay="1m">y</schedule></schedule>',
+        "nested_tag",
+    ),
+    (
+        "nested cancel",
+        '<schedule label="a" delay="1m"><cancel-schedule label="b"/></schedule>',
+        "nested_tag",
+    ),
     ("missing label", '<schedule delay="5m">t</schedule>', "missing_label"),
     ("empty label", '<schedule label="  " delay="5m">t</schedule>', "missing_label"),
     ("cancel without label", "<cancel-schedule />", "missing_label"),
-    ("unknown attribute", '<schedule label="x" delay="5m" color="red">t</schedule>', "unknown_attribute"),
+    (
+        "unknown attribute",
+        '<schedule label="x" delay="5m" color="red">t</schedule>',
+        "unknown_attribute",
+    ),
     ("unknown cancel attribute", '<cancel-schedule label="x" all="true" />', "unknown_attribute"),
-    ("duplicate attribute", '<schedule label="x" label="y" delay="5m">t</schedule>', "duplicate_attribute"),
+    (
+        "duplicate attribute",
+        '<schedule label="x" label="y" delay="5m">t</schedule>',
+        "duplicate_attribute",
+    ),
     ("bad alarm", '<schedule label="x" delay="5m" alarm="loud">t</schedule>', "invalid_attribute"),
     ("no closing quote", '<schedule label="x delay=5m>t</schedule>', "malformed_tag"),
     ("garbage in head", '<schedule label="x" ;; delay="5m">t</schedule>', "malformed_tag"),
     ("head never ends", '<schedule label="x" delay="5m"', "malformed_tag"),
-    ("huge attribute", '<schedule label="' + "a" * 5000 + '" delay="5m">t</schedule>', "attribute_too_long"),
-    ("huge head", "<schedule " + " ".join(f"a{i}=1" for i in range(3000)) + ">t</schedule>", "tag_too_long"),
+    (
+        "huge attribute",
+        '<schedule label="' + "a" * 5000 + '" delay="5m">t</schedule>',
+        "attribute_too_long",
+    ),
+    (
+        "huge head",
+        "<schedule " + " ".join(f"a{i}=1" for i in range(3000)) + ">t</schedule>",
+        "tag_too_long",
+    ),
 ]
 
 
-@pytest.mark.parametrize("reply, code", [(r, c) for _, r, c in ERRORS], ids=[i for i, _, _ in ERRORS])
+@pytest.mark.parametrize(
+    "reply, code", [(r, c) for _, r, c in ERRORS], ids=[i for i, _, _ in ERRORS]
+)
 def test_malformed_is_reported_not_run(reply: str, code: str) -> None:
     parsed = parse_tags("before " + reply + " after")
     assert parsed.commands == ()
@@ -137,11 +226,16 @@ def test_malformed_does_not_stop_later_tags() -> None:
 
 
 def test_order_is_kept() -> None:
-    reply = ('<cancel-schedule label="old"/><schedule label="a" delay="1m">1</schedule>'
-             '<schedule label="b" delay="2m">2</schedule>')
+    reply = (
+        '<cancel-schedule label="old"/><schedule label="a" delay="1m">1</schedule>'
+        '<schedule label="b" delay="2m">2</schedule>'
+    )
     parsed = parse_tags(reply)
     assert [(type(c).__name__, c.label) for c in parsed.commands] == [
-        ("CancelTag", "old"), ("ScheduleTag", "a"), ("ScheduleTag", "b")]
+        ("CancelTag", "old"),
+        ("ScheduleTag", "a"),
+        ("ScheduleTag", "b"),
+    ]
 
 
 def test_too_many_tags() -> None:
@@ -157,27 +251,41 @@ def test_body_cannot_hide_a_closing_tag_trick() -> None:
     assert [c.text for c in parsed.commands] == ["a"]
 
 
-@pytest.mark.parametrize("reply, shown", [
-    ('Sure! <schedule label="x" delay="5m">t</schedule>', "Sure!"),
-    ('Line one.\n<schedule label="x" delay="5m">\nctx\n</schedule>\nLine two.', "Line one.\n\nLine two."),
-    ('Done. <cancel-schedule label="x" />', "Done."),
-    ('Bad: <schedule label="x" nope="1">t</schedule> ok', "Bad:  ok"),
-    ('Code: `<schedule label="x" delay="1m">t</schedule>`', 'Code: `<schedule label="x" delay="1m">t</schedule>`'),
-    ("plain", "plain"),
-], ids=["trailing", "block", "cancel", "malformed too", "code stays", "plain"])
+@pytest.mark.parametrize(
+    "reply, shown",
+    [
+        ('Sure! <schedule label="x" delay="5m">t</schedule>', "Sure!"),
+        (
+            'Line one.\n<schedule label="x" delay="5m">\nctx\n</schedule>\nLine two.',
+            "Line one.\n\nLine two.",
+        ),
+        ('Done. <cancel-schedule label="x" />', "Done."),
+        ('Bad: <schedule label="x" nope="1">t</schedule> ok', "Bad:  ok"),
+        (
+            'Code: `<schedule label="x" delay="1m">t</schedule>`',
+            'Code: `<schedule label="x" delay="1m">t</schedule>`',
+        ),
+        ("plain", "plain"),
+    ],
+    ids=["trailing", "block", "cancel", "malformed too", "code stays", "plain"],
+)
 def test_strip_tags(reply: str, shown: str) -> None:
     assert strip_tags(reply) == shown
 
 
 # -- speed: linear, and fast on a realistic 1 MB reply ------------------------------------------
 
-TAGS = ('<schedule label="check back" delay="5m" alarm="true">ask about it</schedule>\n'
-        '<cancel-schedule label="old" />\n')
+TAGS = (
+    '<schedule label="check back" delay="5m" alarm="true">ask about it</schedule>\n'
+    '<cancel-schedule label="old" />\n'
+)
 
 
 def realistic_reply(size: int) -> str:
-    para = ("The migration ran in `db/migrate.py`; see **notes** <b>here</b> & there. " * 12) + "\n\n"
-    block = "```python\nfor i in range(3):\n    print(i)  # `x` <schedule label=\"no\">\n```\n\n"
+    para = (
+        "The migration ran in `db/migrate.py`; see **notes** <b>here</b> & there. " * 12
+    ) + "\n\n"
+    block = '```python\nfor i in range(3):\n    print(i)  # `x` <schedule label="no">\n```\n\n'
     unit = para * 4 + block
     body = unit * (size // len(unit) + 1)
     return TAGS + body[:size] + "\n" + TAGS
@@ -207,7 +315,9 @@ HOSTILE = {
     "backtick pairs": lambda n: "` " * (n // 2),
     "one backtick run": lambda n: "`" * n,
     "open tags": lambda n: "<schedule " * (n // 10),
-    "nested opens": lambda n: '<schedule label="a" delay="1m">' + "<schedule " * (n // 10) + "</schedule>",
+    "nested opens": lambda n: (
+        '<schedule label="a" delay="1m">' + "<schedule " * (n // 10) + "</schedule>"
+    ),
     "endless attribute": lambda n: '<schedule label="' + "a" * n,
     "entities": lambda n: "&amp;" * (n // 5),
     "fence lines": lambda n: "```\n" * (n // 4),
@@ -223,4 +333,6 @@ def test_hostile_input_is_linear(name: str) -> None:
     small, big = make(250_000) + TAGS, make(1_000_000) + TAGS
     t_small, t_big = best_of(parse_tags, small, 2), best_of(parse_tags, big, 2)
     assert t_big < 0.5, f"{name}: {t_big * 1000:.0f} ms for 1 MB"
-    assert t_big < 8 * t_small + 0.02, f"{name}: not linear ({t_small * 1000:.1f} ms -> {t_big * 1000:.1f} ms)"
+    assert t_big < 8 * t_small + 0.02, (
+        f"{name}: not linear ({t_small * 1000:.1f} ms -> {t_big * 1000:.1f} ms)"
+    )

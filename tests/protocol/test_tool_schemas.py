@@ -10,8 +10,15 @@ from remindkit.protocol.tools import TOOL_NAMES, anthropic_tools, openai_tools, 
 
 
 def test_names() -> None:
-    assert TOOL_NAMES == ("schedule_create", "schedule_list", "schedule_delete", "set_callback",
-                          "schedule_pause", "schedule_resume", "schedule_snooze")
+    assert TOOL_NAMES == (
+        "schedule_create",
+        "schedule_list",
+        "schedule_delete",
+        "set_callback",
+        "schedule_pause",
+        "schedule_resume",
+        "schedule_snooze",
+    )
 
 
 def test_openai_shape() -> None:

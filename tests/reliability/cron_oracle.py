@@ -31,9 +31,21 @@ ALL_ZONES = sorted(available_timezones())
 # Beirut, Santiago, Asuncion, Tehran until 2022, Cairo), a skipped day (Apia 2011),
 # three-hour jumps (Casey), two-hour ones (Troll), and the usual northern ones.
 SPECIAL_ZONES = [
-    "Australia/Lord_Howe", "Europe/Dublin", "America/Sao_Paulo", "America/Havana", "Asia/Beirut",
-    "America/Santiago", "America/Asuncion", "Asia/Tehran", "Africa/Cairo", "Pacific/Apia",
-    "Antarctica/Casey", "Antarctica/Troll", "America/New_York", "Europe/Berlin", "Africa/Casablanca",
+    "Australia/Lord_Howe",
+    "Europe/Dublin",
+    "America/Sao_Paulo",
+    "America/Havana",
+    "Asia/Beirut",
+    "America/Santiago",
+    "America/Asuncion",
+    "Asia/Tehran",
+    "Africa/Cairo",
+    "Pacific/Apia",
+    "Antarctica/Casey",
+    "Antarctica/Troll",
+    "America/New_York",
+    "Europe/Berlin",
+    "Africa/Casablanca",
 ]
 YEARS = (2000, 2040)
 
@@ -41,8 +53,14 @@ MONTH_NAMES = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "o
 DOW_NAMES = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 
 # name, lowest, highest value in crontab
-_FIELDS = {"second": (0, 59), "minute": (0, 59), "hour": (0, 23), "day": (1, 31), "month": (1, 12),
-           "weekday": (0, 7)}
+_FIELDS = {
+    "second": (0, 59),
+    "minute": (0, 59),
+    "hour": (0, 23),
+    "day": (1, 31),
+    "month": (1, 12),
+    "weekday": (0, 7),
+}
 
 
 @dataclass(frozen=True)
@@ -66,8 +84,13 @@ class CronRule:
         return (by_day or by_weekday) if self.day_or else (by_day and by_weekday)
 
     def matches(self, wall: datetime) -> bool:
-        return (self.matches_day(wall.date()) and wall.hour in self.hours and wall.minute in self.minutes
-                and wall.second in self.seconds and wall.microsecond == 0)
+        return (
+            self.matches_day(wall.date())
+            and wall.hour in self.hours
+            and wall.minute in self.minutes
+            and wall.second in self.seconds
+            and wall.microsecond == 0
+        )
 
     @property
     def per_day(self) -> int:
@@ -92,8 +115,14 @@ class CronRule:
             d += timedelta(days=1)
 
     def first_day(self, start: date, days: int) -> date | None:
-        return next((start + timedelta(days=i) for i in range(days) if self.matches_day(start + timedelta(days=i))),
-                    None)
+        return next(
+            (
+                start + timedelta(days=i)
+                for i in range(days)
+                if self.matches_day(start + timedelta(days=i))
+            ),
+            None,
+        )
 
 
 # -- generating rules ------------------------------------------------------------------------
@@ -171,15 +200,25 @@ def cron_rules(draw: st.DrawFn, *, daily: bool = False) -> CronRule:
         min_text, mins = str(min(mins)), {min(mins)}
         hour_text, hours = str(min(hours)), {min(hours)}
     odds = 1 if daily else 3
-    day_text, days = draw(_field("day")) if draw(st.integers(0, odds)) == 0 else ("*", set(range(1, 32)))
-    month_text, months = draw(_field("month")) if draw(st.integers(0, odds)) == 0 else ("*", set(range(1, 13)))
-    dow_text, dows = draw(_field("weekday")) if draw(st.integers(0, odds)) == 0 else ("*", set(range(7)))
+    day_text, days = (
+        draw(_field("day")) if draw(st.integers(0, odds)) == 0 else ("*", set(range(1, 32)))
+    )
+    month_text, months = (
+        draw(_field("month")) if draw(st.integers(0, odds)) == 0 else ("*", set(range(1, 13)))
+    )
+    dow_text, dows = (
+        draw(_field("weekday")) if draw(st.integers(0, odds)) == 0 else ("*", set(range(7)))
+    )
     fields = [min_text, hour_text, day_text, month_text, dow_text]
     if six:
         fields.insert(0, sec_text)
     return CronRule(
-        text=" ".join(fields), seconds=tuple(sorted(secs)), minutes=tuple(sorted(mins)),
-        hours=tuple(sorted(hours)), days=frozenset(days), months=frozenset(months),
+        text=" ".join(fields),
+        seconds=tuple(sorted(secs)),
+        minutes=tuple(sorted(mins)),
+        hours=tuple(sorted(hours)),
+        days=frozenset(days),
+        months=frozenset(months),
         weekdays=frozenset(d % 7 for d in dows),
         day_or=not day_text.startswith("*") and not dow_text.startswith("*"),
     )
@@ -192,13 +231,24 @@ def aimed_rules(draw: st.DrawFn, wall: datetime) -> CronRule:
     secs = {wall.second} | set(draw(st.lists(st.integers(0, 59), max_size=2))) if six else {0}
     mins = {wall.minute} | set(draw(st.lists(st.integers(0, 59), max_size=3)))
     hours = {wall.hour} | set(draw(st.lists(st.integers(0, 23), max_size=2)))
-    days = set(range(1, 32)) if draw(st.booleans()) else {wall.day} | set(draw(st.lists(st.integers(1, 31), max_size=3)))
+    days = (
+        set(range(1, 32))
+        if draw(st.booleans())
+        else {wall.day} | set(draw(st.lists(st.integers(1, 31), max_size=3)))
+    )
     fields = [",".join(map(str, sorted(v))) for v in (mins, hours)]
     fields += ["*" if len(days) == 31 else ",".join(map(str, sorted(days))), "*", "*"]
     if six:
         fields.insert(0, ",".join(map(str, sorted(secs))))
-    return CronRule(" ".join(fields), tuple(sorted(secs)), tuple(sorted(mins)), tuple(sorted(hours)),
-                    frozenset(days), frozenset(range(1, 13)), frozenset(range(7)))
+    return CronRule(
+        " ".join(fields),
+        tuple(sorted(secs)),
+        tuple(sorted(mins)),
+        tuple(sorted(hours)),
+        frozenset(days),
+        frozenset(range(1, 13)),
+        frozenset(range(7)),
+    )
 
 
 # -- zones -----------------------------------------------------------------------------------
@@ -262,7 +312,9 @@ def in_gap(wall: datetime, zone_name: str) -> bool:
     return not readings(wall, ZoneInfo(zone_name))
 
 
-def expected_fires(rule: CronRule, zone_name: str, start: datetime, end: datetime) -> list[datetime]:
+def expected_fires(
+    rule: CronRule, zone_name: str, start: datetime, end: datetime
+) -> list[datetime]:
     """Fire instants in (start, end] for ``rule``: every matching wall time mapped by
     :func:`wall_instant`, once. The mapping never decreases as the wall time grows
     (an instant's wall time maps back to the earliest instant showing it), so wall
@@ -286,7 +338,9 @@ def window_start(zone_name: str, year: int, pick: int, shift_s: int) -> tuple[da
     found = transitions(zone_name, year)
     if found:
         return found[pick % len(found)] + timedelta(seconds=shift_s), True
-    return datetime(year, 1, 1, tzinfo=UTC) + timedelta(days=pick % 365, seconds=shift_s % 86_400), False
+    return datetime(year, 1, 1, tzinfo=UTC) + timedelta(
+        days=pick % 365, seconds=shift_s % 86_400
+    ), False
 
 
 def changed_wall(zone_name: str, year: int, pick: int, fraction: float) -> datetime | None:

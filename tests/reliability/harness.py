@@ -20,28 +20,46 @@ from remindkit.store import SqlStore, open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBFAKETIME = next(
-    (p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-                 "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-                 "/usr/lib/faketime/libfaketime.so.1") if os.path.exists(p)),
+    (
+        p
+        for p in (
+            "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+            "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+            "/usr/lib/faketime/libfaketime.so.1",
+        )
+        if os.path.exists(p)
+    ),
     None,
 )
 
 
 class Engine:
-    def __init__(self, url: str, folder: Path, ledger: Path, name: str, env: dict[str, str]) -> None:
+    def __init__(
+        self, url: str, folder: Path, ledger: Path, name: str, env: dict[str, str]
+    ) -> None:
         self.name = name
         self.log = folder / f"engine-{name}.log"
         full = dict(os.environ)
-        full.update({
-            "REMINDKIT_HOME": str(folder / "home"), "REMINDKIT_LEASE": "2", "REMINDKIT_WAIT_CAP": "1",
-            "REMINDKIT_ADAPTERS": "tests.reliability.ledger:adapter", "RK_LEDGER": str(ledger),
-            "PYTHONPATH": str(ROOT) + os.pathsep + full.get("PYTHONPATH", ""), "PYTHONUNBUFFERED": "1",
-        })
+        full.update(
+            {
+                "REMINDKIT_HOME": str(folder / "home"),
+                "REMINDKIT_LEASE": "2",
+                "REMINDKIT_WAIT_CAP": "1",
+                "REMINDKIT_ADAPTERS": "tests.reliability.ledger:adapter",
+                "RK_LEDGER": str(ledger),
+                "PYTHONPATH": str(ROOT) + os.pathsep + full.get("PYTHONPATH", ""),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         full.update(env)
         self.fh = open(self.log, "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "remindkit", "serve", "--db", url, "--no-alerts", "-v"],
-            stdout=self.fh, stderr=subprocess.STDOUT, env=full, cwd=ROOT, start_new_session=True,
+            stdout=self.fh,
+            stderr=subprocess.STDOUT,
+            env=full,
+            cwd=ROOT,
+            start_new_session=True,
         )
 
     @property
@@ -109,32 +127,65 @@ class Cluster:
         self.store: SqlStore = open_store(url, settings=self.settings)
         self.api = Reminders(self.store, clock=SystemClock(), settings=self.settings)
 
-    def start(self, n: int = 1, env: dict[str, str] | None = None, wait: bool = True) -> list[Engine]:
-        new = [Engine(self.url, self.folder, self.ledger_path, f"{len(self.engines) + i}", env or {}) for i in range(n)]
+    def start(
+        self, n: int = 1, env: dict[str, str] | None = None, wait: bool = True
+    ) -> list[Engine]:
+        new = [
+            Engine(self.url, self.folder, self.ledger_path, f"{len(self.engines) + i}", env or {})
+            for i in range(n)
+        ]
         self.engines.extend(new)
         if wait:
             for e in new:
                 e.wait_ready()
         return new
 
-    def load(self, dues_us: Sequence[int], *, sessions: int = 20, prefix: str = "r", **extra) -> set[str]:  # type: ignore[no-untyped-def]
+    def load(
+        self, dues_us: Sequence[int], *, sessions: int = 20, prefix: str = "r", **extra
+    ) -> set[str]:  # type: ignore[no-untyped-def]
         """One-shots (or ``every_s`` repeating ones) in one import; returns the keys expected."""
-        lines = [json.dumps({"type": "session", "id": f"{prefix}s{j}", "adapter": "ledger",
-                             "created_at": "2026-01-01T00:00:00Z", "last_active_at": "2026-01-01T00:00:00Z"})
-                 for j in range(sessions)]
+        lines = [
+            json.dumps(
+                {
+                    "type": "session",
+                    "id": f"{prefix}s{j}",
+                    "adapter": "ledger",
+                    "created_at": "2026-01-01T00:00:00Z",
+                    "last_active_at": "2026-01-01T00:00:00Z",
+                }
+            )
+            for j in range(sessions)
+        ]
         keys = set()
         for i, due in enumerate(dues_us):
             at = format_utc(from_us(due))
             rid = f"rem_{prefix}{i:08d}"
             sched = {"v": 1, "kind": "at", "tz": "UTC", "first_at": at, "repeat": 1}
             if extra.get("every_s"):
-                sched = {"v": 1, "kind": "every", "tz": "UTC", "first_at": at, "every_s": extra["every_s"],
-                         "repeat": extra.get("repeat")}
-            lines.append(json.dumps({
-                "type": "reminder", "id": rid, "session": f"{prefix}s{i % sessions}", "text": f"{prefix} {i}",
-                "schedule": sched, "state": "active", "next_fire_at": at, "created_at": "2026-01-01T00:00:00Z",
-                "alarm": bool(extra.get("alarm", False)), "misfire": extra.get("misfire", "latest"),
-            }))
+                sched = {
+                    "v": 1,
+                    "kind": "every",
+                    "tz": "UTC",
+                    "first_at": at,
+                    "every_s": extra["every_s"],
+                    "repeat": extra.get("repeat"),
+                }
+            lines.append(
+                json.dumps(
+                    {
+                        "type": "reminder",
+                        "id": rid,
+                        "session": f"{prefix}s{i % sessions}",
+                        "text": f"{prefix} {i}",
+                        "schedule": sched,
+                        "state": "active",
+                        "next_fire_at": at,
+                        "created_at": "2026-01-01T00:00:00Z",
+                        "alarm": bool(extra.get("alarm", False)),
+                        "misfire": extra.get("misfire", "latest"),
+                    }
+                )
+            )
             if not extra.get("every_s"):
                 keys.add(f"{rid}@{at}")
         self.api.import_(lines)

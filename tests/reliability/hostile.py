@@ -70,8 +70,11 @@ def raised_codes() -> dict[str, str]:
     """Every code literal in the package, with the file it is in."""
     found: dict[str, str] = {}
     pkg = ROOT / "remindkit"
-    patterns = [re.compile(r'code="([a-z_]+)"'), re.compile(r'_err(?:or)?\("([a-z_]+)"'),
-                re.compile(r'code = "([a-z_]+)"')]
+    patterns = [
+        re.compile(r'code="([a-z_]+)"'),
+        re.compile(r'_err(?:or)?\("([a-z_]+)"'),
+        re.compile(r'code = "([a-z_]+)"'),
+    ]
     for path in sorted(pkg.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         for pattern in patterns:

@@ -43,10 +43,15 @@ class LedgerSessions:
         started = time.time()
         if self.delay:
             time.sleep(self.delay)
-        line = json.dumps({
-            "pid": os.getpid(), "t": started, "session": session.id, "keys": [f.key for f in fires],
-            "due_us": [to_us(f.due_at) for f in fires],
-        })
+        line = json.dumps(
+            {
+                "pid": os.getpid(),
+                "t": started,
+                "session": session.id,
+                "keys": [f.key for f in fires],
+                "due_us": [to_us(f.due_at) for f in fires],
+            }
+        )
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, (line + "\n").encode())
@@ -72,8 +77,18 @@ class Verdict:
     def record(self) -> None:
         REPORT.parent.mkdir(parents=True, exist_ok=True)
         with REPORT.open("a") as fh:
-            fh.write(json.dumps({"scenario": self.scenario, "occurrences": self.expected, "lost": self.lost,
-                                 "duplicates": self.duplicates, "max_late_ms": round(self.max_late_ms, 1)}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "scenario": self.scenario,
+                        "occurrences": self.expected,
+                        "lost": self.lost,
+                        "duplicates": self.duplicates,
+                        "max_late_ms": round(self.max_late_ms, 1),
+                    }
+                )
+                + "\n"
+            )
 
 
 class Ledger:
@@ -114,8 +129,10 @@ class Ledger:
         self.turns()
         missing = want - self._keys.keys()
         if missing:
-            print(f"ledger: {len(missing)} of {len(want)} not delivered after {timeout}s, e.g. {sorted(missing)[:3]};"
-                  f" {len(self._keys)} keys in {len(self._turns)} turns")
+            print(
+                f"ledger: {len(missing)} of {len(want)} not delivered after {timeout}s, e.g. {sorted(missing)[:3]};"
+                f" {len(self._keys)} keys in {len(self._turns)} turns"
+            )
         return not missing
 
     def verdict(self, scenario: str, expected: set[str], *, killed: Iterable[int] = ()) -> Verdict:
@@ -133,14 +150,27 @@ class Ledger:
                 if key not in first:
                     first[key] = (turn["pid"], turn["t"], due)
         unknown = set(count) - expected
-        assert not unknown, f"{scenario}: delivered keys that were never expected: {sorted(unknown)[:5]}"
+        assert not unknown, (
+            f"{scenario}: delivered keys that were never expected: {sorted(unknown)[:5]}"
+        )
         lost = expected - set(count)
         repeats = {k for k, n in count.items() if n > 1}
-        bad = {k for k in repeats if not by[k] & killed}  # a repeat needs a crashed (or frozen) engine
+        bad = {
+            k for k in repeats if not by[k] & killed
+        }  # a repeat needs a crashed (or frozen) engine
         late = [(t - due / 1e6) * 1000 for _pid, t, due in first.values()]
-        v = Verdict(scenario, len(expected), len(count), len(lost), sum(count[k] - 1 for k in repeats),
-                    max(late) if late else 0.0, {first[k][0] for k in repeats})
+        v = Verdict(
+            scenario,
+            len(expected),
+            len(count),
+            len(lost),
+            sum(count[k] - 1 for k in repeats),
+            max(late) if late else 0.0,
+            {first[k][0] for k in repeats},
+        )
         v.record()
         assert not lost, f"{scenario}: {len(lost)} occurrence(s) lost, e.g. {sorted(lost)[:3]}"
-        assert not bad, f"{scenario}: {len(bad)} delivered twice without a crash, e.g. {sorted(bad)[:3]}"
+        assert not bad, (
+            f"{scenario}: {len(bad)} delivered twice without a crash, e.g. {sorted(bad)[:3]}"
+        )
         return v

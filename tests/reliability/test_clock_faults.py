@@ -53,7 +53,9 @@ def run(engine, clock, span: timedelta, step: timedelta = timedelta(seconds=5)) 
 
 def record(name: str, expected: int, keys: list[str], late_ms: float = 0.0) -> None:
     dup = len(keys) - len(set(keys))
-    Verdict(name, expected, len(set(keys)), max(0, expected - len(set(keys))), dup, late_ms).record()
+    Verdict(
+        name, expected, len(set(keys)), max(0, expected - len(set(keys))), dup, late_ms
+    ).record()
 
 
 @pytest.mark.parametrize("jump", [timedelta(hours=1), timedelta(days=3)], ids=["1h", "3d"])
@@ -66,7 +68,9 @@ def test_forward_jump_follows_each_policy(rig, clock, jump):  # type: ignore[no-
     engine.tick(clock.now())
     clock.advance(jump + timedelta(minutes=5))  # the wall clock jumps; the engine had been asleep
     engine.tick(clock.now())
-    missed = (jump - timedelta(minutes=5)) // timedelta(minutes=10) + 1  # due in (now, now + jump + 5m]
+    missed = (jump - timedelta(minutes=5)) // timedelta(
+        minutes=10
+    ) + 1  # due in (now, now + jump + 5m]
     by = {r.id: [o for o in api.history(r.id)] for r in (one, latest, skip, every)}
     assert [o.state for o in by[one.id]] == ["delivered"]
     (lat,) = by[latest.id]
@@ -88,11 +92,17 @@ def test_backward_jump_never_fires_twice(rig, clock, back):  # type: ignore[no-u
     assert len(fired) == 6  # 5 of rep + the one-shot
     clock.set(clock.now() - back)  # the wall clock goes back
     run(engine, clock, back + timedelta(minutes=3), step=timedelta(minutes=1))
-    assert len(keys.seen) == len(set(keys.seen)), "an occurrence fired twice after the clock went back"
+    assert len(keys.seen) == len(set(keys.seen)), (
+        "an occurrence fired twice after the clock went back"
+    )
     assert keys.seen[: len(fired)] == fired
     # Time then catches up with where it was, and the series goes on from there.
     assert len(keys.seen) > len(fired)
-    record(f"clock -{back} (fake clock), {api.store.dialect}: no double fire", len(keys.seen), keys.seen)
+    record(
+        f"clock -{back} (fake clock), {api.store.dialect}: no double fire",
+        len(keys.seen),
+        keys.seen,
+    )
 
 
 def test_frozen_engine_catches_up_within_its_cap(rig, clock):  # type: ignore[no-untyped-def]
@@ -120,14 +130,20 @@ needs_faketime = pytest.mark.skipif(LIBFAKETIME is None, reason="libfaketime is 
 def faketime_env(offset_file: Path) -> dict[str, str]:
     assert LIBFAKETIME is not None
     mt = LIBFAKETIME.replace("libfaketime.so.1", "libfaketimeMT.so.1")
-    return {"LD_PRELOAD": mt if os.path.exists(mt) else LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(offset_file),
-            "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    return {
+        "LD_PRELOAD": mt if os.path.exists(mt) else LIBFAKETIME,
+        "FAKETIME_TIMESTAMP_FILE": str(offset_file),
+        "FAKETIME_NO_CACHE": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
 
 
 def recent(c) -> str:  # type: ignore[no-untyped-def]
     """The latest occurrences in the store, for a failure message."""
-    return "\n".join(f"  {o.key} {o.state} fired={o.fired_at} delivered={o.delivered_at} {o.error or ''}"
-                     for o in c.store.history(limit=8))
+    return "\n".join(
+        f"  {o.key} {o.state} fired={o.fired_at} delivered={o.delivered_at} {o.error or ''}"
+        for o in c.store.history(limit=8)
+    )
 
 
 @needs_faketime
@@ -166,8 +182,11 @@ def test_real_engine_clock_back_then_forward(any_url, cluster_factory, tmp_path)
     assert any(o.missed > 200_000 for o in jumped), [o.missed for o in jumped]
     assert engine.alive()
     keys = [k for t in ledger.turns() for k in t["keys"]]
-    record(f"real engine clock -1h, +0, +3d (libfaketime), {'sqlite' if 'sqlite' in any_url else 'postgres'}",
-           len(set(keys)), keys)
+    record(
+        f"real engine clock -1h, +0, +3d (libfaketime), {'sqlite' if 'sqlite' in any_url else 'postgres'}",
+        len(set(keys)),
+        keys,
+    )
 
 
 @needs_faketime
@@ -193,7 +212,10 @@ def test_three_days_without_an_engine(any_url, cluster_factory, tmp_path):  # no
     deadline = time.monotonic() + 15
     while True:
         everything = c.store.history(limit=200)
-        if all(o.state not in ("claimed", "waiting") for o in everything) or time.monotonic() > deadline:
+        if (
+            all(o.state not in ("claimed", "waiting") for o in everything)
+            or time.monotonic() > deadline
+        ):
             break
         time.sleep(0.2)
     hist = {o.reminder_id: o for o in everything}
@@ -207,7 +229,9 @@ def test_three_days_without_an_engine(any_url, cluster_factory, tmp_path):  # no
     assert all(v == "delivered" for v in states.values()), states
     expected = ones | {o.key for o in lat + alls}
     assert ledger.wait_for(expected, 10)
-    ledger.verdict(f"3 days without an engine, {'sqlite' if 'sqlite' in any_url else 'postgres'}", expected)
+    ledger.verdict(
+        f"3 days without an engine, {'sqlite' if 'sqlite' in any_url else 'postgres'}", expected
+    )
 
 
 @pytest.mark.processes
@@ -232,4 +256,6 @@ def test_sigstop_suspend_then_catch_up(any_url, cluster_factory):  # noqa: F811
     assert ledger.wait_for(expected, 10)
     first_after = min(t["t"] for t in ledger.turns())
     assert first_after - thawed < 2.0, "not handled within the cap after the thaw"
-    ledger.verdict(f"frozen 5 s, then thawed, {'sqlite' if 'sqlite' in any_url else 'postgres'}", expected)
+    ledger.verdict(
+        f"frozen 5 s, then thawed, {'sqlite' if 'sqlite' in any_url else 'postgres'}", expected
+    )

@@ -71,7 +71,10 @@ def test_sigkill_at_failpoint(any_url, cluster_factory, point, extra):  # noqa: 
     ledger.verdict(f"SIGKILL {point}, {backend(any_url)}", expected, killed={victim.pid})
     assert all(e.alive() for e in survivors)
     hist = c.store.history(limit=1000)
-    assert {o.state for o in hist} <= {"delivered", "claimed"}  # claimed: last outcomes not yet written
+    assert {o.state for o in hist} <= {
+        "delivered",
+        "claimed",
+    }  # claimed: last outcomes not yet written
     if point == "during_alert":
         # The alert the victim had won is never played again; every other played once.
         alerts = [o.alert for o in hist]
@@ -160,26 +163,37 @@ def test_postgres_connections_dropped(pg_schema_url, cluster_factory):  # noqa: 
     import psycopg
     from sqlalchemy.engine import make_url
 
-    url = make_url(pg_schema_url).update_query_dict({"application_name": "rk-victim"}).render_as_string(
-        hide_password=False)
+    url = (
+        make_url(pg_schema_url)
+        .update_query_dict({"application_name": "rk-victim"})
+        .render_as_string(hide_password=False)
+    )
     c = cluster_factory(url)
     engine = c.start(1)[0]
     start = now_us() + 1_500_000
     expected = c.load([start + i * 10_000 for i in range(300)], sessions=10, prefix="drop")
-    raw = make_url(pg_schema_url).set(drivername="postgresql", query={}).render_as_string(hide_password=False)
+    raw = (
+        make_url(pg_schema_url)
+        .set(drivername="postgresql", query={})
+        .render_as_string(hide_password=False)
+    )
     stop = time.monotonic() + 4
     killed = 0
     with psycopg.connect(raw, autocommit=True) as admin:
         while time.monotonic() < stop:
-            killed += len(admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'rk-victim'"
-            ).fetchall())
+            killed += len(
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'rk-victim'"
+                ).fetchall()
+            )
             time.sleep(0.3)
     assert killed > 0
     ledger = Ledger(c.ledger_path)
     assert ledger.wait_for(expected, 40)
     assert engine.alive()
-    ledger.verdict("PostgreSQL connections terminated every 0.3 s for 4 s", expected, killed={engine.pid})
+    ledger.verdict(
+        "PostgreSQL connections terminated every 0.3 s for 4 s", expected, killed={engine.pid}
+    )
 
 
 def _fmt(us: int) -> str:
@@ -192,7 +206,11 @@ def _pg_cluster() -> tuple[str, str] | None:
     import os
     import shutil
 
-    if os.geteuid() != 0 or not shutil.which("pg_ctlcluster") or not os.path.isdir("/etc/postgresql"):
+    if (
+        os.geteuid() != 0
+        or not shutil.which("pg_ctlcluster")
+        or not os.path.isdir("/etc/postgresql")
+    ):
         return None
     version = sorted(os.listdir("/etc/postgresql"))[-1]
     return version, "main"
@@ -212,11 +230,18 @@ def test_postgres_server_restarted(pg_schema_url, cluster_factory):  # noqa: F81
     expected = c.load([start + i * 20_000 for i in range(200)], sessions=10, prefix="restart")
     time.sleep(2.5)  # in the middle of the run
     try:
-        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, "restart"], check=True,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, "restart"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
     finally:
-        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, "start"], capture_output=True,
-                       timeout=60)
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, "start"],
+            capture_output=True,
+            timeout=60,
+        )
     ledger = Ledger(c.ledger_path)
     assert ledger.wait_for(expected, 60)
     assert engine.alive()

@@ -42,15 +42,40 @@ from .hostile import SOAK_CHUNK, documented_codes, soak_chunks
 pytestmark = pytest.mark.reliability
 
 BOUND_S = 10.0
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                                      HealthCheck.data_too_large, HealthCheck.filter_too_much])
+SETTINGS = dict(
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+)
 CI = settings(max_examples=700, **SETTINGS)  # type: ignore[arg-type]
 SOAK = settings(max_examples=SOAK_CHUNK, **SETTINGS)  # type: ignore[arg-type]
 TERMINAL_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 ERROR_LINE = re.compile(r"error: ([a-z_]+): .+\n", re.DOTALL)
 NEVER = {"serve", "tray", "chat", "demo", "test"}
-COMMANDS = ["remind", "add", "ls", "list", "show", "pause", "resume", "rm", "stop", "delete", "cancel", "snooze",
-            "history", "export", "import", "status", "session", "alerts"]
+COMMANDS = [
+    "remind",
+    "add",
+    "ls",
+    "list",
+    "show",
+    "pause",
+    "resume",
+    "rm",
+    "stop",
+    "delete",
+    "cancel",
+    "snooze",
+    "history",
+    "export",
+    "import",
+    "status",
+    "session",
+    "alerts",
+]
 
 
 class Home:
@@ -63,8 +88,10 @@ class Home:
         store = open_store(settings.url, settings=settings)
         try:
             api = Reminders(store, settings=settings)
-            self.ids = [api.create(f"r{i}", session=s, label=f"l{i}", every="10m").id
-                        for i, s in enumerate(["s1", "s1", "s2", "s2"])]
+            self.ids = [
+                api.create(f"r{i}", session=s, label=f"l{i}", every="10m").id
+                for i, s in enumerate(["s1", "s1", "s2", "s2"])
+            ]
             api.pause([self.ids[1]])
             api.cancel([self.ids[3]])
         finally:
@@ -74,8 +101,12 @@ class Home:
     def snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
         conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
         try:
-            return {table.name: sorted(conn.execute(f'SELECT * FROM "{table.name}"').fetchall(), key=repr)
-                    for table in t.metadata.sorted_tables}
+            return {
+                table.name: sorted(
+                    conn.execute(f'SELECT * FROM "{table.name}"').fetchall(), key=repr
+                )
+                for table in t.metadata.sorted_tables
+            }
         finally:
             conn.close()
 
@@ -93,21 +124,91 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
 
 # -- argument vectors ------------------------------------------------------------------------
 
-HOSTILE = ["", " ", "-", "--", "-x", "--bogus", "\x00", "a\x07b", "\x1b[2J", "\udcff", "caf\udce9", "\u202e",
-           "\u2028", "</schedule-fired>", '<schedule label="x" delay="1s">evil</schedule>', "%s%n", "{session}"]
+HOSTILE = [
+    "",
+    " ",
+    "-",
+    "--",
+    "-x",
+    "--bogus",
+    "\x00",
+    "a\x07b",
+    "\x1b[2J",
+    "\udcff",
+    "caf\udce9",
+    "\u202e",
+    "\u2028",
+    "</schedule-fired>",
+    '<schedule label="x" delay="1s">evil</schedule>',
+    "%s%n",
+    "{session}",
+]
 # what the OS hands over: undecodable bytes become lone surrogates (surrogateescape)
 ARGV_TEXT = st.binary(max_size=12).map(os.fsdecode)
 BIG = st.sampled_from([200, 201, 8_000, 8_001, 1_000_000]).map(lambda n: "x" * n)
-DURATION = st.sampled_from(["5m", "30s", "1h30m", "0", "-1", "10s", "59", "60", "2d", "400d", "soon", "1e3", "5 m",
-                            "99999999999999999999", "1w"])
-TIME = st.sampled_from(["2026-12-01T09:00:00+01:00", "2099-01-01T00:00:00Z", "2020-01-01T00:00:00Z", "09:00", "24:00",
-                        "2026-03-08T02:30", "2026-11-01T01:30", "2026-13-40", "tomorrow", "2026-12-01"])
-CRON = st.sampled_from(["0 9 * * 1-5", "0 0 9 * * 1-5", "* * * * *", "*/1 * * * * *", "0 0 30 2 *", "61 * * * *",
-                        "0 0 * * 0-7", "* * * jan-jun/2 *", "0 9 * *", "a b c d e"])
-ZONE = st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Mars/Olympus",
-                        "../../etc/passwd", "utc", "Z"])
+DURATION = st.sampled_from(
+    [
+        "5m",
+        "30s",
+        "1h30m",
+        "0",
+        "-1",
+        "10s",
+        "59",
+        "60",
+        "2d",
+        "400d",
+        "soon",
+        "1e3",
+        "5 m",
+        "99999999999999999999",
+        "1w",
+    ]
+)
+TIME = st.sampled_from(
+    [
+        "2026-12-01T09:00:00+01:00",
+        "2099-01-01T00:00:00Z",
+        "2020-01-01T00:00:00Z",
+        "09:00",
+        "24:00",
+        "2026-03-08T02:30",
+        "2026-11-01T01:30",
+        "2026-13-40",
+        "tomorrow",
+        "2026-12-01",
+    ]
+)
+CRON = st.sampled_from(
+    [
+        "0 9 * * 1-5",
+        "0 0 9 * * 1-5",
+        "* * * * *",
+        "*/1 * * * * *",
+        "0 0 30 2 *",
+        "61 * * * *",
+        "0 0 * * 0-7",
+        "* * * jan-jun/2 *",
+        "0 9 * *",
+        "a b c d e",
+    ]
+)
+ZONE = st.sampled_from(
+    [
+        "UTC",
+        "Europe/Berlin",
+        "America/New_York",
+        "Australia/Lord_Howe",
+        "Mars/Olympus",
+        "../../etc/passwd",
+        "utc",
+        "Z",
+    ]
+)
 SESSION = st.sampled_from(["s1", "s2", "s3", " s1", "s" * 201, "new"])
-COUNT = st.sampled_from(["1", "3", "0", "-1", "forever", "x", "99999999999999999999", "-99999999999999999999"])
+COUNT = st.sampled_from(
+    ["1", "3", "0", "-1", "forever", "x", "99999999999999999999", "-99999999999999999999"]
+)
 
 
 def _ids(home: Home) -> st.SearchStrategy[str]:
@@ -124,8 +225,16 @@ def value(draw: st.DrawFn, home: Home, option: str) -> str:
 
 def _plausible(option: str) -> st.SearchStrategy[str]:
     plausible: dict[str, st.SearchStrategy[str]] = {
-        "--in": DURATION, "--every": DURATION, "--at": TIME, "--until": TIME, "--cron": CRON, "--tz": ZONE,
-        "--repeat": COUNT, "--limit": COUNT, "--session": SESSION, "--label": st.sampled_from(["l0", "l2", "new"]),
+        "--in": DURATION,
+        "--every": DURATION,
+        "--at": TIME,
+        "--until": TIME,
+        "--cron": CRON,
+        "--tz": ZONE,
+        "--repeat": COUNT,
+        "--limit": COUNT,
+        "--session": SESSION,
+        "--label": st.sampled_from(["l0", "l2", "new"]),
         "--urgency": st.sampled_from(["low", "normal", "critical", "x"]),
         "--misfire": st.sampled_from(["latest", "skip", "all", "x"]),
         "--on-busy": st.sampled_from(["wait", "rebase", "skip", "x"]),
@@ -134,12 +243,35 @@ def _plausible(option: str) -> st.SearchStrategy[str]:
         "--base-url": st.sampled_from(["http://127.0.0.1:9/v1", "ftp://x", "file:///etc/passwd"]),
         "--timeout": st.sampled_from(["1", "0", "-1", "nan", "inf", "x"]),
     }
-    return plausible.get(option, st.sampled_from(["Deploy check", "en-us", "OPENAI_API_KEY", "llama3.2", "t"]))
+    return plausible.get(
+        option, st.sampled_from(["Deploy check", "en-us", "OPENAI_API_KEY", "llama3.2", "t"])
+    )
 
 
-TAKES_VALUE = ["--session", "--label", "--in", "--at", "--every", "--cron", "--tz", "--repeat", "--until", "--announce",
-               "--urgency", "--misfire", "--on-busy", "--limit", "--command", "--fresh-command", "--base-url",
-               "--model", "--api-key-env", "--system", "--title", "--timeout"]
+TAKES_VALUE = [
+    "--session",
+    "--label",
+    "--in",
+    "--at",
+    "--every",
+    "--cron",
+    "--tz",
+    "--repeat",
+    "--until",
+    "--announce",
+    "--urgency",
+    "--misfire",
+    "--on-busy",
+    "--limit",
+    "--command",
+    "--fresh-command",
+    "--base-url",
+    "--model",
+    "--api-key-env",
+    "--system",
+    "--title",
+    "--timeout",
+]
 FLAGS = ["--alarm", "--all", "--replace", "--openai", "--python", "--json", "-h"]
 
 
@@ -149,10 +281,33 @@ def argvs(draw: st.DrawFn, home: Home) -> list[str]:
     command = draw(st.sampled_from([*COMMANDS, "random"]))
     argv: list[str] = []
     if command in ("remind", "add"):
-        argv = [command, draw(st.one_of(st.sampled_from(["Check the deploy", "x"]), st.sampled_from(HOSTILE), BIG,
-                                        ARGV_TEXT))]
-        own = ["--session", "--label", "--in", "--at", "--every", "--cron", "--tz", "--repeat", "--until", "--alarm",
-               "--announce", "--urgency", "--misfire", "--on-busy"]
+        argv = [
+            command,
+            draw(
+                st.one_of(
+                    st.sampled_from(["Check the deploy", "x"]),
+                    st.sampled_from(HOSTILE),
+                    BIG,
+                    ARGV_TEXT,
+                )
+            ),
+        ]
+        own = [
+            "--session",
+            "--label",
+            "--in",
+            "--at",
+            "--every",
+            "--cron",
+            "--tz",
+            "--repeat",
+            "--until",
+            "--alarm",
+            "--announce",
+            "--urgency",
+            "--misfire",
+            "--on-busy",
+        ]
     elif command in ("show", "snooze"):
         argv = [command, draw(ids)] + ([draw(DURATION)] if command == "snooze" else [])
         own = []
@@ -163,26 +318,82 @@ def argvs(draw: st.DrawFn, home: Home) -> list[str]:
         argv = [command, *draw(st.lists(ids, max_size=1))]
         own = ["--session", "--limit"]
     elif command == "import":
-        home.import_file.write_text(draw(st.sampled_from([
-            "", "{}", "not json", '{"remindkit_export": 2}', '{"type": "reminder"}',
-            '{"type": "session", "id": "\\u0000"}', '{"type": "reminder", "id": "rem_x", "schedule": {"v": 1}}',
-        ])) + "\n", encoding="utf-8")
-        argv = [command, draw(st.sampled_from([str(home.import_file), str(home.home), "/nonexistent/x"]))]
+        home.import_file.write_text(
+            draw(
+                st.sampled_from(
+                    [
+                        "",
+                        "{}",
+                        "not json",
+                        '{"remindkit_export": 2}',
+                        '{"type": "reminder"}',
+                        '{"type": "session", "id": "\\u0000"}',
+                        '{"type": "reminder", "id": "rem_x", "schedule": {"v": 1}}',
+                    ]
+                )
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        argv = [
+            command,
+            draw(st.sampled_from([str(home.import_file), str(home.home), "/nonexistent/x"])),
+        ]
         own = ["--replace"]
     elif command == "session":
         action = draw(st.sampled_from(["add", "ls", "rm", "busy", "idle", "bogus"]))
-        argv = [command, action] + ([draw(SESSION)] if action in ("add", "rm", "busy", "idle") else [])
-        own = ["--command", "--fresh-command", "--openai", "--base-url", "--model", "--api-key-env", "--system",
-               "--python", "--title", "--timeout"] if action == "add" else []
+        argv = [command, action] + (
+            [draw(SESSION)] if action in ("add", "rm", "busy", "idle") else []
+        )
+        own = (
+            [
+                "--command",
+                "--fresh-command",
+                "--openai",
+                "--base-url",
+                "--model",
+                "--api-key-env",
+                "--system",
+                "--python",
+                "--title",
+                "--timeout",
+            ]
+            if action == "add"
+            else []
+        )
     elif command == "alerts":
-        action = draw(st.sampled_from(["status", "mute", "unmute", "quiet", "voice", "rate", "bogus"]))
+        action = draw(
+            st.sampled_from(["status", "mute", "unmute", "quiet", "voice", "rate", "bogus"])
+        )
         argv = [command, action]
         if action in ("quiet", "voice", "rate"):
-            argv.append(draw(st.one_of(st.sampled_from(["22:00-07:00", "off", "default", "170", "39", "601", "en-us",
-                                                        "25:00-01:00"]), st.sampled_from(HOSTILE), BIG)))
+            argv.append(
+                draw(
+                    st.one_of(
+                        st.sampled_from(
+                            [
+                                "22:00-07:00",
+                                "off",
+                                "default",
+                                "170",
+                                "39",
+                                "601",
+                                "en-us",
+                                "25:00-01:00",
+                            ]
+                        ),
+                        st.sampled_from(HOSTILE),
+                        BIG,
+                    )
+                )
+            )
         own = []
     elif command == "random":
-        argv = draw(st.lists(st.one_of(st.text(max_size=10), st.sampled_from(HOSTILE), ARGV_TEXT), max_size=4))
+        argv = draw(
+            st.lists(
+                st.one_of(st.text(max_size=10), st.sampled_from(HOSTILE), ARGV_TEXT), max_size=4
+            )
+        )
         own = []
     else:
         argv = [command]
@@ -201,7 +412,10 @@ def argvs(draw: st.DrawFn, home: Home) -> list[str]:
             else:
                 argv[-1] = f"{option}={draw(value(home, option))}"
     if draw(st.integers(0, 9)) == 0:  # noise anywhere
-        argv.insert(draw(st.integers(0, len(argv))), draw(st.one_of(st.sampled_from(HOSTILE), st.text(max_size=8))))
+        argv.insert(
+            draw(st.integers(0, len(argv))),
+            draw(st.one_of(st.sampled_from(HOSTILE), st.text(max_size=8))),
+        )
     assume(not any(a in NEVER or re.match(r"--?d(b|$|=)", a) or a.startswith("--db") for a in argv))
     assume(not ("import" in argv and "-" in argv))
     return argv
@@ -226,7 +440,9 @@ def check(home: Home, argv: list[str]) -> None:
     code, out, err = run(argv)
     assert code in (0, 1), (code, argv, err[-500:])
     if "--json" not in argv:  # what reaches a terminal holds no control character but newlines
-        assert not TERMINAL_CONTROL.search(out + err), f"a control character reached the terminal: {(out + err)[:300]!r}"
+        assert not TERMINAL_CONTROL.search(out + err), (
+            f"a control character reached the terminal: {(out + err)[:300]!r}"
+        )
     what = argv[0] if argv and argv[0] in COMMANDS else "other"
     if code == 0:
         event(f"{what}: ok")
@@ -249,7 +465,9 @@ def _fuzz(home: Home, data: st.DataObject) -> None:
     try:
         check(home, argv)
     except Exception as exc:  # pytest cannot print a lone surrogate: say it in ASCII
-        raise AssertionError(f"{type(exc).__name__}: {ascii(str(exc))[:600]} for {ascii(argv)[:400]}") from None
+        raise AssertionError(
+            f"{type(exc).__name__}: {ascii(str(exc))[:600]} for {ascii(argv)[:400]}"
+        ) from None
 
 
 test_cli_fuzz = CI(given(data=st.data())(_fuzz))
@@ -286,7 +504,10 @@ def test_cli_fuzz_soak(home: Home, chunk: int, data: st.DataObject) -> None:
         (["session", "add", "s9", "--title", "\udcff"], "invalid_argument"),
         (["alerts", "voice", "\udcff"], "invalid_argument"),
         (["alerts", "voice", "a\u2028b"], "invalid_argument"),
-        (["export", "\nerror: forged: line"], "invalid_argument"),  # one line: the newline is escaped
+        (
+            ["export", "\nerror: forged: line"],
+            "invalid_argument",
+        ),  # one line: the newline is escaped
     ],
     ids=lambda v: v[0] if isinstance(v, list) else v,
 )
@@ -294,5 +515,8 @@ def test_refusals_change_nothing(home: Home, argv: list[str], code: str) -> None
     argv = [home.ids[0] if a == "ID0" else a for a in argv]
     before = home.snapshot()
     got, out, err = run(argv)
-    assert got == 1 and err.startswith(f"error: {code}: ") and err.count("\n") == 1, (got, err[:300])
+    assert got == 1 and err.startswith(f"error: {code}: ") and err.count("\n") == 1, (
+        got,
+        err[:300],
+    )
     assert home.snapshot() == before

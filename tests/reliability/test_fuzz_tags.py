@@ -41,19 +41,89 @@ pytestmark = pytest.mark.reliability
 BOUND_S = 2.0
 MAX_ELEMENTS = 4 * MAX_TAGS
 CI = settings(max_examples=2_500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SOAK = settings(max_examples=SOAK_CHUNK, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SOAK = settings(
+    max_examples=SOAK_CHUNK,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 # -- what replies are made of ----------------------------------------------------------------
 
-NAMES = ["schedule", "cancel-schedule", "SCHEDULE", "Cancel-Schedule", "schedule-fired", "schedulex", "schedule-"]
-ATTRS = sorted(SCHEDULE_ATTRS) + ["id", "in", "on-busy", "timezone", "time_zone", "x", "LABEL", "a:b", "1x", ""]
+NAMES = [
+    "schedule",
+    "cancel-schedule",
+    "SCHEDULE",
+    "Cancel-Schedule",
+    "schedule-fired",
+    "schedulex",
+    "schedule-",
+]
+ATTRS = sorted(SCHEDULE_ATTRS) + [
+    "id",
+    "in",
+    "on-busy",
+    "timezone",
+    "time_zone",
+    "x",
+    "LABEL",
+    "a:b",
+    "1x",
+    "",
+]
 PIECES = [
-    "<", ">", "/>", "/", "</schedule>", "</schedule >", "</SCHEDULE>", "</ schedule>", "</cancel-schedule>",
-    '"', "'", "=", " ", "\t", "\n", "\n\n", "\r\n", "\n \n", "&", "&amp;", "&lt;", "&gt;", "&quot;", "&#60;",
-    "&#x3C;", "&#0;", "&#1114112;", "&#xD800;", "&#99999999;", "&bogus;", "`", "``", "```", "````", "~~~",
-    "\n```\n", "\n~~~\n", "```python\n", "```a`b\n", "\n   ```\n", "\n    ```\n", "<!--", "-->", "<![CDATA[",
-    "]]>", "\x00", "\x1b[2J", "\u2028", "\u2029", "\u202e", "\ufeff", "</schedule-fired>", "<schedule-feedback>",
+    "<",
+    ">",
+    "/>",
+    "/",
+    "</schedule>",
+    "</schedule >",
+    "</SCHEDULE>",
+    "</ schedule>",
+    "</cancel-schedule>",
+    '"',
+    "'",
+    "=",
+    " ",
+    "\t",
+    "\n",
+    "\n\n",
+    "\r\n",
+    "\n \n",
+    "&",
+    "&amp;",
+    "&lt;",
+    "&gt;",
+    "&quot;",
+    "&#60;",
+    "&#x3C;",
+    "&#0;",
+    "&#1114112;",
+    "&#xD800;",
+    "&#99999999;",
+    "&bogus;",
+    "`",
+    "``",
+    "```",
+    "````",
+    "~~~",
+    "\n```\n",
+    "\n~~~\n",
+    "```python\n",
+    "```a`b\n",
+    "\n   ```\n",
+    "\n    ```\n",
+    "<!--",
+    "-->",
+    "<![CDATA[",
+    "]]>",
+    "\x00",
+    "\x1b[2J",
+    "\u2028",
+    "\u2029",
+    "\u202e",
+    "\ufeff",
+    "</schedule-fired>",
+    "<schedule-feedback>",
 ]
 VALID = [
     '<schedule label="ok" delay="5m">body</schedule>',
@@ -64,12 +134,34 @@ VALID = [
 ]
 
 
-ENTITIES = ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;", "&#60;", "&#x3C;", "&#X3c;", "&#0;", "&#1114111;",
-            "&#1114112;", "&#x110000;", "&#xD800;", "&#xDFFF;", "&#9999999;", "&#99999999;", "&#x;", "&#;",
-            "&nbsp;", "&AMP;", "&amp"]
+ENTITIES = [
+    "&amp;",
+    "&lt;",
+    "&gt;",
+    "&quot;",
+    "&apos;",
+    "&#60;",
+    "&#x3C;",
+    "&#X3c;",
+    "&#0;",
+    "&#1114111;",
+    "&#1114112;",
+    "&#x110000;",
+    "&#xD800;",
+    "&#xDFFF;",
+    "&#9999999;",
+    "&#99999999;",
+    "&#x;",
+    "&#;",
+    "&nbsp;",
+    "&AMP;",
+    "&amp",
+]
 texts = st.one_of(
     st.text(max_size=12),
-    st.lists(st.sampled_from([*ENTITIES, "a", " ", '"', "'", "<", ">", "`", "\n"]), max_size=5).map("".join),
+    st.lists(st.sampled_from([*ENTITIES, "a", " ", '"', "'", "<", ">", "`", "\n"]), max_size=5).map(
+        "".join
+    ),
 )
 
 
@@ -101,7 +193,9 @@ def element(draw: st.DrawFn) -> str:
         attrs = f'label="{draw(texts)}" delay=5m {attrs}'
     end = draw(st.sampled_from([">", ">", "/>", " />", "", "\n>"]))
     body = draw(st.one_of(st.just(""), texts, fragments()))
-    close = draw(st.sampled_from(["", "</schedule>", "</schedule>", "</cancel-schedule>", "</Schedule >"]))
+    close = draw(
+        st.sampled_from(["", "</schedule>", "</schedule>", "</cancel-schedule>", "</Schedule >"])
+    )
     return f"<{name} {attrs}{end}{body}{close}"
 
 
@@ -135,12 +229,14 @@ def fenced_blocks(text: str) -> list[tuple[int, int]]:
     while i < len(lines):
         start, line = lines[i]
         m = _OPENER.match(line)
-        if m is None or (m.group(1)[0] == "`" and "`" in line[m.end():]):
+        if m is None or (m.group(1)[0] == "`" and "`" in line[m.end() :]):
             i += 1
             continue
         char, count = m.group(1)[0], len(m.group(1))
         j = i + 1
-        while j < len(lines) and not re.fullmatch(rf"[ ]{{0,3}}{re.escape(char)}{{{count},}}[ \t]*", lines[j][1]):
+        while j < len(lines) and not re.fullmatch(
+            rf"[ ]{{0,3}}{re.escape(char)}{{{count},}}[ \t]*", lines[j][1]
+        ):
             j += 1
         if j >= len(lines):
             blocks.append((start, len(text)))
@@ -156,8 +252,12 @@ def code_regions(text: str, tag_spans: tuple[tuple[int, int], ...]) -> Regions:
     inside a tag the parser read do not count (the tag came first)."""
     fences = fenced_blocks(text)
     tags, in_fence = Regions(tag_spans), Regions(fences)
-    cuts = sorted({0, len(text)} | {m.start() for m in re.finditer(r"\n[ \t]*\n", text)}
-                  | {m.end() for m in re.finditer(r"\n[ \t]*\n", text)} | {p for f in fences for p in f})
+    cuts = sorted(
+        {0, len(text)}
+        | {m.start() for m in re.finditer(r"\n[ \t]*\n", text)}
+        | {m.end() for m in re.finditer(r"\n[ \t]*\n", text)}
+        | {p for f in fences for p in f}
+    )
     regions = list(fences)
     for lo, hi in zip(cuts, cuts[1:], strict=False):
         if in_fence.holds(lo):
@@ -219,7 +319,7 @@ def check_reply(reply: str) -> ParsedTags:
     last = 0
     for start, end in parsed.spans:
         assert last <= start < end <= len(reply), parsed.spans
-        assert _CANDIDATE.match(reply, start), reply[start:start + 20]
+        assert _CANDIDATE.match(reply, start), reply[start : start + 20]
         last = end
     assert len(parsed.commands) <= MAX_TAGS
     for cmd in parsed.commands:
@@ -230,12 +330,14 @@ def check_reply(reply: str) -> ParsedTags:
             assert isinstance(cmd, CancelTag) and (cmd.label or cmd.id)
     code, read = code_regions(reply, parsed.spans), Regions(parsed.spans)
     for start, _end in parsed.spans:
-        assert not code.holds(start), f"a tag inside code was read: {reply[start:start + 40]!r}"
+        assert not code.holds(start), f"a tag inside code was read: {reply[start : start + 40]!r}"
     if len(parsed.spans) < MAX_ELEMENTS:
         for m in _CANDIDATE.finditer(reply):
             if code.holds(m.start()) or read.holds(m.start()):
                 continue
-            raise AssertionError(f"a tag outside code was skipped: {reply[m.start():m.start() + 40]!r}")
+            raise AssertionError(
+                f"a tag outside code was skipped: {reply[m.start() : m.start() + 40]!r}"
+            )
     return parsed
 
 
@@ -253,11 +355,17 @@ def check_fenced(reply: str) -> None:
 def check_inline(reply: str) -> None:
     """Inside one inline code span (a backtick run longer than any in the reply) of a
     paragraph with no blank line and no fence line, nothing is a tag."""
-    if re.search(r"\n[ \t]*\n", reply) or fenced_blocks(reply) or re.search(r"^[ ]{0,3}(`{3,}|~{3,})", reply, re.M):
+    if (
+        re.search(r"\n[ \t]*\n", reply)
+        or fenced_blocks(reply)
+        or re.search(r"^[ ]{0,3}(`{3,}|~{3,})", reply, re.M)
+    ):
         return
     longest = max((len(m.group(0)) for m in re.finditer(r"`+", reply)), default=0)
     ticks = "`" * (longest + 1)
-    parsed = parse_bounded(f"see {ticks} {reply} .{ticks} here")  # "." keeps the closer off a line start
+    parsed = parse_bounded(
+        f"see {ticks} {reply} .{ticks} here"
+    )  # "." keeps the closer off a line start
     assert not parsed.commands and not parsed.errors, parsed
 
 

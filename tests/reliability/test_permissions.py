@@ -65,7 +65,9 @@ def test_open_store_makes_private_files(tmp_path: Path, umask: int) -> None:
             store.close()
 
 
-def test_cli_makes_a_private_home(tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_makes_a_private_home(
+    tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "x" / "remindkit"
     monkeypatch.setenv("REMINDKIT_HOME", str(home))
     monkeypatch.setenv("REMINDKIT_TZ", "UTC")
@@ -81,12 +83,16 @@ def test_an_existing_folder_is_left_as_it_is(tmp_path: Path, umask: int) -> None
     folder = tmp_path / "mine"
     folder.mkdir(mode=0o750)
     os.chmod(folder, 0o750)
-    store = open_store(f"sqlite:///{folder / 'store.db'}", settings=Settings.from_env(env={}, tz="UTC"))
+    store = open_store(
+        f"sqlite:///{folder / 'store.db'}", settings=Settings.from_env(env={}, tz="UTC")
+    )
     store.close()
     assert mode(folder) == "0o750" and mode(folder / "store.db") == "0o600"
 
 
-def test_wake_sockets_folder_is_private(tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wake_sockets_folder_is_private(
+    tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = Path(tempfile.mkdtemp(prefix="rk-"))  # short: a socket path has at most 107 bytes
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
     wake = SocketWake(tmp_path / "store.db")

@@ -39,12 +39,23 @@ class Two:
         self.theirs = api.create("theirs", session="s2", label="shared", every="10m")
         self.their_paused = api.create("theirs, paused", session="s2", label="p", in_="2h")
         api.pause([self.their_paused.id])
-        api.add("their callback", session="s2", label="callback-0", every=30, on_busy="rebase", source="callback",
-                slot=0, replace_label=False, min_period_s=1)
+        api.add(
+            "their callback",
+            session="s2",
+            label="callback-0",
+            every=30,
+            on_busy="rebase",
+            source="callback",
+            slot=0,
+            replace_label=False,
+            min_period_s=1,
+        )
 
     def rows(self, session: str) -> list[Any]:
-        return sorted((r.id, r.state, r.next_fire_at, r.label, r.text, r.version, r.snoozed)
-                      for r in self.api.list(session=session, all=True))
+        return sorted(
+            (r.id, r.state, r.next_fire_at, r.label, r.text, r.version, r.snoozed)
+            for r in self.api.list(session=session, all=True)
+        )
 
 
 # -- tool calls and tags ---------------------------------------------------------------------
@@ -68,7 +79,10 @@ def test_tool_calls_stay_in_their_session(two: Two) -> None:
         assert (result.ok, result.code) == (False, "schedule_not_found")
     assert tool(two, "set_callback", {"action": "list"}).content == "No active callbacks"
     assert tool(two, "set_callback", {"action": "cancel"}).content == "Cancelled 0 callbacks."
-    assert tool(two, "set_callback", {"action": "cancel", "callback_id": 0}).code == "callback_not_active"
+    assert (
+        tool(two, "set_callback", {"action": "cancel", "callback_id": 0}).code
+        == "callback_not_active"
+    )
     # the same label in s1 replaces s1's reminder only
     made = tool(two, "schedule_create", {"prompt": "again", "label": "shared", "after": "5m"})
     assert json.loads(made.content)["replaced"] == [two.mine.id]
@@ -77,11 +91,16 @@ def test_tool_calls_stay_in_their_session(two: Two) -> None:
 
 def test_reply_tags_stay_in_their_session(two: Two) -> None:
     theirs = two.rows("s2")
-    reply = (f'<cancel-schedule id="{two.theirs.id}"/> <cancel-schedule label="p"/> '
-             '<schedule label="shared" delay="5m">replace?</schedule>')
+    reply = (
+        f'<cancel-schedule id="{two.theirs.id}"/> <cancel-schedule label="p"/> '
+        '<schedule label="shared" delay="5m">replace?</schedule>'
+    )
     outcomes = run_reply_tags(two.api, "s1", reply)
     assert [(o.action, o.ok, o.code) for o in outcomes] == [
-        ("cancel", False, "schedule_not_found"), ("cancel", False, "schedule_not_found"), ("schedule", True, None)]
+        ("cancel", False, "schedule_not_found"),
+        ("cancel", False, "schedule_not_found"),
+        ("schedule", True, None),
+    ]
     assert outcomes[2].replaced == (two.mine.id,)
     assert two.rows("s2") == theirs
 
@@ -128,15 +147,28 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
 # (argv, how it is scoped); THEIRS / PAUSED stand for s2's ids
 SCOPES = [("env", []), ("flag", ["--session", "s1"]), ("both", ["--session", "s1"])]
 ATTEMPTS = [
-    ["rm", "THEIRS"], ["cancel", "THEIRS", "PAUSED"], ["rm", "--label", "shared"], ["rm", "--label", "p"],
-    ["pause", "THEIRS"], ["resume", "PAUSED"], ["snooze", "THEIRS", "10m"], ["snooze", "PAUSED", "1m"],
-    ["show", "THEIRS"], ["history", "THEIRS"], ["history"], ["pause", "--all"], ["resume", "--all"], ["rm", "--all"],
+    ["rm", "THEIRS"],
+    ["cancel", "THEIRS", "PAUSED"],
+    ["rm", "--label", "shared"],
+    ["rm", "--label", "p"],
+    ["pause", "THEIRS"],
+    ["resume", "PAUSED"],
+    ["snooze", "THEIRS", "10m"],
+    ["snooze", "PAUSED", "1m"],
+    ["show", "THEIRS"],
+    ["history", "THEIRS"],
+    ["history"],
+    ["pause", "--all"],
+    ["resume", "--all"],
+    ["rm", "--all"],
 ]
 
 
 @pytest.mark.parametrize("how, flags", SCOPES, ids=[s[0] for s in SCOPES])
 @pytest.mark.parametrize("attempt", ATTEMPTS, ids=[" ".join(a) for a in ATTEMPTS])
-def test_cli_calls_stay_in_their_session(cli: Cli, how: str, flags: list[str], attempt: list[str]) -> None:
+def test_cli_calls_stay_in_their_session(
+    cli: Cli, how: str, flags: list[str], attempt: list[str]
+) -> None:
     two = cli.two
     names = {"THEIRS": two.theirs.id, "PAUSED": two.their_paused.id}
     argv = [names.get(a, a) for a in attempt] + flags + ["--json"]
@@ -149,8 +181,14 @@ def test_cli_calls_stay_in_their_session(cli: Cli, how: str, flags: list[str], a
         assert data["error"]["code"] in ("not_found", "invalid_argument"), data
     else:  # what it did or showed is s1's only
         shown = data if isinstance(data, list) else [data]
-        assert all(r.get("session") in (None, "s1") for r in shown if isinstance(r, dict) and "session" in r), data
-        assert not [r[0] for r in theirs if r[0] in out], f"{argv} showed s2's reminders: {out[:300]}"
+        assert all(
+            r.get("session") in (None, "s1")
+            for r in shown
+            if isinstance(r, dict) and "session" in r
+        ), data
+        assert not [r[0] for r in theirs if r[0] in out], (
+            f"{argv} showed s2's reminders: {out[:300]}"
+        )
 
 
 @pytest.mark.parametrize("how", ["env", "flag"])
@@ -173,6 +211,9 @@ def test_unscoped_cli_still_reaches_every_session(cli: Cli) -> None:
 def test_scoped_pause_all_is_the_sessions_own(cli: Cli) -> None:
     code, _out, _err = cli.run("pause", "--all", scope="s1")
     assert code == 0 and not cli.two.api.paused_all
-    assert cli.two.api.get(cli.two.mine.id).state == "paused" and cli.two.api.get(cli.two.theirs.id).state == "active"
+    assert (
+        cli.two.api.get(cli.two.mine.id).state == "paused"
+        and cli.two.api.get(cli.two.theirs.id).state == "active"
+    )
     code, _out, _err = cli.run("resume", "--all", "--session", "s1")
     assert code == 0 and cli.two.api.get(cli.two.mine.id).state == "active"

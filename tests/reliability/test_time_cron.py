@@ -63,7 +63,9 @@ def bounded_next(expr: str, zone: ZoneInfo, after: datetime) -> datetime | None:
         return next_cron_time(expr, zone, after)
 
 
-def fires_between(rule: CronRule, zone_name: str, start: datetime, end: datetime) -> tuple[list[datetime], datetime]:
+def fires_between(
+    rule: CronRule, zone_name: str, start: datetime, end: datetime
+) -> tuple[list[datetime], datetime]:
     """Fires in (start, end] from the code under test (at most MAX_FIRES; ``end``
     is pulled in to the last one when the cap is hit)."""
     zone = ZoneInfo(zone_name)
@@ -93,8 +95,14 @@ def check_window(rule: CronRule, zone_name: str, start: datetime, end: datetime)
             note("a fire for a wall time in a gap")
             # Only a gap's end may fire for a wall time other than its own.
             before = wall_of(f - timedelta(microseconds=1), zone)
-            swallowed = [w for w in rule.walls(before, wall.date()) if before < w < wall and in_gap(w, zone_name)]
-            assert swallowed, f"{f} ({wall} local) matches no field of {rule.text!r} and ends no gap"
+            swallowed = [
+                w
+                for w in rule.walls(before, wall.date())
+                if before < w < wall and in_gap(w, zone_name)
+            ]
+            assert swallowed, (
+                f"{f} ({wall} local) matches no field of {rule.text!r} and ends no gap"
+            )
             assert wall_instant(swallowed[0], zone_name) == f
     expected = expected_fires(rule, zone_name, start, end)
     assert got == expected, _diff(got, expected, zone)
@@ -124,16 +132,27 @@ def windows(draw: st.DrawFn) -> tuple[str, datetime, datetime, CronRule]:
         rule = draw(aimed_rules(target))
         if rule.seconds == (0,):
             target = target.replace(second=0)
-        start = wall_instant(target, zone_name) - timedelta(seconds=draw(st.integers(1, 30 * 3_600)))
+        start = wall_instant(target, zone_name) - timedelta(
+            seconds=draw(st.integers(1, 30 * 3_600))
+        )
         span_s = draw(st.integers(3_600, 3 * 86_400))
         event("rule aimed at a gap or repeated hour")
     else:
         long = way == "long"
         rule = draw(cron_rules(daily=long))
-        start, has_transition = window_start(zone_name, year, pick, draw(st.integers(-36 * 3_600, 6 * 3_600)))
-        span_s = draw(st.integers(3 * 86_400, 400 * 86_400) if long else st.integers(3_600, 3 * 86_400))
-        event("long window" if long else "window holds a DST change" if has_transition else
-              "zone has no change that year")
+        start, has_transition = window_start(
+            zone_name, year, pick, draw(st.integers(-36 * 3_600, 6 * 3_600))
+        )
+        span_s = draw(
+            st.integers(3 * 86_400, 400 * 86_400) if long else st.integers(3_600, 3 * 86_400)
+        )
+        event(
+            "long window"
+            if long
+            else "window holds a DST change"
+            if has_transition
+            else "zone has no change that year"
+        )
     start += timedelta(microseconds=pick % 3 * 250_000)  # not always on a whole second
     span = timedelta(seconds=min(span_s, max(3_600, 2_000 * 86_400 // max(1, rule.per_day))))
     return zone_name, start, start + span, rule
@@ -144,20 +163,38 @@ def _cron_window(case: tuple[str, datetime, datetime, CronRule]) -> None:
     got = check_window(rule, zone_name, start, end)
     if not got and bounded_next(rule.text, ZoneInfo(zone_name), start) is None:
         # It never fires: then no day ever matches (day, month and weekday repeat every 28 years here).
-        assert rule.first_day(wall_of(start, ZoneInfo(zone_name)).date(), 366 * 28) is None, rule.text
+        assert rule.first_day(wall_of(start, ZoneInfo(zone_name)).date(), 366 * 28) is None, (
+            rule.text
+        )
 
 
 test_cron_window_around_transitions = CI(given(case=windows())(_cron_window))
 test_cron_window_around_transitions_soak = pytest.mark.timeout(1_800)(
-    pytest.mark.soak(SOAK(given(case=windows())(_cron_window))))
+    pytest.mark.soak(SOAK(given(case=windows())(_cron_window)))
+)
 
 
 # -- every zone, deterministically -----------------------------------------------------------
 
 SWEEP_RULES = [
-    CronRule("*/30 * * * *", (0,), (0, 30), tuple(range(24)), frozenset(range(1, 32)), frozenset(range(1, 13)),
-             frozenset(range(7))),
-    CronRule("0 0 * * *", (0,), (0,), (0,), frozenset(range(1, 32)), frozenset(range(1, 13)), frozenset(range(7))),
+    CronRule(
+        "*/30 * * * *",
+        (0,),
+        (0, 30),
+        tuple(range(24)),
+        frozenset(range(1, 32)),
+        frozenset(range(1, 13)),
+        frozenset(range(7)),
+    ),
+    CronRule(
+        "0 0 * * *",
+        (0,),
+        (0,),
+        (0,),
+        frozenset(range(1, 32)),
+        frozenset(range(1, 13)),
+        frozenset(range(7)),
+    ),
 ]
 
 
@@ -179,7 +216,9 @@ def test_every_zone_one_year() -> None:
     years = YEARS[1] - YEARS[0] + 1
     checked = 0
     for i, zone_name in enumerate(ALL_ZONES):
-        checked += _sweep([zone_name], range(YEARS[0] + i * 7 % years, YEARS[0] + i * 7 % years + 1))
+        checked += _sweep(
+            [zone_name], range(YEARS[0] + i * 7 % years, YEARS[0] + i * 7 % years + 1)
+        )
     assert checked > 300  # the windows did hold DST changes
 
 
@@ -192,6 +231,7 @@ def test_every_zone_every_year() -> None:
 
 # -- the named special cases -----------------------------------------------------------------
 
+
 def rule(text: str) -> CronRule:
     """A 5-field rule of single values or ``*`` (enough for the table below)."""
     minute, hour, day, month, dow = text.split()
@@ -199,9 +239,16 @@ def rule(text: str) -> CronRule:
     def values(field: str, lo: int, hi: int) -> set[int]:
         return set(range(lo, hi + 1)) if field == "*" else {int(v) for v in field.split(",")}
 
-    return CronRule(text, (0,), tuple(sorted(values(minute, 0, 59))), tuple(sorted(values(hour, 0, 23))),
-                    frozenset(values(day, 1, 31)), frozenset(values(month, 1, 12)),
-                    frozenset(v % 7 for v in values(dow, 0, 6)), day_or=day != "*" and dow != "*")
+    return CronRule(
+        text,
+        (0,),
+        tuple(sorted(values(minute, 0, 59))),
+        tuple(sorted(values(hour, 0, 23))),
+        frozenset(values(day, 1, 31)),
+        frozenset(values(month, 1, 12)),
+        frozenset(v % 7 for v in values(dow, 0, 6)),
+        day_or=day != "*" and dow != "*",
+    )
 
 
 def local(instants: list[datetime], zone_name: str) -> list[str]:
@@ -210,45 +257,118 @@ def local(instants: list[datetime], zone_name: str) -> list[str]:
 
 SPECIAL_CASES = [
     # 30-minute DST: 02:00 -> 02:30 in October, 02:00 -> 01:30 in April.
-    ("Australia/Lord_Howe", "15 2 * * *", "2024-10-05T12:00:00Z", 2,
-     ["2024-10-06T02:30:00+11:00", "2024-10-07T02:15:00+11:00"]),
-    ("Australia/Lord_Howe", "45 1 * * *", "2024-04-06T12:00:00Z", 2,
-     ["2024-04-07T01:45:00+11:00", "2024-04-08T01:45:00+10:30"]),
+    (
+        "Australia/Lord_Howe",
+        "15 2 * * *",
+        "2024-10-05T12:00:00Z",
+        2,
+        ["2024-10-06T02:30:00+11:00", "2024-10-07T02:15:00+11:00"],
+    ),
+    (
+        "Australia/Lord_Howe",
+        "45 1 * * *",
+        "2024-04-06T12:00:00Z",
+        2,
+        ["2024-04-07T01:45:00+11:00", "2024-04-08T01:45:00+10:30"],
+    ),
     # Negative DST (winter is the "daylight" rule): offsets change at 01:00 UTC as in London.
-    ("Europe/Dublin", "30 1 * * *", "2024-03-30T12:00:00Z", 2,
-     ["2024-03-31T02:00:00+01:00", "2024-04-01T01:30:00+01:00"]),
-    ("Europe/Dublin", "30 1 * * *", "2024-10-26T12:00:00Z", 2,
-     ["2024-10-27T01:30:00+01:00", "2024-10-28T01:30:00+00:00"]),
+    (
+        "Europe/Dublin",
+        "30 1 * * *",
+        "2024-03-30T12:00:00Z",
+        2,
+        ["2024-03-31T02:00:00+01:00", "2024-04-01T01:30:00+01:00"],
+    ),
+    (
+        "Europe/Dublin",
+        "30 1 * * *",
+        "2024-10-26T12:00:00Z",
+        2,
+        ["2024-10-27T01:30:00+01:00", "2024-10-28T01:30:00+00:00"],
+    ),
     # Midnight does not exist: daily 00:00 fires at 01:00, the day goes on.
-    ("America/Sao_Paulo", "0 0 * * *", "2018-11-03T12:00:00Z", 3,
-     ["2018-11-04T01:00:00-02:00", "2018-11-05T00:00:00-02:00", "2018-11-06T00:00:00-02:00"]),
-    ("America/Havana", "0 0 * * *", "2024-03-09T12:00:00Z", 2,
-     ["2024-03-10T01:00:00-04:00", "2024-03-11T00:00:00-04:00"]),
-    ("Asia/Beirut", "30 0 * * *", "2024-03-30T12:00:00Z", 2,
-     ["2024-03-31T01:00:00+03:00", "2024-04-01T00:30:00+03:00"]),
-    ("America/Santiago", "0 0 * * *", "2024-09-07T12:00:00Z", 2,
-     ["2024-09-08T01:00:00-03:00", "2024-09-09T00:00:00-03:00"]),
-    ("America/Asuncion", "0 0 * * *", "2023-09-30T12:00:00Z", 2,
-     ["2023-10-01T01:00:00-03:00", "2023-10-02T00:00:00-03:00"]),
+    (
+        "America/Sao_Paulo",
+        "0 0 * * *",
+        "2018-11-03T12:00:00Z",
+        3,
+        ["2018-11-04T01:00:00-02:00", "2018-11-05T00:00:00-02:00", "2018-11-06T00:00:00-02:00"],
+    ),
+    (
+        "America/Havana",
+        "0 0 * * *",
+        "2024-03-09T12:00:00Z",
+        2,
+        ["2024-03-10T01:00:00-04:00", "2024-03-11T00:00:00-04:00"],
+    ),
+    (
+        "Asia/Beirut",
+        "30 0 * * *",
+        "2024-03-30T12:00:00Z",
+        2,
+        ["2024-03-31T01:00:00+03:00", "2024-04-01T00:30:00+03:00"],
+    ),
+    (
+        "America/Santiago",
+        "0 0 * * *",
+        "2024-09-07T12:00:00Z",
+        2,
+        ["2024-09-08T01:00:00-03:00", "2024-09-09T00:00:00-03:00"],
+    ),
+    (
+        "America/Asuncion",
+        "0 0 * * *",
+        "2023-09-30T12:00:00Z",
+        2,
+        ["2023-10-01T01:00:00-03:00", "2023-10-02T00:00:00-03:00"],
+    ),
     # Midnight happens twice (fall back from 00:00 to 23:00): the hour before fires once.
-    ("America/Havana", "30 0 * * *", "2024-11-02T12:00:00Z", 2,
-     ["2024-11-03T00:30:00-04:00", "2024-11-04T00:30:00-05:00"]),
-    ("America/Santiago", "30 23 * * *", "2024-04-06T12:00:00Z", 2,
-     ["2024-04-06T23:30:00-03:00", "2024-04-07T23:30:00-04:00"]),
-    ("Asia/Beirut", "30 23 * * *", "2024-10-26T12:00:00Z", 2,
-     ["2024-10-26T23:30:00+03:00", "2024-10-27T23:30:00+02:00"]),
+    (
+        "America/Havana",
+        "30 0 * * *",
+        "2024-11-02T12:00:00Z",
+        2,
+        ["2024-11-03T00:30:00-04:00", "2024-11-04T00:30:00-05:00"],
+    ),
+    (
+        "America/Santiago",
+        "30 23 * * *",
+        "2024-04-06T12:00:00Z",
+        2,
+        ["2024-04-06T23:30:00-03:00", "2024-04-07T23:30:00-04:00"],
+    ),
+    (
+        "Asia/Beirut",
+        "30 23 * * *",
+        "2024-10-26T12:00:00Z",
+        2,
+        ["2024-10-26T23:30:00+03:00", "2024-10-27T23:30:00+02:00"],
+    ),
     # A skipped day: Apia went from 29 December 2011 to 31 December.
-    ("Pacific/Apia", "0 9 * * *", "2011-12-28T20:00:00Z", 3,
-     ["2011-12-29T09:00:00-10:00", "2011-12-31T00:00:00+14:00", "2011-12-31T09:00:00+14:00"]),
+    (
+        "Pacific/Apia",
+        "0 9 * * *",
+        "2011-12-28T20:00:00Z",
+        3,
+        ["2011-12-29T09:00:00-10:00", "2011-12-31T00:00:00+14:00", "2011-12-31T09:00:00+14:00"],
+    ),
     # Three hours back at Casey (02:00 +11 -> 23:00 +08): the repeated hours already
     # fired before the change, so from 01:30 the next fire is 02:00 +08, 3.5 hours later.
-    ("Antarctica/Casey", "0 * * * *", "2010-03-04T14:30:00Z", 2,
-     ["2010-03-05T02:00:00+08:00", "2010-03-05T03:00:00+08:00"]),
+    (
+        "Antarctica/Casey",
+        "0 * * * *",
+        "2010-03-04T14:30:00Z",
+        2,
+        ["2010-03-05T02:00:00+08:00", "2010-03-05T03:00:00+08:00"],
+    ),
 ]
 
 
-@pytest.mark.parametrize("zone_name, expr, start, n, expected", SPECIAL_CASES,
-                         ids=[f"{c[0]} {c[1]} {c[2][:10]}" for c in SPECIAL_CASES])
+@pytest.mark.parametrize(
+    "zone_name, expr, start, n, expected",
+    SPECIAL_CASES,
+    ids=[f"{c[0]} {c[1]} {c[2][:10]}" for c in SPECIAL_CASES],
+)
 def test_special_zones(zone_name: str, expr: str, start: str, n: int, expected: list[str]) -> None:
     zone = ZoneInfo(zone_name)
     t = datetime.fromisoformat(start.replace("Z", "+00:00"))
@@ -266,12 +386,20 @@ def test_special_zones(zone_name: str, expr: str, start: str, n: int, expected: 
 def test_midnight_zones_do_change_at_midnight() -> None:
     """The zones named for midnight transitions really have them in 2000-2040,
     so the generated windows over them test what they claim to."""
-    for zone_name, year in [("America/Sao_Paulo", 2018), ("America/Havana", 2024), ("Asia/Beirut", 2024),
-                            ("America/Santiago", 2024), ("America/Asuncion", 2023)]:
+    for zone_name, year in [
+        ("America/Sao_Paulo", 2018),
+        ("America/Havana", 2024),
+        ("Asia/Beirut", 2024),
+        ("America/Santiago", 2024),
+        ("America/Asuncion", 2023),
+    ]:
         zone = ZoneInfo(zone_name)
-        at_midnight = [t for t in transitions(zone_name, year)
-                       if wall_of(t - timedelta(seconds=1), zone).time().isoformat() == "23:59:59"
-                       or wall_of(t, zone).time().isoformat() == "00:00:00"]
+        at_midnight = [
+            t
+            for t in transitions(zone_name, year)
+            if wall_of(t - timedelta(seconds=1), zone).time().isoformat() == "23:59:59"
+            or wall_of(t, zone).time().isoformat() == "00:00:00"
+        ]
         assert at_midnight, zone_name
     assert SPECIAL_ZONES[:2] == ["Australia/Lord_Howe", "Europe/Dublin"]
 
@@ -297,8 +425,20 @@ def test_the_oracle_rejects_a_wrong_answer() -> None:
 
 @pytest.mark.parametrize(
     "field, days",
-    [("0-7", "0123456"), ("1-7", "0123456"), ("0-7/2", "0246"), ("5-7", "056"), ("7", "0"), ("7-7", "0"),
-     ("fri-sun", "056"), ("mon-sun", "0123456"), ("7-1", "01"), ("*/3", "036"), ("1-5", "12345"), ("0,7", "0")],
+    [
+        ("0-7", "0123456"),
+        ("1-7", "0123456"),
+        ("0-7/2", "0246"),
+        ("5-7", "056"),
+        ("7", "0"),
+        ("7-7", "0"),
+        ("fri-sun", "056"),
+        ("mon-sun", "0123456"),
+        ("7-1", "01"),
+        ("*/3", "036"),
+        ("1-5", "12345"),
+        ("0,7", "0"),
+    ],
 )
 def test_weekday_fields(field: str, days: str) -> None:
     """Crontab weekdays, 0 and 7 both Sunday: ``0-7`` is every day (it once meant Sunday only)."""
@@ -314,8 +454,14 @@ def test_weekday_fields(field: str, days: str) -> None:
 
 @pytest.mark.parametrize(
     "field, months",
-    [("jan-jun/2", [1, 3, 5]), ("1-6/2", [1, 3, 5]), ("jan/3", [1, 4, 7, 10]), ("mar-may", [3, 4, 5]),
-     ("JAN,dec", [1, 12]), ("*/4", [1, 5, 9])],
+    [
+        ("jan-jun/2", [1, 3, 5]),
+        ("1-6/2", [1, 3, 5]),
+        ("jan/3", [1, 4, 7, 10]),
+        ("mar-may", [3, 4, 5]),
+        ("JAN,dec", [1, 12]),
+        ("*/4", [1, 5, 9]),
+    ],
 )
 def test_month_fields(field: str, months: list[int]) -> None:
     """Month names with a step keep the step (APScheduler's name pattern dropped it:
@@ -329,7 +475,9 @@ def test_month_fields(field: str, months: list[int]) -> None:
     assert sorted(seen) == months
 
 
-@pytest.mark.parametrize("expr", ["0 0 lastly * *", "0 0 1st * *", "0 0 ? * *", "0 0 * janx *", "0 0 * feb-jan *"])
+@pytest.mark.parametrize(
+    "expr", ["0 0 lastly * *", "0 0 1st * *", "0 0 ? * *", "0 0 * janx *", "0 0 * feb-jan *"]
+)
 def test_sloppy_fields_are_refused(expr: str) -> None:
     from remindkit.errors import InvalidSchedule
     from remindkit.schedules.cron import compile_cron

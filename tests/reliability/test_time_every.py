@@ -59,7 +59,9 @@ def bounded(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
 # -- every, elapsed time ---------------------------------------------------------------------
 
 
-def _elapsed(zone_name: str, year: int, pick: int, shift_s: int, every_s: int, probes: list[int]) -> None:
+def _elapsed(
+    zone_name: str, year: int, pick: int, shift_s: int, every_s: int, probes: list[int]
+) -> None:
     anchor, _ = window_start(zone_name, year, pick, shift_s)
     s = Schedule("every", zone_name, first_at=anchor, every_s=every_s, repeat=None)
     step = timedelta(seconds=every_s)
@@ -72,7 +74,10 @@ def _elapsed(zone_name: str, year: int, pick: int, shift_s: int, every_s: int, p
 
 
 _elapsed_args = dict(
-    zone_name=zones, year=years, pick=picks, shift_s=shifts,
+    zone_name=zones,
+    year=years,
+    pick=picks,
+    shift_s=shifts,
     every_s=st.integers(60, 30 * DAY).filter(lambda n: n % DAY != 0),
     probes=st.lists(st.integers(-DAY, 40 * DAY), min_size=1, max_size=20),
 )
@@ -82,7 +87,9 @@ test_every_elapsed = CI(given(**_elapsed_args)(_elapsed))
 # -- every, whole days on wall time ----------------------------------------------------------
 
 
-def _calendar(zone_name: str, year: int, pick: int, shift_s: int, days: int, n: int, aim: float | None) -> None:
+def _calendar(
+    zone_name: str, year: int, pick: int, shift_s: int, days: int, n: int, aim: float | None
+) -> None:
     """``aim``: put the anchor on the wall time of a gap or a repeated hour, one or
     two intervals before that day (else anchor ``shift_s`` from a transition)."""
     zone = ZoneInfo(zone_name)
@@ -100,7 +107,9 @@ def _calendar(zone_name: str, year: int, pick: int, shift_s: int, days: int, n: 
     for _ in range(n):
         t = bounded(next_after, s, t)
         got.append(t)
-    expected = [anchor] + [wall_instant(anchor_wall + timedelta(days=k * days), zone_name) for k in range(1, n)]
+    expected = [anchor] + [
+        wall_instant(anchor_wall + timedelta(days=k * days), zone_name) for k in range(1, n)
+    ]
     assert got == expected
     assert all(a < b for a, b in zip(got, got[1:], strict=False))
     for k, f in enumerate(got[1:], 1):
@@ -111,33 +120,56 @@ def _calendar(zone_name: str, year: int, pick: int, shift_s: int, days: int, n: 
             event("a whole-day interval met a repeated hour")
         if wall != meant:
             event("a whole-day interval fell in a gap")
-            assert not readings(meant, zone), f"{f} moved off {meant} although that wall time exists"
-            assert wall > meant and f == wall_instant(meant, zone_name), "it fires when the gap ends"
+            assert not readings(meant, zone), (
+                f"{f} moved off {meant} although that wall time exists"
+            )
+            assert wall > meant and f == wall_instant(meant, zone_name), (
+                "it fires when the gap ends"
+            )
 
 
-_calendar_args = dict(zone_name=zones, year=years, pick=picks, shift_s=st.integers(-3 * DAY, DAY),
-                      days=st.integers(1, 3), n=st.integers(2, 8),
-                      aim=st.one_of(st.none(), st.floats(0, 1, exclude_max=True)))
+_calendar_args = dict(
+    zone_name=zones,
+    year=years,
+    pick=picks,
+    shift_s=st.integers(-3 * DAY, DAY),
+    days=st.integers(1, 3),
+    n=st.integers(2, 8),
+    aim=st.one_of(st.none(), st.floats(0, 1, exclude_max=True)),
+)
 test_every_whole_days_keep_wall_time = CI(given(**_calendar_args)(_calendar))
 test_every_whole_days_keep_wall_time_soak = pytest.mark.timeout(1_800)(
-    pytest.mark.soak(SOAK(given(**_calendar_args)(_calendar))))
+    pytest.mark.soak(SOAK(given(**_calendar_args)(_calendar)))
+)
 
 
 @pytest.mark.parametrize(
     "zone_name, anchor, expected",
     [
         # 02:30 does not exist on 9 March 2025 in New York: that day fires at 03:00, then 02:30 again.
-        ("America/New_York", "2025-03-08T02:30:00-05:00",
-         ["2025-03-08T02:30:00-05:00", "2025-03-09T03:00:00-04:00", "2025-03-10T02:30:00-04:00"]),
+        (
+            "America/New_York",
+            "2025-03-08T02:30:00-05:00",
+            ["2025-03-08T02:30:00-05:00", "2025-03-09T03:00:00-04:00", "2025-03-10T02:30:00-04:00"],
+        ),
         # 01:30 happens twice on 2 November 2025: the earlier one.
-        ("America/New_York", "2025-11-01T01:30:00-04:00",
-         ["2025-11-01T01:30:00-04:00", "2025-11-02T01:30:00-04:00", "2025-11-03T01:30:00-05:00"]),
+        (
+            "America/New_York",
+            "2025-11-01T01:30:00-04:00",
+            ["2025-11-01T01:30:00-04:00", "2025-11-02T01:30:00-04:00", "2025-11-03T01:30:00-05:00"],
+        ),
         # Midnight does not exist in Sao Paulo on 4 November 2018.
-        ("America/Sao_Paulo", "2018-11-03T00:00:00-03:00",
-         ["2018-11-03T00:00:00-03:00", "2018-11-04T01:00:00-02:00", "2018-11-05T00:00:00-02:00"]),
+        (
+            "America/Sao_Paulo",
+            "2018-11-03T00:00:00-03:00",
+            ["2018-11-03T00:00:00-03:00", "2018-11-04T01:00:00-02:00", "2018-11-05T00:00:00-02:00"],
+        ),
         # Half-hour DST at Lord Howe.
-        ("Australia/Lord_Howe", "2024-10-05T02:15:00+10:30",
-         ["2024-10-05T02:15:00+10:30", "2024-10-06T02:30:00+11:00", "2024-10-07T02:15:00+11:00"]),
+        (
+            "Australia/Lord_Howe",
+            "2024-10-05T02:15:00+10:30",
+            ["2024-10-05T02:15:00+10:30", "2024-10-06T02:30:00+11:00", "2024-10-07T02:15:00+11:00"],
+        ),
     ],
 )
 def test_daily_across_changes(zone_name: str, anchor: str, expected: list[str]) -> None:
@@ -154,7 +186,9 @@ def test_daily_across_changes(zone_name: str, anchor: str, expected: list[str]) 
 # -- due_between -----------------------------------------------------------------------------
 
 
-def _occurrences(s: Schedule, rule: CronRule | None, start: datetime, end: datetime) -> list[datetime]:
+def _occurrences(
+    s: Schedule, rule: CronRule | None, start: datetime, end: datetime
+) -> list[datetime]:
     """Brute force from the reference: occurrences in [start, end] (``start`` is one)."""
     if s.until is not None:
         end = min(end, s.until)
@@ -188,10 +222,14 @@ def catch_up_cases(draw: st.DrawFn) -> tuple[Schedule, CronRule | None, datetime
         start = next_after(s, t0)
         assume(start is not None)
         assert start is not None
-        assert expected_fires(rule, zone_name, t0, start) == [start], "start is the rule's first fire after t0"
+        assert expected_fires(rule, zone_name, t0, start) == [start], (
+            "start is the rule's first fire after t0"
+        )
         per_day = rule.per_day
     else:
-        every_s = draw(st.integers(1, 3)) * DAY if kind == "days" else draw(st.integers(60, 3 * DAY))
+        every_s = (
+            draw(st.integers(1, 3)) * DAY if kind == "days" else draw(st.integers(60, 3 * DAY))
+        )
         s = Schedule("every", zone_name, first_at=t0, every_s=every_s, repeat=None)
         start = t0
         per_day = max(1, DAY // every_s)
@@ -199,7 +237,15 @@ def catch_up_cases(draw: st.DrawFn) -> tuple[Schedule, CronRule | None, datetime
     now = start + span + timedelta(microseconds=draw(st.integers(0, 999_999)))
     if draw(st.booleans()):
         until = start + timedelta(seconds=draw(st.integers(0, int(span.total_seconds()) + DAY)))
-        s = Schedule(s.kind, s.tz, first_at=s.first_at, every_s=s.every_s, cron=s.cron, repeat=None, until=until)
+        s = Schedule(
+            s.kind,
+            s.tz,
+            first_at=s.first_at,
+            every_s=s.every_s,
+            cron=s.cron,
+            repeat=None,
+            until=until,
+        )
     cap = draw(st.one_of(st.just(10_000), st.integers(1, 40)))
     return s, rule, start, now, cap
 
@@ -221,4 +267,5 @@ def _catch_up(case: tuple[Schedule, CronRule | None, datetime, datetime, int]) -
 
 test_due_between_matches_brute_force = CI(given(case=catch_up_cases())(_catch_up))
 test_due_between_matches_brute_force_soak = pytest.mark.timeout(1_800)(
-    pytest.mark.soak(SOAK(given(case=catch_up_cases())(_catch_up))))
+    pytest.mark.soak(SOAK(given(case=catch_up_cases())(_catch_up)))
+)

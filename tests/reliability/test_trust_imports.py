@@ -36,9 +36,16 @@ T0 = format_utc(NOW - timedelta(days=1))
 
 
 def reminder(i: int = 0, **change: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {"type": "reminder", "id": f"rem_imp{i:06d}", "session": "s1", "text": "hello",
-                           "schedule": {"v": 1, "kind": "at", "tz": "UTC", "first_at": SOON, "repeat": 1},
-                           "state": "active", "next_fire_at": SOON, "created_at": T0}
+    row: dict[str, Any] = {
+        "type": "reminder",
+        "id": f"rem_imp{i:06d}",
+        "session": "s1",
+        "text": "hello",
+        "schedule": {"v": 1, "kind": "at", "tz": "UTC", "first_at": SOON, "repeat": 1},
+        "state": "active",
+        "next_fire_at": SOON,
+        "created_at": T0,
+    }
     for key, value in change.items():
         if key == "schedule":
             row["schedule"] = {**row["schedule"], **value}
@@ -57,29 +64,68 @@ BAD = [
     ("negative every_s", [reminder(schedule=every(-5))], "every_s"),
     ("1 s interval", [reminder(schedule=every(1))], "interval_too_short"),
     ("1 ms interval", [reminder(schedule=every(0.001), misfire="all")], "every_s"),
-    ("huge catch-up cap", [reminder(schedule=every(60), catchup_cap=10_000_000, misfire="all")], "catchup_cap"),
+    (
+        "huge catch-up cap",
+        [reminder(schedule=every(60), catchup_cap=10_000_000, misfire="all")],
+        "catchup_cap",
+    ),
     ("oversized fired_count", [reminder(fired_count=10**30)], "fired_count"),
     ("oversized repeat", [reminder(schedule=every(60, repeat=2**70))], "repeat"),
     ("bool as integer", [reminder(fired_count=True)], "fired_count"),
     ("unknown zone", [reminder(schedule={"tz": "Mars/Olympus"})], "unknown_time_zone"),
-    ("bad cron", [reminder(schedule={"kind": "cron", "cron": "61 * * * *", "repeat": None, "first_at": None})],
-     "invalid_cron"),
-    ("cron every second", [reminder(schedule={"kind": "cron", "cron": "* * * * * *", "repeat": None,
-                                              "first_at": None})], "interval_too_short"),
-    ("past the horizon", [reminder(next_fire_at=format_utc(NOW + timedelta(days=4000)))], "horizon_exceeded"),
+    (
+        "bad cron",
+        [
+            reminder(
+                schedule={"kind": "cron", "cron": "61 * * * *", "repeat": None, "first_at": None}
+            )
+        ],
+        "invalid_cron",
+    ),
+    (
+        "cron every second",
+        [
+            reminder(
+                schedule={"kind": "cron", "cron": "* * * * * *", "repeat": None, "first_at": None}
+            )
+        ],
+        "interval_too_short",
+    ),
+    (
+        "past the horizon",
+        [reminder(next_fire_at=format_utc(NOW + timedelta(days=4000)))],
+        "horizon_exceeded",
+    ),
     ("no created_at", [reminder(created_at=None)], "created_at"),
-    ("session without created_at", [{"type": "session", "id": "s9", "adapter": None}], "created_at"),
+    (
+        "session without created_at",
+        [{"type": "session", "id": "s9", "adapter": None}],
+        "created_at",
+    ),
     ("repeat 0", [reminder(schedule=every(60, repeat=0))], "repeat"),
     ("slot out of range", [reminder(slot=99)], "slot"),
     ("text too long", [reminder(text="x" * 9_000)], "text_too_long"),
     ("21 in one session", [reminder(i) for i in range(21)], "more than 20"),
-    ("1000 rows past the total limit", [reminder(i, session=f"s{i}") for i in range(1000)], "more than 200"),
+    (
+        "1000 rows past the total limit",
+        [reminder(i, session=f"s{i}") for i in range(1000)],
+        "more than 200",
+    ),
 ]
 
 
-def cli(env: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "remindkit", *args], env=env, text=True, capture_output=True,
-                          timeout=120, cwd=ROOT, input=stdin)
+def cli(
+    env: dict[str, str], *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "remindkit", *args],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=120,
+        cwd=ROOT,
+        input=stdin,
+    )
 
 
 @pytest.fixture
@@ -87,37 +133,60 @@ def env(tmp_path: Path) -> dict[str, str]:
     import os
 
     e = {k: v for k, v in os.environ.items() if not k.startswith("REMINDKIT_")}
-    e.update(REMINDKIT_HOME=str(tmp_path), REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}", REMINDKIT_TZ="UTC")
+    e.update(
+        REMINDKIT_HOME=str(tmp_path),
+        REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}",
+        REMINDKIT_TZ="UTC",
+    )
     return e
 
 
 @pytest.mark.parametrize("rows, why", [(b[1], b[2]) for b in BAD], ids=[b[0] for b in BAD])
-def test_import_refuses_rows_remind_would_refuse(env: dict[str, str], rows: list[dict[str, Any]], why: str) -> None:
+def test_import_refuses_rows_remind_would_refuse(
+    env: dict[str, str], rows: list[dict[str, Any]], why: str
+) -> None:
     header = json.dumps({"remindkit_export": 1})
     body = "\n".join([header, *(json.dumps(r) for r in rows)]) + "\n"
     done = cli(env, "import", "-", stdin=body)
     assert done.returncode == 1, done.stdout
-    assert done.stderr.startswith("error: invalid_import: line ") and why in done.stderr, done.stderr
+    assert done.stderr.startswith("error: invalid_import: line ") and why in done.stderr, (
+        done.stderr
+    )
     assert "Traceback" not in done.stderr
     assert json.loads(cli(env, "ls", "--all", "--json").stdout) == []  # nothing written
     assert json.loads(cli(env, "session", "ls", "--json").stdout) == []
 
 
 def test_the_refusals_name_the_line(env: dict[str, str]) -> None:
-    rows = [json.dumps(reminder(i)) for i in range(3)] + [json.dumps(reminder(3, schedule=every(-1)))]
+    rows = [json.dumps(reminder(i)) for i in range(3)] + [
+        json.dumps(reminder(3, schedule=every(-1)))
+    ]
     done = cli(env, "import", "-", stdin="\n".join(rows) + "\n")
     assert done.returncode == 1 and "line 4:" in done.stderr, done.stderr
-    record("import of rows `remind` refuses: every_s -5, 1 s, 1 ms, catch-up cap 10^7, 10^30 integers, "
-           "1,000 rows past the limit of 200, a session without created_at",
-           "engine at 70-100 % CPU, 259,207 occurrences at once, MemoryError, limits passed, tracebacks",
-           "`invalid_import` with the line number, nothing written")
+    record(
+        "import of rows `remind` refuses: every_s -5, 1 s, 1 ms, catch-up cap 10^7, 10^30 integers, "
+        "1,000 rows past the limit of 200, a session without created_at",
+        "engine at 70-100 % CPU, 259,207 occurrences at once, MemoryError, limits passed, tracebacks",
+        "`invalid_import` with the line number, nothing written",
+    )
 
 
 def minutely_since_2016(**change: Any) -> Reminder:
     start = datetime(2016, 1, 1, tzinfo=UTC)
     sched = Schedule("cron", "UTC", cron="* * * * *", repeat=None)
-    rem = Reminder(id="rem_old", session="s1", label=None, text="x", schedule=sched, state="active",
-                   next_fire_at=start, misfire="all", catchup_cap=10, created_at=start, updated_at=start)
+    rem = Reminder(
+        id="rem_old",
+        session="s1",
+        label=None,
+        text="x",
+        schedule=sched,
+        state="active",
+        next_fire_at=start,
+        misfire="all",
+        catchup_cap=10,
+        created_at=start,
+        updated_at=start,
+    )
     return dataclasses.replace(rem, **change)
 
 
@@ -127,7 +196,9 @@ def test_catch_up_walks_back_in_bounded_steps() -> None:
         started = time.monotonic()
         plan = plan_fire(minutely_since_2016(), now)
         took = time.monotonic() - started
-    assert [f.due_us for f in plan.fires] == [to_us(datetime(2026, 12, 1, 10, 21 + i, tzinfo=UTC)) for i in range(10)]
+    assert [f.due_us for f in plan.fires] == [
+        to_us(datetime(2026, 12, 1, 10, 21 + i, tzinfo=UTC)) for i in range(10)
+    ]
     assert plan.fires[0].missed >= 390  # counted up to a bound: "at least"
     assert plan.next_fire_us == to_us(datetime(2026, 12, 1, 10, 31, tzinfo=UTC))
     assert took < 5, took
@@ -142,11 +213,20 @@ def test_engine_is_not_held_by_a_decade_of_catch_up(env: dict[str, str], tmp_pat
         store.import_rows([minutely_since_2016()], [], replace_existing=False)
     finally:
         store.close()
-    engine = Serve(env["REMINDKIT_DB"], tmp_path, name="decade", env={"REMINDKIT_BUSY_TIMEOUT_MS": "5000"})
+    engine = Serve(
+        env["REMINDKIT_DB"], tmp_path, name="decade", env={"REMINDKIT_BUSY_TIMEOUT_MS": "5000"}
+    )
     try:
         engine.wait_ready()
-        fired = wait_for(lambda: [o for o in json.loads(cli(env, "history", "--json", "--limit", "100").stdout)
-                                  if o["reminder_id"] == "rem_old"], 60, 0.3)
+        fired = wait_for(
+            lambda: [
+                o
+                for o in json.loads(cli(env, "history", "--json", "--limit", "100").stdout)
+                if o["reminder_id"] == "rem_old"
+            ],
+            60,
+            0.3,
+        )
         assert len(fired) == 10, fired
         started = time.monotonic()
         wrote = cli(env, "remind", "still writable", "--in", "5m", "--session", "s2")
@@ -154,9 +234,11 @@ def test_engine_is_not_held_by_a_decade_of_catch_up(env: dict[str, str], tmp_pat
         assert time.monotonic() - started < 30
     finally:
         engine.stop()
-    record("`* * * * *`, misfire all, next fire in 2016 (real engine)",
-           "claim held the write lock 160 s; CLI writes failed with store_unavailable",
-           "10 latest fired after a walk back of 10 steps; CLI writes go through")
+    record(
+        "`* * * * *`, misfire all, next fire in 2016 (real engine)",
+        "claim held the write lock 160 s; CLI writes failed with store_unavailable",
+        "10 latest fired after a walk back of 10 steps; CLI writes go through",
+    )
 
 
 def test_engine_quarantines_a_row_past_its_catch_up_cap(tmp_path: Path) -> None:
@@ -168,9 +250,17 @@ def test_engine_quarantines_a_row_past_its_catch_up_cap(tmp_path: Path) -> None:
         start = datetime(2026, 1, 1, tzinfo=UTC)
         rows = [
             minutely_since_2016(id="rem_bigcap", catchup_cap=10_000),
-            Reminder(id="rem_negative", session="s1", label=None, text="x", created_at=start, updated_at=start,
-                     schedule=Schedule("every", "UTC", first_at=start, every_s=-5, repeat=None), state="active",
-                     next_fire_at=start),
+            Reminder(
+                id="rem_negative",
+                session="s1",
+                label=None,
+                text="x",
+                created_at=start,
+                updated_at=start,
+                schedule=Schedule("every", "UTC", first_at=start, every_s=-5, repeat=None),
+                state="active",
+                next_fire_at=start,
+            ),
             minutely_since_2016(id="rem_fine"),
         ]
         store.import_rows(rows, [], replace_existing=False)
@@ -187,6 +277,9 @@ def test_engine_quarantines_a_row_past_its_catch_up_cap(tmp_path: Path) -> None:
         assert api.get("rem_fine").state == "active" and len(api.history("rem_fine")) == 10
     finally:
         store.close()
-    record("rows written straight into the store: catch-up cap 10,000, every_s -5",
-           "engine spun or fired thousands at once", "quarantined by the engine's own guard "
-           "(REMINDKIT_CATCHUP_MAX), listed in `status`; other rows fire")
+    record(
+        "rows written straight into the store: catch-up cap 10,000, every_s -5",
+        "engine spun or fired thousands at once",
+        "quarantined by the engine's own guard "
+        "(REMINDKIT_CATCHUP_MAX), listed in `status`; other rows fire",
+    )

@@ -40,8 +40,11 @@ def attacker() -> Iterator[str]:
     if shutil.which("useradd") is None or shutil.which("userdel") is None:
         pytest.skip("useradd/userdel are not installed")
     name = f"rkatk{secrets.token_hex(3)}"
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield name
     finally:
@@ -64,22 +67,38 @@ def as_user(user: str, *argv: str) -> None:
 
 
 def cli_env(tmp: Path, shared: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDKIT_") and k != "XDG_RUNTIME_DIR"}
-    env.update(TMPDIR=str(shared), REMINDKIT_HOME=str(tmp / "home"), REMINDKIT_TZ="UTC",
-               REMINDKIT_DB=f"sqlite:///{tmp / 'home' / 'store.db'}")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("REMINDKIT_") and k != "XDG_RUNTIME_DIR"
+    }
+    env.update(
+        TMPDIR=str(shared),
+        REMINDKIT_HOME=str(tmp / "home"),
+        REMINDKIT_TZ="UTC",
+        REMINDKIT_DB=f"sqlite:///{tmp / 'home' / 'store.db'}",
+    )
     return env
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "remindkit", *args], env=env, text=True, capture_output=True,
-                          timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "remindkit", *args],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=120,
+        cwd=ROOT,
+    )
 
 
 ATTACKS = ["another user's folder", "a plain file", "a link to a folder of ours"]
 
 
 @pytest.mark.parametrize("squat", ATTACKS)
-def test_a_squatted_runtime_folder_is_not_used(attacker: str, shared_tmp: Path, tmp_path: Path, squat: str) -> None:
+def test_a_squatted_runtime_folder_is_not_used(
+    attacker: str, shared_tmp: Path, tmp_path: Path, squat: str
+) -> None:
     top = shared_tmp / f"remindkit-{os.getuid()}"
     ours = shared_tmp / "ours"  # a folder of the victim's that a link could get chmod-ed
     ours.mkdir()
@@ -101,18 +120,29 @@ def test_a_squatted_runtime_folder_is_not_used(attacker: str, shared_tmp: Path, 
     if squat == ATTACKS[0]:
         assert list(top.iterdir()) == [], "remindkit put its sockets in another user's folder"
         assert os.lstat(top).st_uid != os.getuid()
-    record(f"runtime folder squatted by another Unix user: {squat}",
-           {ATTACKS[0]: "used (hints and sockets in the other user's hands)",
-            ATTACKS[1]: "every command crashed", ATTACKS[2]: "the linked folder of ours chmod-ed 0700"}[squat],
-           "not used: one warning, engines poll; commands work")
+    record(
+        f"runtime folder squatted by another Unix user: {squat}",
+        {
+            ATTACKS[0]: "used (hints and sockets in the other user's hands)",
+            ATTACKS[1]: "every command crashed",
+            ATTACKS[2]: "the linked folder of ours chmod-ed 0700",
+        }[squat],
+        "not used: one warning, engines poll; commands work",
+    )
 
 
-def test_an_engine_without_hints_still_sees_new_reminders(attacker: str, shared_tmp: Path, tmp_path: Path) -> None:
+def test_an_engine_without_hints_still_sees_new_reminders(
+    attacker: str, shared_tmp: Path, tmp_path: Path
+) -> None:
     as_user(attacker, "mkdir", "-m", "0777", str(shared_tmp / f"remindkit-{os.getuid()}"))
     env = cli_env(tmp_path, shared_tmp)
     (tmp_path / "home").mkdir(mode=0o700)
-    engine = Serve(env["REMINDKIT_DB"], tmp_path, name="polling",
-                   env={"TMPDIR": str(shared_tmp), "XDG_RUNTIME_DIR": "", "REMINDKIT_WAIT_CAP": "30"})
+    engine = Serve(
+        env["REMINDKIT_DB"],
+        tmp_path,
+        name="polling",
+        env={"TMPDIR": str(shared_tmp), "XDG_RUNTIME_DIR": "", "REMINDKIT_WAIT_CAP": "30"},
+    )
     try:
         engine.wait_ready()
         assert cli(env, "remind", "soon", "--in", "2s", "--session", "s1").returncode == 0
@@ -123,8 +153,9 @@ def test_an_engine_without_hints_still_sees_new_reminders(attacker: str, shared_
     assert engine.log.read_text().count("poll") >= 1
 
 
-def test_an_open_home_and_store_of_ours_are_tightened(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_open_home_and_store_of_ours_are_tightened(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     db = home / "remindkit.db"
@@ -137,13 +168,20 @@ def test_an_open_home_and_store_of_ours_are_tightened(tmp_path: Path, caplog: py
     monkeypatch.delenv("REMINDKIT_SESSION", raising=False)
     with caplog.at_level(logging.WARNING):
         assert main(["ls"], stdout=io.StringIO(), stderr=io.StringIO()) == 0
-    assert stat.S_IMODE(os.stat(home).st_mode) == 0o700 and stat.S_IMODE(os.stat(db).st_mode) == 0o600
+    assert (
+        stat.S_IMODE(os.stat(home).st_mode) == 0o700 and stat.S_IMODE(os.stat(db).st_mode) == 0o600
+    )
     assert sum("made it" in r.getMessage() for r in caplog.records) == 2, caplog.text
-    record("home folder 0777 / database 0644 left by an older version or a hand edit",
-           "left readable and writable by others", "tightened to 0700 / 0600 with a warning")
+    record(
+        "home folder 0777 / database 0644 left by an older version or a hand edit",
+        "left readable and writable by others",
+        "tightened to 0700 / 0600 with a warning",
+    )
 
 
-def test_a_datagram_flood_costs_one_re_read_per_gap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_datagram_flood_costs_one_re_read_per_gap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two processes flood the engine's real wake-up socket. The store step is replaced
     by a counter (no database work), so the count shows how often the loop would re-read
     the store, whatever CPU the machine can give it: before, once per wake-up (thousands
@@ -166,14 +204,18 @@ def test_a_datagram_flood_costs_one_re_read_per_gap(tmp_path: Path, monkeypatch:
         folder = store.wake.folder  # type: ignore[attr-defined]
         assert wait_for(lambda: list(folder.glob("*.sock")), 20, 0.05)
         sock = str(next(folder.glob("*.sock")))
-        flood = ("import socket, sys, time\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
-                 "end = time.monotonic() + float(sys.argv[2])\ni = 0\n"
-                 "while time.monotonic() < end:\n    i += 1\n"
-                 "    try:\n        s.sendto(str(i).encode(), sys.argv[1])\n"
-                 "    except OSError:\n        pass\n")
+        flood = (
+            "import socket, sys, time\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+            "end = time.monotonic() + float(sys.argv[2])\ni = 0\n"
+            "while time.monotonic() < end:\n    i += 1\n"
+            "    try:\n        s.sendto(str(i).encode(), sys.argv[1])\n"
+            "    except OSError:\n        pass\n"
+        )
         seconds = 4.0
         before, started = rounds[0], time.monotonic()
-        flooders = [subprocess.Popen([sys.executable, "-c", flood, sock, str(seconds)]) for _ in range(2)]
+        flooders = [
+            subprocess.Popen([sys.executable, "-c", flood, sock, str(seconds)]) for _ in range(2)
+        ]
         for f in flooders:
             f.wait(60)
         took = time.monotonic() - started
@@ -186,6 +228,11 @@ def test_a_datagram_flood_costs_one_re_read_per_gap(tmp_path: Path, monkeypatch:
         store.close()
         shutil.rmtree(run, ignore_errors=True)
     allowed = took / core.HINT_GAP + 20
-    assert 0 < during <= allowed, f"{during} store rounds in {took:.1f}s of flood (at most {allowed:.0f})"
-    record("datagram flood on the wake-up socket", "one store re-read per wake-up: an idle engine at 100 % of a core",
-           f"at most one re-read per {core.HINT_GAP * 1000:.0f} ms ({during} in {took:.1f} s of flood)")
+    assert 0 < during <= allowed, (
+        f"{during} store rounds in {took:.1f}s of flood (at most {allowed:.0f})"
+    )
+    record(
+        "datagram flood on the wake-up socket",
+        "one store re-read per wake-up: an idle engine at 100 % of a core",
+        f"at most one re-read per {core.HINT_GAP * 1000:.0f} ms ({during} in {took:.1f} s of flood)",
+    )

@@ -32,15 +32,26 @@ def test_store_from_the_previous_schema_migrates_forward(store_url, settings, cl
     assert current_revision(old) == "0001"
     due = clock.now() + timedelta(minutes=1)
     with old.begin() as conn:  # rows as revision 0001 wrote them
-        conn.execute(text(
-            "INSERT INTO sessions (id, adapter, config, state, created_at, last_active_at) "
-            "VALUES ('s1', 'python', '{}', 'active', :now, :now)"), {"now": clock.now_us()})
-        conn.execute(text(
-            "INSERT INTO reminders (id, session_id, label, text, kind, spec, tz, state, next_fire_at, "
-            "fired_count, alarm, urgency, misfire, catchup_cap, on_busy, source, snoozed, created_at, "
-            "updated_at, version) VALUES ('rem_old000000001', 's1', 'old', 'from 0001', 'at', :spec, 'UTC', "
-            "'active', :due, 0, false, 'normal', 'latest', 10, 'wait', 'api', false, :now, :now, 1)"),
-            {"spec": SPEC % due.strftime("%Y-%m-%dT%H:%M:%SZ"), "due": to_us(due), "now": clock.now_us()})
+        conn.execute(
+            text(
+                "INSERT INTO sessions (id, adapter, config, state, created_at, last_active_at) "
+                "VALUES ('s1', 'python', '{}', 'active', :now, :now)"
+            ),
+            {"now": clock.now_us()},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO reminders (id, session_id, label, text, kind, spec, tz, state, next_fire_at, "
+                "fired_count, alarm, urgency, misfire, catchup_cap, on_busy, source, snoozed, created_at, "
+                "updated_at, version) VALUES ('rem_old000000001', 's1', 'old', 'from 0001', 'at', :spec, 'UTC', "
+                "'active', :due, 0, false, 'normal', 'latest', 10, 'wait', 'api', false, :now, :now, 1)"
+            ),
+            {
+                "spec": SPEC % due.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "due": to_us(due),
+                "now": clock.now_us(),
+            },
+        )
     old.dispose()
 
     store = open_store(store_url, settings=settings)  # migrates on open
@@ -76,19 +87,27 @@ def test_a_newer_schema_is_refused_and_left_alone(sqlite_url, settings):
 BROKEN = [
     ("spec_not_json", {"spec": "{not json"}),
     ("spec_from_the_future", {"spec": '{"v": 99, "kind": "quantum"}'}),
-    ("unknown_zone", {"spec": '{"v":1,"kind":"cron","cron":"0 9 * * *","tz":"Mars/Olympus","repeat":null}'}),
+    (
+        "unknown_zone",
+        {"spec": '{"v":1,"kind":"cron","cron":"0 9 * * *","tz":"Mars/Olympus","repeat":null}'},
+    ),
     ("bad_cron", {"spec": '{"v":1,"kind":"cron","cron":"99 99 * * *","tz":"UTC","repeat":null}'}),
 ]
 
 
 @pytest.mark.parametrize("name, change", BROKEN, ids=[b[0] for b in BROKEN])
-def test_unreadable_row_is_quarantined_not_deleted(store, clock, settings, name, change, monkeypatch, tmp_path):
+def test_unreadable_row_is_quarantined_not_deleted(
+    store, clock, settings, name, change, monkeypatch, tmp_path
+):
     api = Reminders(store, clock=clock, settings=settings)
     store.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
     good = api.create("fine", session="s1", in_="1m")
     bad = api.create("to be damaged", session="s1", in_="1m")
     with store.engine.begin() as conn:
-        conn.execute(text("UPDATE reminders SET spec = :spec WHERE id = :id"), {"spec": change["spec"], "id": bad.id})
+        conn.execute(
+            text("UPDATE reminders SET spec = :spec WHERE id = :id"),
+            {"spec": change["spec"], "id": bad.id},
+        )
     got = []
     engine = Engine(store, clock=clock, settings=settings, inline=True, alerter=NullAlerter())
     engine.adapters.get("python").register("s1", lambda m, f: got.extend(x.reminder_id for x in f))
@@ -100,13 +119,20 @@ def test_unreadable_row_is_quarantined_not_deleted(store, clock, settings, name,
     ((qid, why),) = store.quarantined()
     assert qid == bad.id and why.startswith("quarantined: unreadable row")
     with store.engine.connect() as conn:  # still there, untouched apart from its state
-        row = conn.execute(text("SELECT spec, state FROM reminders WHERE id = :id"), {"id": bad.id}).one()
+        row = conn.execute(
+            text("SELECT spec, state FROM reminders WHERE id = :id"), {"id": bad.id}
+        ).one()
     assert row.spec == change["spec"] and row.state == "failed"
     assert engine.errors == 0
     if store.dialect == "sqlite":  # and the command line reports it
         monkeypatch.setenv("REMINDKIT_HOME", str(tmp_path / "h"))
         out = io.StringIO()
-        assert main(["status", "--json", "--db", store_url_of(store)], stdout=out, stderr=io.StringIO()) == 0
+        assert (
+            main(
+                ["status", "--json", "--db", store_url_of(store)], stdout=out, stderr=io.StringIO()
+            )
+            == 0
+        )
         assert json.loads(out.getvalue())["quarantined"][0]["id"] == bad.id
 
 

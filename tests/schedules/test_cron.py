@@ -35,28 +35,61 @@ def local(dts):
     "expr, start, expected",
     [
         # The released CronTrigger skips this day (the day after spring-forward).
-        ("30 0 * * *", "2025-03-08T12:00:00Z",
-         ["2025-03-09T00:30:00-05:00", "2025-03-10T00:30:00-04:00", "2025-03-11T00:30:00-04:00"]),
-        ("0 0 * * *", "2025-03-08T12:00:00Z",
-         ["2025-03-09T00:00:00-05:00", "2025-03-10T00:00:00-04:00", "2025-03-11T00:00:00-04:00"]),
+        (
+            "30 0 * * *",
+            "2025-03-08T12:00:00Z",
+            ["2025-03-09T00:30:00-05:00", "2025-03-10T00:30:00-04:00", "2025-03-11T00:30:00-04:00"],
+        ),
+        (
+            "0 0 * * *",
+            "2025-03-08T12:00:00Z",
+            ["2025-03-09T00:00:00-05:00", "2025-03-10T00:00:00-04:00", "2025-03-11T00:00:00-04:00"],
+        ),
         # Fall back: 01:30 happens twice; fire once, at the earlier instant.
-        ("30 1 * * *", "2025-11-01T12:00:00Z",
-         ["2025-11-02T01:30:00-04:00", "2025-11-03T01:30:00-05:00"]),
+        (
+            "30 1 * * *",
+            "2025-11-01T12:00:00Z",
+            ["2025-11-02T01:30:00-04:00", "2025-11-03T01:30:00-05:00"],
+        ),
         # 02:30 does not exist on 2025-03-09: fire once when the gap ends, at 03:00 EDT.
-        ("30 2 * * *", "2025-03-08T12:00:00Z",
-         ["2025-03-09T03:00:00-04:00", "2025-03-10T02:30:00-04:00"]),
+        (
+            "30 2 * * *",
+            "2025-03-08T12:00:00Z",
+            ["2025-03-09T03:00:00-04:00", "2025-03-10T02:30:00-04:00"],
+        ),
         # Several wall times in the gap merge into the gap's end.
-        ("*/30 * * * *", "2025-03-09T06:10:00Z",
-         ["2025-03-09T01:30:00-05:00", "2025-03-09T03:00:00-04:00", "2025-03-09T03:30:00-04:00"]),
+        (
+            "*/30 * * * *",
+            "2025-03-09T06:10:00Z",
+            ["2025-03-09T01:30:00-05:00", "2025-03-09T03:00:00-04:00", "2025-03-09T03:30:00-04:00"],
+        ),
         # Weekdays follow crontab: 1-5 is Monday to Friday; 0 and 7 are Sunday.
-        ("0 0 9 * * 1-5", "2025-11-28T12:00:00Z",
-         ["2025-11-28T09:00:00-05:00", "2025-12-01T09:00:00-05:00", "2025-12-02T09:00:00-05:00"]),
-        ("0 9 * * 0", "2025-11-28T12:00:00Z", ["2025-11-30T09:00:00-05:00", "2025-12-07T09:00:00-05:00"]),
+        (
+            "0 0 9 * * 1-5",
+            "2025-11-28T12:00:00Z",
+            ["2025-11-28T09:00:00-05:00", "2025-12-01T09:00:00-05:00", "2025-12-02T09:00:00-05:00"],
+        ),
+        (
+            "0 9 * * 0",
+            "2025-11-28T12:00:00Z",
+            ["2025-11-30T09:00:00-05:00", "2025-12-07T09:00:00-05:00"],
+        ),
         ("0 9 * * 7", "2025-11-28T12:00:00Z", ["2025-11-30T09:00:00-05:00"]),
-        ("0 9 * * 5-7", "2025-11-27T12:00:00Z",
-         ["2025-11-28T09:00:00-05:00", "2025-11-29T09:00:00-05:00", "2025-11-30T09:00:00-05:00",
-          "2025-12-05T09:00:00-05:00"]),
-        ("0 9 * * sat,sun", "2025-11-27T12:00:00Z", ["2025-11-29T09:00:00-05:00", "2025-11-30T09:00:00-05:00"]),
+        (
+            "0 9 * * 5-7",
+            "2025-11-27T12:00:00Z",
+            [
+                "2025-11-28T09:00:00-05:00",
+                "2025-11-29T09:00:00-05:00",
+                "2025-11-30T09:00:00-05:00",
+                "2025-12-05T09:00:00-05:00",
+            ],
+        ),
+        (
+            "0 9 * * sat,sun",
+            "2025-11-27T12:00:00Z",
+            ["2025-11-29T09:00:00-05:00", "2025-11-30T09:00:00-05:00"],
+        ),
         ("15 10 1 jan *", "2025-11-27T12:00:00Z", ["2026-01-01T10:15:00-05:00"]),
     ],
     ids=lambda v: v if isinstance(v, str) and " " in v else None,
@@ -77,8 +110,20 @@ def test_released_crontrigger_would_skip_march_10():
 
 
 @pytest.mark.parametrize(
-    "expr", ["* * *", "1 2 3 4 5 6 7", "61 * * * *", "* 25 * * *", "0 9 * * 8", "0 9 * * 5-1", "0 9 * * x",
-             "0 9 * * */0", "L * * * *", "0 9 ? * *;", "a" * 300],
+    "expr",
+    [
+        "* * *",
+        "1 2 3 4 5 6 7",
+        "61 * * * *",
+        "* 25 * * *",
+        "0 9 * * 8",
+        "0 9 * * 5-1",
+        "0 9 * * x",
+        "0 9 * * */0",
+        "L * * * *",
+        "0 9 ? * *;",
+        "a" * 300,
+    ],
 )
 def test_bad_cron(expr):
     with pytest.raises(InvalidSchedule) as exc:
@@ -92,11 +137,35 @@ def test_never_fires_returns_none():
 
 # -- properties over zones and years -------------------------------------------------------
 
-ZONES = sorted(z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "SystemV/", "posix/", "right/")))
-SPECIAL = ["America/New_York", "Australia/Lord_Howe", "Europe/Dublin", "America/Sao_Paulo", "Asia/Beirut",
-           "America/Havana", "Africa/Casablanca", "Pacific/Apia", "America/Santiago", "Asia/Tehran"]
-EXPRS = ["30 0 * * *", "0 0 * * *", "30 1 * * *", "30 2 * * *", "*/15 * * * *", "0 */3 * * *",
-         "45 23 * * *", "0 9 * * 1-5", "5 0,1,2,3 * * 0", "0 0 1 * *"]
+ZONES = sorted(
+    z
+    for z in available_timezones()
+    if "/" in z and not z.startswith(("Etc/", "SystemV/", "posix/", "right/"))
+)
+SPECIAL = [
+    "America/New_York",
+    "Australia/Lord_Howe",
+    "Europe/Dublin",
+    "America/Sao_Paulo",
+    "Asia/Beirut",
+    "America/Havana",
+    "Africa/Casablanca",
+    "Pacific/Apia",
+    "America/Santiago",
+    "Asia/Tehran",
+]
+EXPRS = [
+    "30 0 * * *",
+    "0 0 * * *",
+    "30 1 * * *",
+    "30 2 * * *",
+    "*/15 * * * *",
+    "0 */3 * * *",
+    "45 23 * * *",
+    "0 9 * * 1-5",
+    "5 0,1,2,3 * * 0",
+    "0 0 1 * *",
+]
 
 
 def matching_walls(expr: str, start_wall: datetime, end_wall: datetime) -> list[datetime]:
@@ -166,6 +235,8 @@ def test_each_matching_wall_time_fires_exactly_once(zone_name, expr, year, pick,
     # Every matching wall time between the two ends maps to exactly one fire.
     first_wall = (start.astimezone(zone) + timedelta(hours=3)).replace(tzinfo=None)
     last_wall = (end.astimezone(zone) - timedelta(hours=3)).replace(tzinfo=None)
-    expected = sorted({wall_to_instant(w, zone) for w in matching_walls(expr, first_wall, last_wall)})
+    expected = sorted(
+        {wall_to_instant(w, zone) for w in matching_walls(expr, first_wall, last_wall)}
+    )
     inner = [g for g in got if expected and expected[0] <= g <= expected[-1]]
     assert inner == expected

@@ -34,15 +34,44 @@ def fires(expr: str, start: str, n: int) -> list[str]:
 
 CRONIE = [
     # Both day fields restricted: either matches (the 1st, and Mondays). 2000-03-27 is a Monday.
-    ("0 0 1 * 1", "2000-03-26", ["2000-03-27 00:00:00", "2000-04-01 00:00:00", "2000-04-03 00:00:00"]),
-    ("0 0 0 1 * 1", "2000-03-26", ["2000-03-27 00:00:00", "2000-04-01 00:00:00", "2000-04-03 00:00:00"]),
+    (
+        "0 0 1 * 1",
+        "2000-03-26",
+        ["2000-03-27 00:00:00", "2000-04-01 00:00:00", "2000-04-03 00:00:00"],
+    ),
+    (
+        "0 0 0 1 * 1",
+        "2000-03-26",
+        ["2000-03-27 00:00:00", "2000-04-01 00:00:00", "2000-04-03 00:00:00"],
+    ),
     # Friday or the 13th; 2026-02-13 is both, and fires once.
-    ("0 0 13 * 5", "2026-02-01", ["2026-02-06 00:00:00", "2026-02-13 00:00:00", "2026-02-20 00:00:00"]),
-    ("0 0 1,15 * fri", "2025-11-30", ["2025-12-01 00:00:00", "2025-12-05 00:00:00", "2025-12-12 00:00:00",
-                                      "2025-12-15 00:00:00", "2025-12-19 00:00:00"]),
+    (
+        "0 0 13 * 5",
+        "2026-02-01",
+        ["2026-02-06 00:00:00", "2026-02-13 00:00:00", "2026-02-20 00:00:00"],
+    ),
+    (
+        "0 0 1,15 * fri",
+        "2025-11-30",
+        [
+            "2025-12-01 00:00:00",
+            "2025-12-05 00:00:00",
+            "2025-12-12 00:00:00",
+            "2025-12-15 00:00:00",
+            "2025-12-19 00:00:00",
+        ],
+    ),
     # A day field that starts with "*" makes both required: odd days that are Mondays.
-    ("0 0 */2 * 1", "2025-11-30", ["2025-12-01 00:00:00", "2025-12-15 00:00:00", "2025-12-29 00:00:00"]),
-    ("0 0 1 * */7", "2025-01-01", ["2025-06-01 00:00:00", "2026-02-01 00:00:00"]),  # the 1st on a Sunday
+    (
+        "0 0 */2 * 1",
+        "2025-11-30",
+        ["2025-12-01 00:00:00", "2025-12-15 00:00:00", "2025-12-29 00:00:00"],
+    ),
+    (
+        "0 0 1 * */7",
+        "2025-01-01",
+        ["2025-06-01 00:00:00", "2026-02-01 00:00:00"],
+    ),  # the 1st on a Sunday
     ("0 0 * * 1", "2025-11-30", ["2025-12-01 00:00:00", "2025-12-08 00:00:00"]),
     ("0 0 1 * *", "2025-11-30", ["2025-12-01 00:00:00", "2026-01-01 00:00:00"]),
     # Macros.
@@ -60,23 +89,71 @@ CRONIE = [
     ("0 0 1 */12 *", "2025-06-15", ["2026-01-01 00:00:00", "2027-01-01 00:00:00"]),
     ("5-6/2 * * * *", "2025-06-01 12:00", ["2025-06-01 12:05:00", "2025-06-01 13:05:00"]),
     # "N/s" is "N-max/s": minutes 10, 30, 50; weekdays 5-7 (Friday to Sunday); 1, 3, 5, 7.
-    ("10/20 9 * * *", "2025-06-01", ["2025-06-01 09:10:00", "2025-06-01 09:30:00", "2025-06-01 09:50:00",
-                                     "2025-06-02 09:10:00"]),
-    ("0 9 * * 5/1", "2025-11-24", ["2025-11-28 09:00:00", "2025-11-29 09:00:00", "2025-11-30 09:00:00",
-                                   "2025-12-05 09:00:00"]),
-    ("0 9 * * 1/2", "2025-11-24 12:00", ["2025-11-26 09:00:00", "2025-11-28 09:00:00", "2025-11-30 09:00:00",
-                                         "2025-12-01 09:00:00"]),
+    (
+        "10/20 9 * * *",
+        "2025-06-01",
+        [
+            "2025-06-01 09:10:00",
+            "2025-06-01 09:30:00",
+            "2025-06-01 09:50:00",
+            "2025-06-02 09:10:00",
+        ],
+    ),
+    (
+        "0 9 * * 5/1",
+        "2025-11-24",
+        [
+            "2025-11-28 09:00:00",
+            "2025-11-29 09:00:00",
+            "2025-11-30 09:00:00",
+            "2025-12-05 09:00:00",
+        ],
+    ),
+    (
+        "0 9 * * 1/2",
+        "2025-11-24 12:00",
+        [
+            "2025-11-26 09:00:00",
+            "2025-11-28 09:00:00",
+            "2025-11-30 09:00:00",
+            "2025-12-01 09:00:00",
+        ],
+    ),
     ("0 0 1 jan/6 *", "2025-02-01", ["2025-07-01 00:00:00", "2026-01-01 00:00:00"]),
     # croner: L in day of month, nL / n#L / n#k in day of week.
-    ("0 0 L * *", "2024-01-15", ["2024-01-31 00:00:00", "2024-02-29 00:00:00", "2024-03-31 00:00:00",
-                                 "2024-04-30 00:00:00"]),
+    (
+        "0 0 L * *",
+        "2024-01-15",
+        [
+            "2024-01-31 00:00:00",
+            "2024-02-29 00:00:00",
+            "2024-03-31 00:00:00",
+            "2024-04-30 00:00:00",
+        ],
+    ),
     ("0 0 L 2 *", "2027-03-01", ["2028-02-29 00:00:00", "2029-02-28 00:00:00"]),
-    ("0 0 * * 5L", "2024-01-01", ["2024-01-26 00:00:00", "2024-02-23 00:00:00", "2024-03-29 00:00:00"]),
+    (
+        "0 0 * * 5L",
+        "2024-01-01",
+        ["2024-01-26 00:00:00", "2024-02-23 00:00:00", "2024-03-29 00:00:00"],
+    ),
     ("0 0 * * 5#L", "2024-01-01", ["2024-01-26 00:00:00", "2024-02-23 00:00:00"]),
-    ("0 0 * * fri#2", "2024-01-01", ["2024-01-12 00:00:00", "2024-02-09 00:00:00", "2024-03-08 00:00:00"]),
+    (
+        "0 0 * * fri#2",
+        "2024-01-01",
+        ["2024-01-12 00:00:00", "2024-02-09 00:00:00", "2024-03-08 00:00:00"],
+    ),
     ("0 0 * * 1#5", "2024-01-01", ["2024-01-29 00:00:00", "2024-04-29 00:00:00"]),
-    ("0 0 * * mon-wed#1", "2024-01-01", ["2024-01-02 00:00:00", "2024-01-03 00:00:00", "2024-02-05 00:00:00"]),
-    ("0 0 15 * 5L", "2024-01-01", ["2024-01-15 00:00:00", "2024-01-26 00:00:00", "2024-02-15 00:00:00"]),
+    (
+        "0 0 * * mon-wed#1",
+        "2024-01-01",
+        ["2024-01-02 00:00:00", "2024-01-03 00:00:00", "2024-02-05 00:00:00"],
+    ),
+    (
+        "0 0 15 * 5L",
+        "2024-01-01",
+        ["2024-01-15 00:00:00", "2024-01-26 00:00:00", "2024-02-15 00:00:00"],
+    ),
 ]
 
 
@@ -85,20 +162,57 @@ def test_crontab_table(expr: str, start: str, expected: list[str]) -> None:
     assert fires(expr, start, len(expected)) == expected
 
 
-@pytest.mark.parametrize("expr", [
-    "0 9 * * ¹", "0 9 * * \u0663", "\u0660 9 * * *", "0 9 \u0661\u0665 * *", "0\u00a09 * * *", "0 9 * * mon\u200b",
-    "0 0 * * 5#6", "0 0 * * 5#0", "0 0 * * L", "0 0 L-1 * *", "0 0 * * *#2", "0 0 2L * *", "0 0 1#2 * *",
-    "@reboot", "@every 5m", "@", "*/0 * * * *", "60 * * * *", "0 0 0 * *", "0 0 32 * *", "0 0 * 13 *", "0 0 * 0 *",
-    "0 0 * * 8", "0 24 * * *", "0 0 * * 5-1", "0 0 ? * *", "0 0 * ? *", "0 0 * * ?/2", "0 0 * * 1,", "1-2-3 * * * *",
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "0 9 * * ¹",
+        "0 9 * * \u0663",
+        "\u0660 9 * * *",
+        "0 9 \u0661\u0665 * *",
+        "0\u00a09 * * *",
+        "0 9 * * mon\u200b",
+        "0 0 * * 5#6",
+        "0 0 * * 5#0",
+        "0 0 * * L",
+        "0 0 L-1 * *",
+        "0 0 * * *#2",
+        "0 0 2L * *",
+        "0 0 1#2 * *",
+        "@reboot",
+        "@every 5m",
+        "@",
+        "*/0 * * * *",
+        "60 * * * *",
+        "0 0 0 * *",
+        "0 0 32 * *",
+        "0 0 * 13 *",
+        "0 0 * 0 *",
+        "0 0 * * 8",
+        "0 24 * * *",
+        "0 0 * * 5-1",
+        "0 0 ? * *",
+        "0 0 * ? *",
+        "0 0 * * ?/2",
+        "0 0 * * 1,",
+        "1-2-3 * * * *",
+    ],
+)
 def test_invalid_is_invalid_cron(expr: str) -> None:
     with pytest.raises(InvalidSchedule) as exc:
         compile_cron(expr)
     assert exc.value.code == "invalid_cron"
 
 
-NEVER = ["0 0 30 2 *", "0 0 31 2 *", "0 0 31 4 *", "0 0 31 4,6,9,11 *", "0 0 0 30 2 *", "0 0 31 2 */7",
-         "0 0 30,31 feb *", "0 0 30 2 */2"]
+NEVER = [
+    "0 0 30 2 *",
+    "0 0 31 2 *",
+    "0 0 31 4 *",
+    "0 0 31 4,6,9,11 *",
+    "0 0 0 30 2 *",
+    "0 0 31 2 */7",
+    "0 0 30,31 feb *",
+    "0 0 30 2 */2",
+]
 
 
 @pytest.mark.parametrize("expr", NEVER)
@@ -107,12 +221,18 @@ def test_rules_that_never_fire_are_known_without_a_search(expr: str) -> None:
     assert rule.never_fires()
     assert next_cron_time(expr, UTC, datetime(2026, 1, 1, tzinfo=UTC)) is None
     with pytest.raises(InvalidSchedule) as exc:
-        build_schedule(now=datetime(2026, 1, 1, tzinfo=UTC), default_tz="Europe/Berlin", cron=expr, repeat="forever")
+        build_schedule(
+            now=datetime(2026, 1, 1, tzinfo=UTC),
+            default_tz="Europe/Berlin",
+            cron=expr,
+            repeat="forever",
+        )
     assert exc.value.code == "no_future_fire"
 
 
-@pytest.mark.parametrize("expr", ["0 0 30 2 1", "0 0 29 2 *", "0 0 31 * *", "0 0 L 2 *", "0 0 * 2 1#5",
-                                  "0 12 29 2 */7"])
+@pytest.mark.parametrize(
+    "expr", ["0 0 30 2 1", "0 0 29 2 *", "0 0 31 * *", "0 0 L 2 *", "0 0 * 2 1#5", "0 12 29 2 */7"]
+)
 def test_rare_rules_still_fire(expr: str) -> None:
     """Day 30 or Monday in February; leap days; 5th Monday of a February (leap years
     whose February starts on a Monday: 2016, 2044); 29 February on a Sunday (2032)."""
@@ -129,8 +249,20 @@ def test_every_month_shape_occurs_in_the_calendar() -> None:
             first = date(year, month, 1)
             length = ((first.replace(day=28) + timedelta(days=4)).replace(day=1) - first).days
             seen.add((month, length, first.isoweekday() % 7))
-    lengths = {1: [31], 2: [28, 29], 3: [31], 4: [30], 5: [31], 6: [30], 7: [31], 8: [31], 9: [30], 10: [31],
-               11: [30], 12: [31]}
+    lengths = {
+        1: [31],
+        2: [28, 29],
+        3: [31],
+        4: [30],
+        5: [31],
+        6: [30],
+        7: [31],
+        8: [31],
+        9: [30],
+        10: [31],
+        11: [30],
+        12: [31],
+    }
     assert seen == {(m, n, w) for m, ns in lengths.items() for n in ns for w in range(7)}
 
 
@@ -144,14 +276,22 @@ def field_text(draw: st.DrawFn, name: str) -> str:
     lo, hi = _LO_HI[name]
     parts = []
     for _ in range(draw(st.integers(1, 3))):
-        form = draw(st.sampled_from(["*", "*/s", "a", "a-b", "a-b/s", "a/s"] +
-                                    (["L"] if name == "day" else []) +
-                                    (["aL", "a#k"] if name == "weekday" else [])))
+        form = draw(
+            st.sampled_from(
+                ["*", "*/s", "a", "a-b", "a-b/s", "a/s"]
+                + (["L"] if name == "day" else [])
+                + (["aL", "a#k"] if name == "weekday" else [])
+            )
+        )
         a = draw(st.integers(lo, hi))
         b = draw(st.integers(a, hi))
         s = draw(st.integers(1, hi - lo + 3))
-        parts.append(form.replace("a-b", f"{a}-{b}").replace("a", str(a)).replace("s", str(s))
-                     .replace("k", str(draw(st.integers(1, 5)))))
+        parts.append(
+            form.replace("a-b", f"{a}-{b}")
+            .replace("a", str(a))
+            .replace("s", str(s))
+            .replace("k", str(draw(st.integers(1, 5))))
+        )
     return ",".join(parts)
 
 
@@ -179,7 +319,11 @@ def day_matches(day_text: str, dow_text: str, d: date) -> bool:
     for part in dow_text.split(","):
         if part.endswith("L") and int(part[:-1]) % 7 == wd and d.day + 7 > length:
             by_dow = True
-        if "#" in part and int(part.split("#")[0]) % 7 == wd and (d.day - 1) // 7 + 1 == int(part.split("#")[1]):
+        if (
+            "#" in part
+            and int(part.split("#")[0]) % 7 == wd
+            and (d.day - 1) // 7 + 1 == int(part.split("#")[1])
+        ):
             by_dow = True
     if day_text.startswith("*") or dow_text.startswith("*"):
         return by_day and by_dow
@@ -207,8 +351,12 @@ def brute_next(fields: list[str], start: datetime, days: int) -> datetime | None
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    minute=field_text("minute"), hour=field_text("hour"), day=field_text("day"), month=field_text("month"),
-    dow=field_text("weekday"), star=st.sampled_from(["neither", "day", "weekday"]),
+    minute=field_text("minute"),
+    hour=field_text("hour"),
+    day=field_text("day"),
+    month=field_text("month"),
+    dow=field_text("weekday"),
+    star=st.sampled_from(["neither", "day", "weekday"]),
     start=st.datetimes(datetime(2000, 1, 1), datetime(2039, 12, 31)),
 )
 def test_or_semantics_agree_with_brute_force(minute, hour, day, month, dow, star, start) -> None:
@@ -251,7 +399,9 @@ def test_until_is_inclusive(kind: str) -> None:
     if kind == "every":
         s = build_schedule(now=now, default_tz="UTC", every="1h", until=until, repeat="forever")
     else:
-        s = build_schedule(now=now, default_tz="UTC", cron="0 * * * *", until=until, repeat="forever")
+        s = build_schedule(
+            now=now, default_tz="UTC", cron="0 * * * *", until=until, repeat="forever"
+        )
     got = []
     t = first_fire(s, now)
     while t is not None:

@@ -6,8 +6,18 @@ from remindkit.schedules import format_countdown, format_duration, parse_duratio
 
 @pytest.mark.parametrize(
     "text, seconds",
-    [("30s", 30), ("5m", 300), ("2h", 7200), ("2d", 172800), ("1w", 604800), ("1h30m", 5400),
-     ("90", 90), (" 10M ", 600), ("1d2h3m4s", 93784), (45, 45)],
+    [
+        ("30s", 30),
+        ("5m", 300),
+        ("2h", 7200),
+        ("2d", 172800),
+        ("1w", 604800),
+        ("1h30m", 5400),
+        ("90", 90),
+        (" 10M ", 600),
+        ("1d2h3m4s", 93784),
+        (45, 45),
+    ],
     ids=str,
 )
 def test_parse_duration(text, seconds):
@@ -15,7 +25,8 @@ def test_parse_duration(text, seconds):
 
 
 @pytest.mark.parametrize(
-    "text", ["", "0", "0s", "-5m", "5q", "m5", "1.5h", "30m1h", "5m5m", "h", "1 h", "x" * 50, True, 0, -3],
+    "text",
+    ["", "0", "0s", "-5m", "5q", "m5", "1.5h", "30m1h", "5m5m", "h", "1 h", "x" * 50, True, 0, -3],
     ids=repr,
 )
 def test_bad_duration(text):
@@ -29,6 +40,8 @@ def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
 
 
-@pytest.mark.parametrize("seconds, text", [(134, "2:14"), (0, "0:00"), (3725, "1:02:05"), (-4, "0:00")])
+@pytest.mark.parametrize(
+    "seconds, text", [(134, "2:14"), (0, "0:00"), (3725, "1:02:05"), (-4, "0:00")]
+)
 def test_format_countdown(seconds, text):
     assert format_countdown(seconds) == text

@@ -70,7 +70,10 @@ def validate(flavour: str, body: Any) -> tuple[int, str] | None:
                 return 500, f"messages[{i}].content: Input should be a valid string"
         elif flavour == "ollama":
             if not isinstance(content, (str, list)):
-                return 400, f"invalid message content type: {'<nil>' if content is None else type(content).__name__}"
+                return (
+                    400,
+                    f"invalid message content type: {'<nil>' if content is None else type(content).__name__}",
+                )
         elif flavour == "llama.cpp":
             if has_content and content is not None and not isinstance(content, (str, list)):
                 return 500, "Failed to parse messages: Invalid 'content' type"
@@ -84,22 +87,31 @@ def validate(flavour: str, body: Any) -> tuple[int, str] | None:
                 return 400, f"messages[{i}].content: expected a string or an array"
         if calls is not None:
             if role != "assistant" or not isinstance(calls, list):
-                return 400, f"messages[{i}].tool_calls: only an assistant message has a list of tool calls"
+                return (
+                    400,
+                    f"messages[{i}].tool_calls: only an assistant message has a list of tool calls",
+                )
             for c in calls:
                 fn = c.get("function") if isinstance(c, dict) else None
                 if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                    return (500 if flavour.startswith("llama") else 400), f"messages[{i}]: Missing tool call name"
+                    return (
+                        500 if flavour.startswith("llama") else 400
+                    ), f"messages[{i}]: Missing tool call name"
                 if not isinstance(fn.get("arguments"), str) and flavour in ("openai", "vllm"):
                     return 400, f"messages[{i}]: tool call arguments must be a string"
         if flavour == "openai":
             if role == "tool":
                 if m.get("tool_call_id") not in pending:
-                    return 400, ("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
-                                 "message with 'tool_calls'.")
+                    return 400, (
+                        "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                        "message with 'tool_calls'."
+                    )
                 pending.discard(m["tool_call_id"])
             elif pending:
-                return 400, ("An assistant message with 'tool_calls' must be followed by tool messages responding "
-                             "to each 'tool_call_id'.")
+                return 400, (
+                    "An assistant message with 'tool_calls' must be followed by tool messages responding "
+                    "to each 'tool_call_id'."
+                )
             if calls:
                 pending = {c.get("id") for c in calls}
         elif role == "tool" and not isinstance(m.get("tool_call_id"), str) and flavour in ("vllm",):
@@ -117,9 +129,18 @@ def text(content: str) -> Reply:
 
 
 def tool_calls(*calls: tuple[str, dict[str, Any]], prefix: str = "call") -> Reply:
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": f"{prefix}_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-        for i, (name, args) in enumerate(calls)]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"{prefix}_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            for i, (name, args) in enumerate(calls)
+        ],
+    }
 
 
 @dataclass
@@ -133,7 +154,9 @@ class Behaviour:
     drip_every: float | None = None  # send the answer one byte every N seconds
     huge_bytes: int = 0  # answer with a body this large
     context: int | None = None  # refuse a request whose estimated prompt + max_tokens exceed this
-    overflow_style: str = "llama-cpp-python"  # how the refusal reads: llama-cpp-python, llama.cpp, openai
+    overflow_style: str = (
+        "llama-cpp-python"  # how the refusal reads: llama-cpp-python, llama.cpp, openai
+    )
     props_n_ctx: int | None = None  # answer /props with this n_ctx (llama.cpp)
     tokenize: bool = False  # offer llama.cpp's /tokenize (one token per 4 characters)
 
@@ -147,8 +170,12 @@ class Seen:
 
 
 class ModelServer:
-    def __init__(self, flavour: str = "openai", respond: Callable[[dict[str, Any]], Reply] | None = None,
-                 behaviour: Behaviour | None = None) -> None:
+    def __init__(
+        self,
+        flavour: str = "openai",
+        respond: Callable[[dict[str, Any]], Reply] | None = None,
+        behaviour: Behaviour | None = None,
+    ) -> None:
         assert flavour in FLAVOURS
         self.flavour = flavour
         self.respond = respond or (lambda body: text("ok"))
@@ -165,10 +192,20 @@ class ModelServer:
                 b = owner.behaviour
                 if self.path == "/props" and b.props_n_ctx:
                     owner._record(self.path, 200, None)
-                    self._send(200, json.dumps({"default_generation_settings": {"n_ctx": b.props_n_ctx}}).encode())
+                    self._send(
+                        200,
+                        json.dumps(
+                            {"default_generation_settings": {"n_ctx": b.props_n_ctx}}
+                        ).encode(),
+                    )
                 elif self.path == "/v1/models":
                     owner._record(self.path, 200, None)
-                    self._send(200, json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode())
+                    self._send(
+                        200,
+                        json.dumps(
+                            {"object": "list", "data": [{"id": "m", "object": "model"}]}
+                        ).encode(),
+                    )
                 else:
                     owner._record(self.path, 404, None)
                     self._send(404, b'{"error": "not found"}')
@@ -194,7 +231,9 @@ class ModelServer:
                 owner._record(self.path, status, body)
                 self._send(status, payload, headers)
 
-            def _send(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+            def _send(
+                self, status: int, data: bytes, headers: dict[str, str] | None = None
+            ) -> None:
                 b = owner.behaviour
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -205,7 +244,7 @@ class ModelServer:
                 try:
                     if b.drip_every and status == 200:
                         for i in range(len(data)):
-                            self.wfile.write(data[i:i + 1])
+                            self.wfile.write(data[i : i + 1])
                             self.wfile.flush()
                             if owner._closing.wait(b.drip_every):
                                 return
@@ -231,37 +270,92 @@ class ModelServer:
         refused = validate(self.flavour, body)
         if refused is not None:
             status, message = refused
-            return status, json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode(), {}
+            return (
+                status,
+                json.dumps(
+                    {"error": {"message": message, "type": "invalid_request_error"}}
+                ).encode(),
+                {},
+            )
         if b.status is not None and (b.status_times == 0 or self._refused_status < b.status_times):
             self._refused_status += 1
-            return b.status, b.error_body.encode(), ({"Retry-After": b.retry_after} if b.retry_after else {})
+            return (
+                b.status,
+                b.error_body.encode(),
+                ({"Retry-After": b.retry_after} if b.retry_after else {}),
+            )
         if b.context is not None:
-            prompt = sum(len(json.dumps(m)) for m in body["messages"]) // 4 + len(json.dumps(body.get("tools", []))) // 4
+            prompt = (
+                sum(len(json.dumps(m)) for m in body["messages"]) // 4
+                + len(json.dumps(body.get("tools", []))) // 4
+            )
             wanted = prompt + int(body.get("max_tokens") or 0)
             if wanted > b.context:
-                return 400 if b.overflow_style != "llama.cpp" else 500, self._overflow(prompt, wanted), {}
+                return (
+                    400 if b.overflow_style != "llama.cpp" else 500,
+                    self._overflow(prompt, wanted),
+                    {},
+                )
         if b.huge_bytes:
             filler = "x" * b.huge_bytes
-            return 200, json.dumps({"choices": [{"index": 0, "message": text(filler)}]}).encode(), {}
+            return (
+                200,
+                json.dumps({"choices": [{"index": 0, "message": text(filler)}]}).encode(),
+                {},
+            )
         out = self.respond(body)
-        data = {"id": "chatcmpl-test", "object": "chat.completion", "model": body["model"],
-                "choices": [{"index": 0, "message": out, "finish_reason": "tool_calls" if out.get("tool_calls") else "stop"}]}
+        data = {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": out,
+                    "finish_reason": "tool_calls" if out.get("tool_calls") else "stop",
+                }
+            ],
+        }
         return 200, json.dumps(data).encode(), {}
 
     def _overflow(self, prompt: int, wanted: int) -> bytes:
         b = self.behaviour
         n = b.context
         if b.overflow_style == "llama.cpp":
-            return json.dumps({"error": {"code": 500, "message": "llama_decode returned 1", "type": "server_error"}}).encode()
+            return json.dumps(
+                {
+                    "error": {
+                        "code": 500,
+                        "message": "llama_decode returned 1",
+                        "type": "server_error",
+                    }
+                }
+            ).encode()
         if b.overflow_style == "llama.cpp-400":
-            return json.dumps({"error": {"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": prompt,
-                                         "n_ctx": n, "message": "the request exceeds the available context size, "
-                                                                "try increasing it"}}).encode()
-        return json.dumps({"error": {
-            "message": f"This model's maximum context length is {n} tokens. However, you requested {wanted} tokens "
-                       f"({prompt} in the messages, {wanted - prompt} in the completion). Please reduce the length "
-                       "of the messages or completion.",
-            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}).encode()
+            return json.dumps(
+                {
+                    "error": {
+                        "code": 400,
+                        "type": "exceed_context_size_error",
+                        "n_prompt_tokens": prompt,
+                        "n_ctx": n,
+                        "message": "the request exceeds the available context size, "
+                        "try increasing it",
+                    }
+                }
+            ).encode()
+        return json.dumps(
+            {
+                "error": {
+                    "message": f"This model's maximum context length is {n} tokens. However, you requested {wanted} tokens "
+                    f"({prompt} in the messages, {wanted - prompt} in the completion). Please reduce the length "
+                    "of the messages or completion.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            }
+        ).encode()
 
     @property
     def base_url(self) -> str:

@@ -54,7 +54,9 @@ def api(store: SqlStore, clock: FakeClock, settings: Settings) -> Reminders:
 
 
 def test_busy_session_holds_the_fire_until_the_turn_ends(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
-    settings = replace(settings, lease_s=3600)  # the fake clock jumps; real leases are renewed as time passes
+    settings = replace(
+        settings, lease_s=3600
+    )  # the fake clock jumps; real leases are renewed as time passes
     eng = engine(store, clock, settings)
     model = Script("Noted, it is time.")
     chat = ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
@@ -72,7 +74,9 @@ def test_busy_session_holds_the_fire_until_the_turn_ends(store, clock, settings,
     assert outcomes(store, rid) == [("delivered", "s1")]
     assert "check the oven" in model.last_user() and "<schedule-fired" in model.last_user()
     occ = store.history(reminder_id=rid)[0]
-    assert occ.fired_at == occ.due_at + timedelta(seconds=1)  # fired (alerted) at the tick during the turn
+    assert occ.fired_at == occ.due_at + timedelta(
+        seconds=1
+    )  # fired (alerted) at the tick during the turn
     assert occ.delivered_at == occ.due_at + timedelta(seconds=2)  # delivered when the turn was over
 
 
@@ -86,7 +90,9 @@ def test_externally_busy_then_several_in_one_turn(store, clock, settings, api) -
     skipped = api.create("skip me", session="s1", in_="90s", on_busy="skip").id
     step(eng, clock, 60)
     step(eng, clock, 60)
-    assert outcomes(store, first) == [("waiting", None)] and outcomes(store, second) == [("waiting", None)]
+    assert outcomes(store, first) == [("waiting", None)] and outcomes(store, second) == [
+        ("waiting", None)
+    ]
     assert outcomes(store, skipped) == [("skipped", None)]
     assert model.calls == []
     store.set_session_busy("s1", False, now_us=to_us(clock.now()))
@@ -105,8 +111,11 @@ def test_rebase_pushes_one_full_delay_after_the_turn(store, clock, settings, api
     model = Script("tick")
     chat = ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
     start = clock.now()
-    handle_tool_call(ToolContext(api, "s1"), "set_callback",
-                     {"action": "set", "message": "poll the build", "delay_seconds": 30, "repeat_count": 3})
+    handle_tool_call(
+        ToolContext(api, "s1"),
+        "set_callback",
+        {"action": "set", "message": "poll the build", "delay_seconds": 30, "repeat_count": 3},
+    )
     step(eng, clock, 30)
     assert len(model.calls) == 1  # fired at t=30 while idle
     model.gate = threading.Event()
@@ -123,7 +132,10 @@ def test_rebase_pushes_one_full_delay_after_the_turn(store, clock, settings, api
     (rem,) = api.list(session="s1")
     assert rem.next_fire_at == start + timedelta(seconds=100)  # one full delay after the turn
     assert rem.fired_count == 1 and rem.remaining == 2  # the re-based fire did not count
-    assert [o.state for o in reversed(store.history(reminder_id=rem.id))] == ["delivered", "skipped"]
+    assert [o.state for o in reversed(store.history(reminder_id=rem.id))] == [
+        "delivered",
+        "skipped",
+    ]
     calls = len(model.calls)
     step(eng, clock, 29)
     assert len(model.calls) == calls
@@ -136,13 +148,17 @@ def sh(script: str) -> list[str]:
     return [sys.executable, "-c", script]
 
 
-OK_AGENT = "import sys; data = sys.stdin.read(); print('fresh agent got', data.count('<schedule-fired'))"
+OK_AGENT = (
+    "import sys; data = sys.stdin.read(); print('fresh agent got', data.count('<schedule-fired'))"
+)
 FAIL_AGENT = "import sys; sys.stderr.write('cannot resume this session'); sys.exit(3)"
 
 
 def command_engine(store, clock, settings) -> tuple[Engine, list]:  # type: ignore[no-untyped-def]
     turns = ExternalTurns(store, clock=clock, settings=settings)
-    eng = engine(store, clock, settings, adapters=Adapters(CommandSession(turns=turns), PythonSessions()))
+    eng = engine(
+        store, clock, settings, adapters=Adapters(CommandSession(turns=turns), PythonSessions())
+    )
     failed: list = []
     eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append((sid, why)))
     return eng, failed
@@ -150,14 +166,22 @@ def command_engine(store, clock, settings) -> tuple[Engine, list]:  # type: igno
 
 def test_fresh_session_fallback(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     eng, failed = command_engine(store, clock, settings)
-    store.put_session(Session("old", adapter="command", config={"argv": sh(FAIL_AGENT), "fresh_argv": sh(OK_AGENT)}),
-                      now_us=to_us(clock.now()))
+    store.put_session(
+        Session(
+            "old", adapter="command", config={"argv": sh(FAIL_AGENT), "fresh_argv": sh(OK_AGENT)}
+        ),
+        now_us=to_us(clock.now()),
+    )
     rid = api.create("follow up", session="old", in_="1m").id
     step(eng, clock, 60)
     [(state, to)] = outcomes(store, rid)
     assert state == "delivered" and to is not None and to.startswith("old~")
     fresh = store.get_session(to)
-    assert fresh.parent_id == "old" and fresh.adapter == "command" and fresh.config["fallback_for"] == "old"
+    assert (
+        fresh.parent_id == "old"
+        and fresh.adapter == "command"
+        and fresh.config["fallback_for"] == "old"
+    )
     assert [m.role for m in store.messages(to)] == ["user", "assistant"]
     assert store.messages(to)[1].content.strip() == "fresh agent got 1"
     assert failed == []
@@ -171,8 +195,12 @@ FAIL_FRESH = "import sys; sys.stderr.write('no fresh sessions today'); sys.exit(
 
 def test_both_fail_is_recorded_and_told(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     eng, failed = command_engine(store, clock, settings)
-    store.put_session(Session("old", adapter="command", config={"argv": sh(FAIL_AGENT), "fresh_argv": sh(FAIL_FRESH)}),
-                      now_us=to_us(clock.now()))
+    store.put_session(
+        Session(
+            "old", adapter="command", config={"argv": sh(FAIL_AGENT), "fresh_argv": sh(FAIL_FRESH)}
+        ),
+        now_us=to_us(clock.now()),
+    )
     rid = api.create("follow up", session="old", in_="1m").id
     step(eng, clock, 60)
     (occ,) = store.history(reminder_id=rid)
@@ -186,20 +214,28 @@ def test_both_fail_is_recorded_and_told(store, clock, settings, api) -> None:  #
 
 def test_error_result_is_a_failed_turn(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     eng, failed = command_engine(store, clock, settings)
-    err = "print('{\"type\": \"result\", \"is_error\": true, \"result\": \"No conversation found\"}')"
-    store.put_session(Session("s", adapter="command", config={"argv": sh(err)}), now_us=to_us(clock.now()))
+    err = 'print(\'{"type": "result", "is_error": true, "result": "No conversation found"}\')'
+    store.put_session(
+        Session("s", adapter="command", config={"argv": sh(err)}), now_us=to_us(clock.now())
+    )
     rid = api.create("x", session="s", in_="1m").id
     step(eng, clock, 60)
     (occ,) = store.history(reminder_id=rid)
     assert occ.state == "failed" and "No conversation found" in occ.error
 
 
-def test_command_reply_tags_are_carried_out_and_feedback_returns(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+def test_command_reply_tags_are_carried_out_and_feedback_returns(
+    store, clock, settings, api
+) -> None:  # type: ignore[no-untyped-def]
     eng, _ = command_engine(store, clock, settings)
-    agent = ("import sys; d = sys.stdin.read(); "
-             "print('<schedule label=\"next\" delay=\"2m\">again</schedule><schedule label=\"bad\">x</schedule>' "
-             "if 'feedback' not in d else 'saw feedback')")
-    store.put_session(Session("c", adapter="command", config={"argv": sh(agent)}), now_us=to_us(clock.now()))
+    agent = (
+        "import sys; d = sys.stdin.read(); "
+        'print(\'<schedule label="next" delay="2m">again</schedule><schedule label="bad">x</schedule>\' '
+        "if 'feedback' not in d else 'saw feedback')"
+    )
+    store.put_session(
+        Session("c", adapter="command", config={"argv": sh(agent)}), now_us=to_us(clock.now())
+    )
     api.create("first", session="c", in_="1m")
     step(eng, clock, 60)
     nxt = [r for r in api.list(session="c") if r.label == "next"]
@@ -211,7 +247,9 @@ def test_command_reply_tags_are_carried_out_and_feedback_returns(store, clock, s
     assert len(handed) == 2
 
 
-def test_command_turn_cut_short_hands_its_keys_over_again(store, clock, settings, api, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_command_turn_cut_short_hands_its_keys_over_again(
+    store, clock, settings, api, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
     """Keys are taken when the command has answered: an engine that dies while the
     command runs leaves them untaken, so the turn that takes over hands them again
     (at-least-once, same keys); a repeat after a finished turn is dropped."""
@@ -219,11 +257,15 @@ def test_command_turn_cut_short_hands_its_keys_over_again(store, clock, settings
 
     log = tmp_path / "handed"
     agent = f"import os; open({str(log)!r}, 'a').write(os.environ['REMINDKIT_OCCURRENCE_KEYS'] + '\\n'); print('ok')"
-    store.put_session(Session("c", adapter="command", config={"argv": sh(agent)}), now_us=to_us(clock.now()))
+    store.put_session(
+        Session("c", adapter="command", config={"argv": sh(agent)}), now_us=to_us(clock.now())
+    )
     due = clock.now() + timedelta(minutes=1)
     fires = [Fire(i, f"rem_{i}", "c", due, f"text {i}") for i in (1, 2)]
     dying = ExternalTurns(store, clock=clock, settings=settings)
-    assert dying.begin("c", fires) is not None  # the engine is killed here, before the command answers
+    assert (
+        dying.begin("c", fires) is not None
+    )  # the engine is killed here, before the command answers
     assert store.taken_keys("c", [f.key for f in fires]) == set()
     again = CommandSession(turns=ExternalTurns(store, clock=clock, settings=settings))
     first = again.run_turn(store.get_session("c", now_us=to_us(clock.now())), "", fires)
@@ -244,7 +286,9 @@ def test_python_session_registered_later(store, clock, settings, api) -> None:  
     step(eng, clock, 60)
     assert outcomes(store, rid) == [("waiting", None)]
     got = []
-    eng.adapters.get("python").register("nb", lambda message, fires: got.append(message) or "thanks")
+    eng.adapters.get("python").register(
+        "nb", lambda message, fires: got.append(message) or "thanks"
+    )
     eng.notice_change()
     step(eng, clock, 1)
     assert outcomes(store, rid) == [("delivered", "nb")] and len(got) == 1
@@ -271,17 +315,32 @@ def openai_transport(calls: list) -> httpx.MockTransport:  # type: ignore[type-a
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         calls.append(body)
-        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "on it"}}]})
+        return httpx.Response(
+            200, json={"choices": [{"message": {"role": "assistant", "content": "on it"}}]}
+        )
 
     return httpx.MockTransport(handler)
 
 
 def test_two_engines_share_the_store_and_run_each_turn_once(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     calls: list = []
-    engines = [engine(store, clock, settings, adapters=Adapters(
-        OpenAISessions(store, clock=clock, settings=settings, transport=openai_transport(calls)))) for _ in range(2)]
-    store.put_session(Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
-                      now_us=to_us(clock.now()))
+    engines = [
+        engine(
+            store,
+            clock,
+            settings,
+            adapters=Adapters(
+                OpenAISessions(
+                    store, clock=clock, settings=settings, transport=openai_transport(calls)
+                )
+            ),
+        )
+        for _ in range(2)
+    ]
+    store.put_session(
+        Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
+        now_us=to_us(clock.now()),
+    )
     ids = [api.create(f"r{i}", session="o", in_=f"{60 + i}s").id for i in range(5)]
     for _ in range(3):
         clock.advance(2)
@@ -290,7 +349,12 @@ def test_two_engines_share_the_store_and_run_each_turn_once(store, clock, settin
     keys = []
     for body in calls:
         user = [m["content"] for m in body["messages"] if m["role"] == "user"]
-        keys += [line for text in user[-1:] for line in text.split('"') if "@" in line and line.startswith("rem_")]
+        keys += [
+            line
+            for text in user[-1:]
+            for line in text.split('"')
+            if "@" in line and line.startswith("rem_")
+        ]
     assert sorted(set(keys)) == sorted(keys)  # no occurrence key handed over twice
     assert all(outcomes(store, r)[0][0] == "delivered" for r in ids)
     fired = [m for m in store.messages("o") if m.kind == "fired"]
@@ -300,16 +364,28 @@ def test_two_engines_share_the_store_and_run_each_turn_once(store, clock, settin
 def openai_engine(store, clock, settings, handler) -> tuple[Engine, list]:  # type: ignore[no-untyped-def]
     """An engine with the openai adapter on ``handler``, the session "o" on it, and
     the reasons of the failures it reports."""
-    eng = engine(store, clock, settings, adapters=Adapters(
-        OpenAISessions(store, clock=clock, settings=settings, transport=httpx.MockTransport(handler))))
+    eng = engine(
+        store,
+        clock,
+        settings,
+        adapters=Adapters(
+            OpenAISessions(
+                store, clock=clock, settings=settings, transport=httpx.MockTransport(handler)
+            )
+        ),
+    )
     failed: list = []
     eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))
-    store.put_session(Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
-                      now_us=to_us(clock.now()))
+    store.put_session(
+        Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
+        now_us=to_us(clock.now()),
+    )
     return eng, failed
 
 
-def test_model_server_down_then_up_waits_and_retries_with_back_off(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+def test_model_server_down_then_up_waits_and_retries_with_back_off(
+    store, clock, settings, api
+) -> None:  # type: ignore[no-untyped-def]
     """A model server that cannot be reached fails nothing: the fire waits, the
     endpoint is left alone during its back-off, and the turn runs once it is up."""
     calls: list = []
@@ -319,7 +395,9 @@ def test_model_server_down_then_up_waits_and_retries_with_back_off(store, clock,
         calls.append(json.loads(request.content))
         if not up["now"]:
             raise httpx.ConnectError("Connection refused", request=request)
-        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "back, on it"}}]})
+        return httpx.Response(
+            200, json={"choices": [{"message": {"role": "assistant", "content": "back, on it"}}]}
+        )
 
     eng, failed = openai_engine(store, clock, settings, handler)
     rid = api.create("stretch", session="o", in_="1m").id
@@ -336,7 +414,11 @@ def test_model_server_down_then_up_waits_and_retries_with_back_off(store, clock,
     assert len(calls) == 2
     up["now"] = True
     step(eng, clock, 1.5)
-    assert outcomes(store, rid) == outcomes(store, second) == [("delivered", "o")] and len(calls) == 3 and not failed
+    assert (
+        outcomes(store, rid) == outcomes(store, second) == [("delivered", "o")]
+        and len(calls) == 3
+        and not failed
+    )
     fired = [m.content for m in store.messages("o") if m.kind == "fired"]
     assert sum(text.count("<schedule-fired ") for text in fired) == 2  # each key handed over once
     assert store.messages("o")[-1].role == "assistant"
@@ -369,16 +451,27 @@ def test_openai_session_unresumable_goes_to_a_fresh_one(store, clock, settings, 
         calls.append(body)
         if any(m["role"] == "assistant" for m in body["messages"]):
             return httpx.Response(400, json={"error": {"message": "context length exceeded"}})
-        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "fresh start"}}]})
+        return httpx.Response(
+            200, json={"choices": [{"message": {"role": "assistant", "content": "fresh start"}}]}
+        )
 
-    adapter = OpenAISessions(store, clock=clock, settings=settings, transport=httpx.MockTransport(handler))
+    adapter = OpenAISessions(
+        store, clock=clock, settings=settings, transport=httpx.MockTransport(handler)
+    )
     eng = engine(store, clock, settings, adapters=Adapters(adapter))
-    store.put_session(Session("long", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
-                      now_us=to_us(clock.now()))
+    store.put_session(
+        Session(
+            "long", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}
+        ),
+        now_us=to_us(clock.now()),
+    )
     from remindkit.models import Message
 
-    store.append_messages("long", [Message("long", "user", "hi"), Message("long", "assistant", "hello")],
-                          now_us=to_us(clock.now()))
+    store.append_messages(
+        "long",
+        [Message("long", "user", "hi"), Message("long", "assistant", "hello")],
+        now_us=to_us(clock.now()),
+    )
     rid = api.create("x", session="long", in_="1m").id
     step(eng, clock, 60)
     [(state, to)] = outcomes(store, rid)
@@ -411,7 +504,9 @@ class _SeesItselfMidTurn:
         return TurnResult(True)
 
 
-def test_own_finished_turn_seen_in_the_cache_does_not_hold_the_next_fire(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
+def test_own_finished_turn_seen_in_the_cache_does_not_hold_the_next_fire(
+    store, clock, settings
+) -> None:  # type: ignore[no-untyped-def]
     """The fire thread routes from a cache of sessions; a copy loaded while our own
     turn ran says the session is in a turn. The fire that meets it waits, and is
     re-checked against the store at the next outcome write, not after the cache
@@ -420,12 +515,16 @@ def test_own_finished_turn_seen_in_the_cache_does_not_hold_the_next_fire(store, 
     probe = _SeesItselfMidTurn()
     eng = engine(store, clock, settings, adapters=Adapters(probe))
     store.put_session(Session("p", adapter="probe"), now_us=to_us(clock.now()))
-    Reminders(store, clock=clock, settings=settings).create("tick", session="p", in_="2s", every="1s")
+    Reminders(store, clock=clock, settings=settings).create(
+        "tick", session="p", in_="2s", every="1s"
+    )
     clock.advance(1)
     eng.store_step(to_us(clock.now()))  # claims the first one
     clock.advance(1)
     t = to_us(clock.now())
-    probe.during_turn = lambda: eng.store_step(t)  # the store thread claims the second one meanwhile
+    probe.during_turn = lambda: eng.store_step(
+        t
+    )  # the store thread claims the second one meanwhile
     eng.fire_step(t)
     eng.store_step(t, flush_only=True)
     assert len(probe.turns) == 1

@@ -35,10 +35,18 @@ def test_one_shot_due_while_busy_is_listed_and_cancellable(store, clock, setting
     step(eng, clock, 3)
     assert outcomes(store, rid) == [("waiting", None)]
     listed = {r.id: r for r in api.list(session="s1")}
-    assert set(listed) == {rid, other, third}  # still the user's: listed (schedule_list shows it too)
+    assert set(listed) == {
+        rid,
+        other,
+        third,
+    }  # still the user's: listed (schedule_list shows it too)
     got = listed[rid]
     assert got.state == "active" and got.delivery is not None
-    assert got.delivery.state == "waiting" and got.delivery.wait_for == "idle" and "busy" in got.delivery.reason
+    assert (
+        got.delivery.state == "waiting"
+        and got.delivery.wait_for == "idle"
+        and "busy" in got.delivery.reason
+    )
     assert got.to_dict()["delivery"]["wait_for"] == "idle"
     tool = handle_tool_call(ToolContext(api, "s1"), "schedule_list", {})
     assert rid in str(tool.data)
@@ -65,8 +73,11 @@ def test_rebased_callback_positions_each_once_in_order(store, clock, settings) -
     model = Script("ok")
     ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
     start = clock.now()
-    handle_tool_call(ToolContext(api, "s1"), "set_callback",
-                     {"action": "set", "message": "poll", "delay_seconds": 5, "repeat_count": 4})
+    handle_tool_call(
+        ToolContext(api, "s1"),
+        "set_callback",
+        {"action": "set", "message": "poll", "delay_seconds": 5, "repeat_count": 4},
+    )
     seen: list[tuple[float, str]] = []
     for i in range(1, 200):  # 40 s in steps of 0.2 s, as a running engine would see them
         t = i * 0.2
@@ -91,10 +102,17 @@ FAIL_AGENT = "import sys; sys.stderr.write('cannot resume'); sys.exit(3)"
 def test_failing_session_pauses_its_reminder_and_resume_clears_it(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
     api = Reminders(store, clock=clock, settings=settings)
     turns = ExternalTurns(store, clock=clock, settings=settings)
-    eng = Engine(store, clock=clock, settings=settings, inline=True,
-                 adapters=Adapters(CommandSession(turns=turns), PythonSessions()))
+    eng = Engine(
+        store,
+        clock=clock,
+        settings=settings,
+        inline=True,
+        adapters=Adapters(CommandSession(turns=turns), PythonSessions()),
+    )
     argv = [sys.executable, "-c", FAIL_AGENT]
-    store.put_session(Session("bad", adapter="command", config={"argv": argv}), now_us=to_us(clock.now()))
+    store.put_session(
+        Session("bad", adapter="command", config={"argv": argv}), now_us=to_us(clock.now())
+    )
     rid = api.create("x", session="bad", every="1m", repeat=None).id
     step(eng, clock, 60)
     rem = api.get(rid)
@@ -114,12 +132,23 @@ def test_failing_session_pauses_its_reminder_and_resume_clears_it(store, clock, 
 def test_fallback_none_is_a_session_setting(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
     api = Reminders(store, clock=clock, settings=settings)
     turns = ExternalTurns(store, clock=clock, settings=settings)
-    eng = Engine(store, clock=clock, settings=settings, inline=True,
-                 adapters=Adapters(CommandSession(turns=turns), PythonSessions()))
+    eng = Engine(
+        store,
+        clock=clock,
+        settings=settings,
+        inline=True,
+        adapters=Adapters(CommandSession(turns=turns), PythonSessions()),
+    )
     ok = [sys.executable, "-c", "print('fresh ok')"]
-    store.put_session(Session("b", adapter="command", fallback="none",
-                              config={"argv": [sys.executable, "-c", FAIL_AGENT], "fresh_argv": ok}),
-                      now_us=to_us(clock.now()))
+    store.put_session(
+        Session(
+            "b",
+            adapter="command",
+            fallback="none",
+            config={"argv": [sys.executable, "-c", FAIL_AGENT], "fresh_argv": ok},
+        ),
+        now_us=to_us(clock.now()),
+    )
     rid = api.create("x", session="b", in_="1m").id
     step(eng, clock, 60)
     assert outcomes(store, rid) == [("failed", None)]
@@ -131,14 +160,21 @@ def test_breaker_tries_the_fresh_session_first(store, clock, settings, tmp_path)
     settings = replace(settings, breaker_after=2)
     api = Reminders(store, clock=clock, settings=settings)
     turns = ExternalTurns(store, clock=clock, settings=settings)
-    eng = Engine(store, clock=clock, settings=settings, inline=True,
-                 adapters=Adapters(CommandSession(turns=turns), PythonSessions()))
+    eng = Engine(
+        store,
+        clock=clock,
+        settings=settings,
+        inline=True,
+        adapters=Adapters(CommandSession(turns=turns), PythonSessions()),
+    )
     mark = tmp_path / "healthy"
     agent = f"import os, sys; sys.stdin.read(); sys.exit(0 if os.path.exists({str(mark)!r}) else 3)"
     primary = [sys.executable, "-c", agent, "primary"]
     fresh = [sys.executable, "-c", agent, "fresh"]
-    store.put_session(Session("c", adapter="command", config={"argv": primary, "fresh_argv": fresh}),
-                      now_us=to_us(clock.now()))
+    store.put_session(
+        Session("c", adapter="command", config={"argv": primary, "fresh_argv": fresh}),
+        now_us=to_us(clock.now()),
+    )
     for _ in range(2):  # both fail: the session's streak grows
         rid = api.create("x", session="c", in_="1m").id
         step(eng, clock, 60)
@@ -148,4 +184,6 @@ def test_breaker_tries_the_fresh_session_first(store, clock, settings, tmp_path)
     rid = api.create("third", session="c", in_="1m").id
     step(eng, clock, 60)
     [(state, to)] = outcomes(store, rid)
-    assert state == "delivered" and to is not None and to.startswith("c~")  # breaker open: fallback first
+    assert (
+        state == "delivered" and to is not None and to.startswith("c~")
+    )  # breaker open: fallback first

@@ -23,14 +23,25 @@ def api(store, clock, settings):
 def claim(store, clock, owner="e1", lookahead=0.0, limit=100, lease_s=30):
     now = clock.now()
     fires, _n = store.claim_due(
-        now_us=to_us(now), horizon_us=to_us(now) + int(lookahead * 1e6), owner=owner,
-        lease_us=int(lease_s * 1e6), limit=limit, plan=lambda r: plan_fire(r, now),
+        now_us=to_us(now),
+        horizon_us=to_us(now) + int(lookahead * 1e6),
+        owner=owner,
+        lease_us=int(lease_s * 1e6),
+        limit=limit,
+        plan=lambda r: plan_fire(r, now),
     )
     return fires
 
 
 def test_create_and_read_back(api, store):
-    r = api.create("Check the deploy", session="s1", label="deploy", in_="5m", alarm=True, announce="Deploy check")
+    r = api.create(
+        "Check the deploy",
+        session="s1",
+        label="deploy",
+        in_="5m",
+        alarm=True,
+        announce="Deploy check",
+    )
     got = store.get_reminder(r.id)
     assert got == r
     assert got.next_fire_at == api.clock.now() + timedelta(minutes=5)
@@ -51,7 +62,11 @@ def test_label_replaces_live_reminder(api):
 
 @pytest.mark.parametrize("scope", ["session", "total"])
 def test_limits_refuse_and_change_nothing(store, clock, settings, scope):
-    limits = {"per_session": 3, "total": None} if scope == "session" else {"per_session": None, "total": 3}
+    limits = (
+        {"per_session": 3, "total": None}
+        if scope == "session"
+        else {"per_session": None, "total": 3}
+    )
     api = Reminders(store, clock=clock, settings=settings.with_limits(**limits))
     for i in range(3):
         api.create(f"r{i}", session="s1" if scope == "session" else f"s{i}", in_="5m")
@@ -92,8 +107,17 @@ def test_claim_once_and_advance(api, store, clock):
     pending = api.get(one.id)
     assert pending.state == ACTIVE and pending.next_fire_at == one.next_fire_at
     (f1,) = [f for f in fires if f.reminder_id == one.id]
-    store.finish([Outcome(f1.occurrence_id, f1.token, DELIVERED, fired_at_us=clock.now_us(),
-                          delivered_at_us=clock.now_us())])
+    store.finish(
+        [
+            Outcome(
+                f1.occurrence_id,
+                f1.token,
+                DELIVERED,
+                fired_at_us=clock.now_us(),
+                delivered_at_us=clock.now_us(),
+            )
+        ]
+    )
     assert api.get(one.id).state == DONE and api.get(one.id).next_fire_at is None
     r = api.get(rep.id)
     assert r.fired_count == 1 and r.next_fire_at == rep.next_fire_at + timedelta(minutes=1)
@@ -107,7 +131,9 @@ def test_claim_once_and_advance(api, store, clock):
     waiting = api.get(rep.id)
     assert waiting.state == ACTIVE and waiting.delivery is not None
     assert waiting.delivery.wait_for == "idle" and waiting.delivery.reason == "busy"
-    (f3,) = store.claim_waiting(now_us=clock.now_us(), owner="e1", lease_us=30_000_000, sessions=None)
+    (f3,) = store.claim_waiting(
+        now_us=clock.now_us(), owner="e1", lease_us=30_000_000, sessions=None
+    )
     store.finish([Outcome(f3.occurrence_id, f3.token, DELIVERED, delivered_at_us=clock.now_us())])
     assert api.get(rep.id).state == DONE
 
@@ -118,11 +144,20 @@ def test_outcome_needs_the_token(api, store, clock):
     (fire,) = claim(store, clock, lease_s=1)
     # The lease runs out; another engine takes it over with a new token.
     clock.advance(5)
-    (taken,) = store.reclaim_expired(now_us=clock.now_us(), owner="e2", lease_us=30_000_000, limit=10)
+    (taken,) = store.reclaim_expired(
+        now_us=clock.now_us(), owner="e2", lease_us=30_000_000, limit=10
+    )
     assert taken.occurrence_id == fire.occurrence_id and taken.token != fire.token
-    stale = store.finish([Outcome(fire.occurrence_id, fire.token, DELIVERED, delivered_at_us=clock.now_us())])
+    stale = store.finish(
+        [Outcome(fire.occurrence_id, fire.token, DELIVERED, delivered_at_us=clock.now_us())]
+    )
     assert stale == [fire.occurrence_id]
-    assert store.finish([Outcome(taken.occurrence_id, taken.token, DELIVERED, delivered_at_us=clock.now_us())]) == []
+    assert (
+        store.finish(
+            [Outcome(taken.occurrence_id, taken.token, DELIVERED, delivered_at_us=clock.now_us())]
+        )
+        == []
+    )
     (occ,) = store.history()
     assert occ.state == DELIVERED and occ.attempts == 2
 
@@ -131,11 +166,17 @@ def test_waiting_then_claimed_for_delivery(api, store, clock):
     api.create("one", session="s1", in_="1m")
     clock.advance(61)
     (fire,) = claim(store, clock)
-    store.finish([Outcome(fire.occurrence_id, fire.token, WAITING, fired_at_us=clock.now_us(), error="busy")])
+    store.finish(
+        [Outcome(fire.occurrence_id, fire.token, WAITING, fired_at_us=clock.now_us(), error="busy")]
+    )
     assert store.waiting_sessions() == ["s1"]
-    (again,) = store.claim_waiting(now_us=clock.now_us(), owner="e2", lease_us=10**7, sessions=["s1"])
+    (again,) = store.claim_waiting(
+        now_us=clock.now_us(), owner="e2", lease_us=10**7, sessions=["s1"]
+    )
     assert again.occurrence_id == fire.occurrence_id
-    assert store.claim_waiting(now_us=clock.now_us(), owner="e3", lease_us=10**7, sessions=None) == []
+    assert (
+        store.claim_waiting(now_us=clock.now_us(), owner="e3", lease_us=10**7, sessions=None) == []
+    )
     (occ,) = store.history()
     assert occ.state == CLAIMED and occ.fired_at is not None
 
@@ -172,8 +213,17 @@ def test_snooze_brings_back_a_fired_one_shot(api, store, clock):
     r = api.create("one", session="s1", in_="1m")
     clock.advance(61)
     (f,) = claim(store, clock)
-    store.finish([Outcome(f.occurrence_id, f.token, DELIVERED, fired_at_us=clock.now_us(),
-                          delivered_at_us=clock.now_us())])
+    store.finish(
+        [
+            Outcome(
+                f.occurrence_id,
+                f.token,
+                DELIVERED,
+                fired_at_us=clock.now_us(),
+                delivered_at_us=clock.now_us(),
+            )
+        ]
+    )
     assert api.get(r.id).state == DONE
     s = api.snooze(r.id, "10m")
     assert s.state == ACTIVE and s.next_fire_at == clock.now() + timedelta(minutes=10)
@@ -203,13 +253,17 @@ def test_export_import_roundtrip(api, store, store_url, settings, clock, tmp_pat
     api.create("two", session="s2", cron="0 9 * * 1-5", tz="Europe/Berlin")
     done = api.create("three", session="s1", in_="1m")
     api.cancel([done.id])
-    store.put_session(Session("s1", adapter="command", config={"argv": ["true"]}), now_us=clock.now_us())
+    store.put_session(
+        Session("s1", adapter="command", config={"argv": ["true"]}), now_us=clock.now_us()
+    )
     lines = list(api.export())
     other = open_store(f"sqlite:///{tmp_path / 'copy.db'}", settings=settings)
     try:
         api2 = Reminders(other, clock=clock, settings=settings)
         assert api2.import_(lines, trust_sessions=True) == 3
-        assert [r.to_dict() for r in api2.list(all=True)] == [r.to_dict() for r in api.list(all=True)]
+        assert [r.to_dict() for r in api2.list(all=True)] == [
+            r.to_dict() for r in api.list(all=True)
+        ]
         assert other.get_session("s1").config == {"argv": ["true"]}
         with pytest.raises(Conflict):
             api2.import_(lines)  # ids exist: refused whole
@@ -236,12 +290,29 @@ def test_import_rejects_a_bad_line_and_writes_nothing(api, store):
 
 def test_hold_lease_priority(store, clock):
     now = clock.now_us()
-    assert store.hold_lease("alerter", holder="serve", priority=0, until_us=now + 10, now_us=now)[0] == "serve"
-    assert store.hold_lease("alerter", holder="nb", priority=0, until_us=now + 10, now_us=now)[0] == "serve"
-    assert store.hold_lease("alerter", holder="tray", priority=10, until_us=now + 10, now_us=now)[0] == "tray"
-    assert store.hold_lease("alerter", holder="serve", priority=0, until_us=now + 10, now_us=now)[0] == "tray"
+    assert (
+        store.hold_lease("alerter", holder="serve", priority=0, until_us=now + 10, now_us=now)[0]
+        == "serve"
+    )
+    assert (
+        store.hold_lease("alerter", holder="nb", priority=0, until_us=now + 10, now_us=now)[0]
+        == "serve"
+    )
+    assert (
+        store.hold_lease("alerter", holder="tray", priority=10, until_us=now + 10, now_us=now)[0]
+        == "tray"
+    )
+    assert (
+        store.hold_lease("alerter", holder="serve", priority=0, until_us=now + 10, now_us=now)[0]
+        == "tray"
+    )
     later = now + 11
-    assert store.hold_lease("alerter", holder="serve", priority=0, until_us=later + 10, now_us=later)[0] == "serve"
+    assert (
+        store.hold_lease("alerter", holder="serve", priority=0, until_us=later + 10, now_us=later)[
+            0
+        ]
+        == "serve"
+    )
 
 
 def test_catchup_latest_records_missed(api, store, clock):
@@ -258,7 +329,11 @@ def test_unique_occurrence_key(store, api, clock):
     r = api.create("one", session="s1", in_="1m")
     clock.advance(61)
     (f,) = claim(store, clock)
-    store.modify(lambda x: replace(x, state=ACTIVE, next_fire_at=r.next_fire_at), now_us=clock.now_us(), ids=[r.id])
+    store.modify(
+        lambda x: replace(x, state=ACTIVE, next_fire_at=r.next_fire_at),
+        now_us=clock.now_us(),
+        ids=[r.id],
+    )
     assert claim(store, clock, owner="e2") == []
     assert len(store.history(reminder_id=r.id)) == 1
 
@@ -271,7 +346,9 @@ def test_a_claimed_final_occurrence_can_still_be_cancelled(api, store, clock):
     (f,) = claim(store, clock, lookahead=1.0)
     (cancelled,) = api.cancel([r.id])
     assert cancelled.state == CANCELLED
-    stale = store.finish([Outcome(f.occurrence_id, f.token, DELIVERED, delivered_at_us=clock.now_us())])
+    stale = store.finish(
+        [Outcome(f.occurrence_id, f.token, DELIVERED, delivered_at_us=clock.now_us())]
+    )
     assert stale == [f.occurrence_id]  # its outcome is refused: it was cancelled
     (occ,) = store.history()
     assert occ.state == "cancelled"

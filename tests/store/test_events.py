@@ -25,13 +25,22 @@ def api(store, clock, settings):
 
 
 def kinds(store, reminder_id=None):
-    return [(str(e.kind), str(e.surface)) for e in store.recent_events(limit=READ_MAX, reminder_id=reminder_id)]
+    return [
+        (str(e.kind), str(e.surface))
+        for e in store.recent_events(limit=READ_MAX, reminder_id=reminder_id)
+    ]
 
 
 def claim(store, clock, owner="e1"):
     now = clock.now()
-    fires, _n = store.claim_due(now_us=to_us(now), horizon_us=to_us(now), owner=owner, lease_us=30_000_000,
-                                limit=100, plan=lambda r: plan_fire(r, now))
+    fires, _n = store.claim_due(
+        now_us=to_us(now),
+        horizon_us=to_us(now),
+        owner=owner,
+        lease_us=30_000_000,
+        limit=100,
+        plan=lambda r: plan_fire(r, now),
+    )
     return fires
 
 
@@ -43,12 +52,19 @@ def test_every_change_is_recorded_with_its_surface(api, store, clock):
     api.snooze(b.id, "2m")
     api.cancel([b.id], surface=Surface.TOOL)
     assert kinds(store, a.id) == [("created", "cli"), ("replaced", "tag")]
-    assert kinds(store, b.id) == [("created", "tag"), ("paused", "notebook"), ("resumed", "tray"),
-                                  ("snoozed", "cli"), ("cancelled", "tool")]
+    assert kinds(store, b.id) == [
+        ("created", "tag"),
+        ("paused", "notebook"),
+        ("resumed", "tray"),
+        ("snoozed", "cli"),
+        ("cancelled", "tool"),
+    ]
     events = store.events_after(0, limit=READ_MAX)
     assert [e.id for e in events] == sorted({e.id for e in events})  # ids only grow
     created = events[0]
-    assert created.session == "s1" and created.reminder_id == a.id and created.detail["label"] == "x"
+    assert (
+        created.session == "s1" and created.reminder_id == a.id and created.detail["label"] == "x"
+    )
     assert created.at == clock.now()
     cancelled = events[-1]
     assert cancelled.detail["state"] == ["active", "cancelled"]
@@ -104,27 +120,57 @@ def test_engine_outcomes_are_recorded_with_them(api, store, clock):
     fires = {f.reminder_id: f for f in claim(store, clock)}
     t = to_us(clock.now())
     store.mark_fired([(fires[one.id].occurrence_id, fires[one.id].token, t)])
-    store.mark_fired([(fires[one.id].occurrence_id, fires[one.id].token, t + 5)])  # already marked: no event
-    assert store.finish([
-        Outcome(fires[one.id].occurrence_id, fires[one.id].token, "delivered", fired_at_us=t, delivered_at_us=t + 10,
-                delivered_to="s1"),
-        Outcome(fires[two.id].occurrence_id, fires[two.id].token, WAITING, fired_at_us=t, error="s2 is busy"),
-    ], now_us=t + 10) == []
-    assert kinds(store, one.id) == [("created", "cli"), ("fired", "engine"), ("delivered", "engine")]
+    store.mark_fired(
+        [(fires[one.id].occurrence_id, fires[one.id].token, t + 5)]
+    )  # already marked: no event
+    assert (
+        store.finish(
+            [
+                Outcome(
+                    fires[one.id].occurrence_id,
+                    fires[one.id].token,
+                    "delivered",
+                    fired_at_us=t,
+                    delivered_at_us=t + 10,
+                    delivered_to="s1",
+                ),
+                Outcome(
+                    fires[two.id].occurrence_id,
+                    fires[two.id].token,
+                    WAITING,
+                    fired_at_us=t,
+                    error="s2 is busy",
+                ),
+            ],
+            now_us=t + 10,
+        )
+        == []
+    )
+    assert kinds(store, one.id) == [
+        ("created", "cli"),
+        ("fired", "engine"),
+        ("delivered", "engine"),
+    ]
     assert kinds(store, two.id) == [("created", "cli"), ("fired", "engine"), ("waiting", "engine")]
     fired = store.recent_events(reminder_id=one.id)[1]
     assert fired.detail["late_ms"] == 1000 and fired.session == "s1"
     # taken again and still waiting for the same reason: no second event; a new reason: one
     (again,) = store.claim_waiting(now_us=t, owner="e1", lease_us=30_000_000, sessions=["s2"])
-    store.finish([Outcome(again.occurrence_id, again.token, WAITING, error="s2 is busy")], now_us=t + 20)
+    store.finish(
+        [Outcome(again.occurrence_id, again.token, WAITING, error="s2 is busy")], now_us=t + 20
+    )
     assert kinds(store, two.id)[-1] == ("waiting", "engine") and len(kinds(store, two.id)) == 3
     (again,) = store.claim_waiting(now_us=t, owner="e1", lease_us=30_000_000, sessions=["s2"])
-    store.finish([Outcome(again.occurrence_id, again.token, "failed", error="\x1b[2J boom")], now_us=t + 30)
+    store.finish(
+        [Outcome(again.occurrence_id, again.token, "failed", error="\x1b[2J boom")], now_us=t + 30
+    )
     last = store.recent_events(reminder_id=two.id)[-1]
     assert (last.kind, last.detail["error"]) == (EventKind.FAILED, "\x1b[2J boom")
     # a refused outcome (stale token) writes no event
     before = store.last_event_id()
-    assert store.finish([Outcome(again.occurrence_id, "stale", "delivered", delivered_at_us=t)]) == [again.occurrence_id]
+    assert store.finish(
+        [Outcome(again.occurrence_id, "stale", "delivered", delivered_at_us=t)]
+    ) == [again.occurrence_id]
     assert store.last_event_id() == before
 
 
@@ -132,8 +178,14 @@ def test_skipped_by_policy_at_claim_time(api, store, clock):
     r = api.create("every minute", session="s1", every="1m", misfire="skip")
     clock.advance(60 * 5 + 30)  # half a period after the latest missed one
     now = clock.now()
-    store.claim_due(now_us=to_us(now), horizon_us=to_us(now), owner="e1", lease_us=30_000_000, limit=100,
-                    plan=lambda rem: plan_fire(rem, now, grace=timedelta(seconds=1)))
+    store.claim_due(
+        now_us=to_us(now),
+        horizon_us=to_us(now),
+        owner="e1",
+        lease_us=30_000_000,
+        limit=100,
+        plan=lambda rem: plan_fire(rem, now, grace=timedelta(seconds=1)),
+    )
     assert ("skipped", "engine") in kinds(store, r.id)
 
 
@@ -144,7 +196,11 @@ def test_import_records_each_reminder(api, store, clock):
     assert api.import_(lines, replace_existing=True) == 1
     assert api.get(a.id).state == "active"
     last = store.recent_events(reminder_id=a.id)[-1]
-    assert (last.kind, last.surface, last.detail["imported"]) == (EventKind.CREATED, Surface.IMPORT, True)
+    assert (last.kind, last.surface, last.detail["imported"]) == (
+        EventKind.CREATED,
+        Surface.IMPORT,
+        True,
+    )
 
 
 def test_reading_is_bounded(api, store):
@@ -177,7 +233,9 @@ def test_a_tailing_reader_misses_no_event(store_url, settings, clock):
 
     def write(s):
         try:
-            api = Reminders(s, clock=clock, settings=settings.with_limits(per_session=None, total=None))
+            api = Reminders(
+                s, clock=clock, settings=settings.with_limits(per_session=None, total=None)
+            )
             for i in range(15):
                 api.create(f"r{i}", session="s1", in_="5m")
         except BaseException as exc:  # reported below

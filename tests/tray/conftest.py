@@ -36,8 +36,13 @@ class TrayProcess:
         self.log = folder / "tray.log"
         env = {**env, "REMINDKIT_TRAY_STATE": str(self.state_path), "PYTHONUNBUFFERED": "1"}
         with self.log.open("wb") as fh:
-            self.proc = subprocess.Popen([sys.executable, "-m", "remindkit", "tray", "-v", *args], env=env,
-                                         stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "remindkit", "tray", "-v", *args],
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
 
     def state(self) -> dict[str, Any]:
         try:
@@ -45,7 +50,9 @@ class TrayProcess:
         except (OSError, ValueError):
             return {}
 
-    def wait_state(self, predicate: Callable[[dict[str, Any]], Any], timeout: float = 10, what: str = "") -> dict:
+    def wait_state(
+        self, predicate: Callable[[dict[str, Any]], Any], timeout: float = 10, what: str = ""
+    ) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -54,7 +61,9 @@ class TrayProcess:
             if st and predicate(st):
                 return st
             time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what or predicate}; last state: {self.state()}\n{self.output()}")
+        raise AssertionError(
+            f"timed out waiting for {what or predicate}; last state: {self.state()}\n{self.output()}"
+        )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -95,13 +104,21 @@ def tray_store(tmp_path: Path) -> Iterator[tuple[str, SqlStore, Reminders]]:
 
 
 @pytest.fixture
-def start_tray(tmp_path: Path, tray_store: tuple[str, SqlStore, Reminders]) -> Iterator[Callable[..., TrayProcess]]:
+def start_tray(
+    tmp_path: Path, tray_store: tuple[str, SqlStore, Reminders]
+) -> Iterator[Callable[..., TrayProcess]]:
     trays: list[TrayProcess] = []
     url = tray_store[0]
 
     def start(extra_env: dict[str, str] | None = None, *args: str) -> TrayProcess:
-        env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "PYSTRAY_BACKEND")}
-        env.update({"REMINDKIT_DB": url, "REMINDKIT_HOME": str(tmp_path / "home"), "REMINDKIT_TZ": "UTC"})
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "PYSTRAY_BACKEND")
+        }
+        env.update(
+            {"REMINDKIT_DB": url, "REMINDKIT_HOME": str(tmp_path / "home"), "REMINDKIT_TZ": "UTC"}
+        )
         env.update(extra_env or {})
         tray = TrayProcess(tmp_path, env, args)
         trays.append(tray)

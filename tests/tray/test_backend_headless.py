@@ -47,7 +47,9 @@ def test_no_display_is_said_plainly(monkeypatch: pytest.MonkeyPatch) -> None:
     assert err.value.code == "tray_unavailable"
 
 
-def test_an_unknown_forced_backend_is_refused_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unknown_forced_backend_is_refused_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("PYSTRAY_BACKEND", "bogus")
     with pytest.raises(TrayUnavailable) as err:
         load_backend({"DISPLAY": ":99", "PYSTRAY_BACKEND": "bogus"}, "linux")
@@ -55,15 +57,30 @@ def test_an_unknown_forced_backend_is_refused_with_the_reason(monkeypatch: pytes
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "PYSTRAY_BACKEND")}
-    env.update(REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}", REMINDKIT_HOME=str(tmp_path / "home"),
-               PYTHONUNBUFFERED="1", REMINDKIT_NOTIFY="0", **extra)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "PYSTRAY_BACKEND")
+    }
+    env.update(
+        REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}",
+        REMINDKIT_HOME=str(tmp_path / "home"),
+        PYTHONUNBUFFERED="1",
+        REMINDKIT_NOTIFY="0",
+        **extra,
+    )
     return env
 
 
 def _status(env: dict[str, str]) -> dict:
-    done = subprocess.run([sys.executable, "-m", "remindkit", "status", "--json"], env=env, capture_output=True,
-                          text=True, timeout=30, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "remindkit", "status", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
+    )
     return json.loads(done.stdout)
 
 
@@ -82,8 +99,13 @@ def test_without_a_display_the_tray_says_so_and_runs_headless(tmp_path: Path) ->
     env = _env(tmp_path)
     out = tmp_path / "out.txt"
     with out.open("wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "remindkit", "tray"], env=env, stdout=fh,
-                                stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "remindkit", "tray"],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
     try:
         _wait(lambda: "no display" in out.read_text(), 15, "the no-display message")
         status = _wait(lambda: (s := _status(env))["engines"] and s, 15, "the engine")
@@ -100,38 +122,71 @@ def test_without_a_display_the_tray_says_so_and_runs_headless(tmp_path: Path) ->
 
 @pytest.mark.processes
 @pytest.mark.audio
-def test_serve_leaves_alarms_to_the_tray_and_takes_over_when_it_dies(tmp_path: Path, alsa_capture: Capture) -> None:
+def test_serve_leaves_alarms_to_the_tray_and_takes_over_when_it_dies(
+    tmp_path: Path, alsa_capture: Capture
+) -> None:
     env = _env(tmp_path, REMINDKIT_LEASE="3", REMINDKIT_AUDIO="simpleaudio")
-    store = open_store(env["REMINDKIT_DB"], settings=Settings.from_env(env={}, home=tmp_path / "home"))
+    store = open_store(
+        env["REMINDKIT_DB"], settings=Settings.from_env(env={}, home=tmp_path / "home")
+    )
     api = Reminders(store)
     logs = {name: tmp_path / f"{name}.log" for name in ("tray", "serve")}
     procs = {}
     for name, argv in (("tray", ["tray", "--headless", "-v"]), ("serve", ["serve", "-v"])):
         with logs[name].open("wb") as fh:
-            procs[name] = subprocess.Popen([sys.executable, "-m", "remindkit", *argv], env=env, stdout=fh,
-                                           stderr=subprocess.STDOUT, cwd=ROOT)
+            procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "remindkit", *argv],
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
     try:
         status = _wait(lambda: len((s := _status(env))["engines"]) == 2 and s, 20, "two engines")
         roles = {e["id"]: e["role"] for e in status["engines"]}
-        _wait(lambda: roles.get(_status(env)["alerter"]) == "tray", 10, "the tray to hold the alerter lease")
+        _wait(
+            lambda: roles.get(_status(env)["alerter"]) == "tray",
+            10,
+            "the tray to hold the alerter lease",
+        )
         time.sleep(1.2)  # serve's next look at the lease (lease/3)
         first = api.create("while the tray runs", in_="1s", alarm=True)
-        _wait(lambda: (h := api.history(first.id)) and h[0].alert not in (None, "pending", "playing"), 15,
-              "the first alarm")
-        _wait(lambda: f"alert for {first.id}" in logs["tray"].read_text(), 5, "the tray's alert log line")
+        _wait(
+            lambda: (h := api.history(first.id)) and h[0].alert not in (None, "pending", "playing"),
+            15,
+            "the first alarm",
+        )
+        _wait(
+            lambda: f"alert for {first.id}" in logs["tray"].read_text(),
+            5,
+            "the tray's alert log line",
+        )
         assert f"alert for {first.id}" not in logs["serve"].read_text()
 
         procs["tray"].send_signal(signal.SIGKILL)
         procs["tray"].wait(5)
         killed = time.time()
         second = api.create("after the tray died", in_="1s", alarm=True)
-        _wait(lambda: f"alert for {second.id}" in logs["serve"].read_text(), 15, "serve to take alerting over")
+        _wait(
+            lambda: f"alert for {second.id}" in logs["serve"].read_text(),
+            15,
+            "serve to take alerting over",
+        )
         # The log line comes as the alarm starts; its state is written when it has played.
-        occ = _wait(lambda: (h := api.history(second.id)) and h[0].alert not in (None, "pending", "playing")
-                    and h[0], 15, "the second alarm to finish")
+        occ = _wait(
+            lambda: (
+                (h := api.history(second.id))
+                and h[0].alert not in (None, "pending", "playing")
+                and h[0]
+            ),
+            15,
+            "the second alarm to finish",
+        )
         assert occ.alert == "done" and occ.fired_at is not None
         assert occ.fired_at.timestamp() - killed < 3 + 1.5, "taken over within the tray's 3 s lease"
-        assert alsa_capture.read().count(wav_frames(ALARM_WAV)) == 2  # once by the tray, once by serve
+        assert (
+            alsa_capture.read().count(wav_frames(ALARM_WAV)) == 2
+        )  # once by the tray, once by serve
         assert first.id not in logs["serve"].read_text()
     finally:
         for p in procs.values():

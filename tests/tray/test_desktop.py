@@ -47,8 +47,13 @@ def click(x: XDesktop, wid: int, button: str = "1") -> None:
 
 
 def cli(url: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "remindkit", *args, "--db", url], capture_output=True,
-                          text=True, timeout=30, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "remindkit", *args, "--db", url],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -66,7 +71,10 @@ def test_icon_docks_menu_lists_countdowns_and_cancels(desktop, tray_store, start
     deadline = time.monotonic() + 3  # the tooltip ticks every second
     while x.window_name(icon) == first and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert re.fullmatch(r"2 active · next: deploy in 4:5\d", x.window_name(icon)) and x.window_name(icon) != first
+    assert (
+        re.fullmatch(r"2 active · next: deploy in 4:5\d", x.window_name(icon))
+        and x.window_name(icon) != first
+    )
 
     before = {w for w, _n, _g in x.top_windows()}
     click(x, icon)
@@ -74,8 +82,19 @@ def test_icon_docks_menu_lists_countdowns_and_cancels(desktop, tray_store, start
     assert st["backend"] == "appindicator"
     labels = st["menu"]
     assert re.fullmatch(r"2 active · next: deploy in 4:5\d", labels[0])
-    assert re.fullmatch(r"deploy — in 4:5\d", labels[2]) and re.fullmatch(r"build — in 9:5\d", labels[3])
-    assert labels[4:] == [None, "Pause all", "Mute", "Stop sound", None, "Recent fires", None, "Quit"]
+    assert re.fullmatch(r"deploy — in 4:5\d", labels[2]) and re.fullmatch(
+        r"build — in 9:5\d", labels[3]
+    )
+    assert labels[4:] == [
+        None,
+        "Pause all",
+        "Mute",
+        "Stop sound",
+        None,
+        "Recent fires",
+        None,
+        "Quit",
+    ]
     assert st["submenus"][labels[3]] == ["Snooze 10m", "Snooze 1h", "Cancel"]
     popup = [g for w, _n, g in x.top_windows() if w not in before and g[2] > 100 and g[3] > 100]
     assert popup, "no menu window appeared"
@@ -86,7 +105,9 @@ def test_icon_docks_menu_lists_countdowns_and_cancels(desktop, tray_store, start
     assert light > 0.5, "the menu is not drawn in the screenshot"
     # an open menu keeps counting down (relabelled in place)
     old = labels[2]
-    tray.wait_state(lambda s: s.get("menu_open") and s["menu"][2] != old, timeout=3, what="a live countdown")
+    tray.wait_state(
+        lambda s: s.get("menu_open") and s["menu"][2] != old, timeout=3, what="a live countdown"
+    )
 
     # build ▸ Cancel, with the keyboard as a person would
     for key in ("Down", "Down", "Right", "Down", "Down", "Return"):
@@ -97,8 +118,11 @@ def test_icon_docks_menu_lists_countdowns_and_cancels(desktop, tray_store, start
         time.sleep(0.05)
     assert api.get(build.id).state == "cancelled"
     assert api.get(deploy.id).state == "active"
-    st = tray.wait_state(lambda s: not s.get("menu_open") and s["tooltip"].startswith("1 active"), timeout=3,
-                         what="the cancel to show")
+    st = tray.wait_state(
+        lambda s: not s.get("menu_open") and s["tooltip"].startswith("1 active"),
+        timeout=3,
+        what="the cancel to show",
+    )
     assert not any(lab and lab.startswith("build") for lab in st["menu"])
 
     # changes made by another process show within a second
@@ -106,39 +130,67 @@ def test_icon_docks_menu_lists_countdowns_and_cancels(desktop, tray_store, start
     t0 = time.monotonic()
     tray.wait_state(lambda s: s["tooltip"] == "1 active · paused", timeout=3, what="pause all")
     assert time.monotonic() - t0 < 1.2
-    st = tray.wait_state(lambda s: "Resume all" in s["menu"], timeout=3, what="the menu after pause all")
-    assert st["badge"]["paused"] and "Pause all" not in st["menu"] and st["menu"][0] == "1 active · paused"
+    st = tray.wait_state(
+        lambda s: "Resume all" in s["menu"], timeout=3, what="the menu after pause all"
+    )
+    assert (
+        st["badge"]["paused"]
+        and "Pause all" not in st["menu"]
+        and st["menu"][0] == "1 active · paused"
+    )
     assert x.window_name(icon) == "1 active · paused"
     cli(url, "resume", "--all")
-    tray.wait_state(lambda s: s["tooltip"].startswith("1 active · next: deploy"), timeout=3, what="resume all")
+    tray.wait_state(
+        lambda s: s["tooltip"].startswith("1 active · next: deploy"), timeout=3, what="resume all"
+    )
 
 
 @pytest.mark.audio
 def test_a_fire_sounds_the_alarm_notifies_and_is_delivered(
-    desktop: tuple[XDesktop, NotificationBus], tray_store, start_tray, alsa_capture: Capture, tmp_path: Path
+    desktop: tuple[XDesktop, NotificationBus],
+    tray_store,
+    start_tray,
+    alsa_capture: Capture,
+    tmp_path: Path,
 ) -> None:
     x, bus = desktop
     url, store, api = tray_store
     inbox = tmp_path / "inbox.txt"
-    store.put_session(Session(id="s1", adapter="command", config={"argv": ["sh", "-c", f"cat >> {inbox}"]}),
-                      now_us=to_us(api.clock.now()))
+    store.put_session(
+        Session(id="s1", adapter="command", config={"argv": ["sh", "-c", f"cat >> {inbox}"]}),
+        now_us=to_us(api.clock.now()),
+    )
     tray = start_tray({**x.env, **bus.env})
     docked_icon(x, r"^no active reminders")
     tray.wait_state(lambda s: s.get("alerter"), what="the tray to hold the alerter lease")
-    rem = api.create("Ship it", session="s1", label="fire-test", in_="2s", alarm=True, announce="Ship it now",
-                     urgency="critical")
+    rem = api.create(
+        "Ship it",
+        session="s1",
+        label="fire-test",
+        in_="2s",
+        alarm=True,
+        announce="Ship it now",
+        urgency="critical",
+    )
     (note,) = bus.wait_notifications(1, timeout=15)
     assert note["summary"] == "Reminder: fire-test" and note["hints"]["urgency"] == 2
     assert any('"Reminder: fire-test"' in line for line in bus.logged_notify_lines())
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and (not api.history(rem.id) or api.history(rem.id)[0].state != "delivered"):
+    while time.monotonic() < deadline and (
+        not api.history(rem.id) or api.history(rem.id)[0].state != "delivered"
+    ):
         time.sleep(0.1)
     occ = api.history(rem.id)[0]
     assert occ.state == "delivered" and occ.alert == "done", occ
     assert "Ship it" in inbox.read_text()
     assert alsa_capture.read().startswith(wav_frames(ALARM_WAV))
-    st = tray.wait_state(lambda s: "fire-test — delivered" in " ".join(filter(None, s["submenus"].get("Recent fires", []))),
-                         timeout=5, what="the fire in Recent fires")
+    st = tray.wait_state(
+        lambda s: (
+            "fire-test — delivered" in " ".join(filter(None, s["submenus"].get("Recent fires", [])))
+        ),
+        timeout=5,
+        what="the fire in Recent fires",
+    )
     assert st["tooltip"] == "no active reminders"
 
 
@@ -156,7 +208,9 @@ def test_quit_from_the_menu_ends_the_tray_cleanly(desktop, tray_store, start_tra
 
 
 @pytest.mark.parametrize("backend", ["gtk", "xorg"])
-def test_other_backends_dock_with_a_live_tooltip(desktop, tray_store, start_tray, backend: str) -> None:
+def test_other_backends_dock_with_a_live_tooltip(
+    desktop, tray_store, start_tray, backend: str
+) -> None:
     x, bus = desktop
     api = tray_store[2]
     api.create("Check the deploy", session="s1", label="deploy", in_="5m")

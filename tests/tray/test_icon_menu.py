@@ -25,7 +25,9 @@ def test_bell_and_badge_colours_follow_the_state() -> None:
     assert near(draw_icon(Badge(2, paused=True), 64).getpixel((16, 36)), BELL_PAUSED)
     assert near(draw_icon(Badge(1, failed=True), 64).getpixel((56, 8)), BADGE_FAILED)
     assert draw_icon(Badge(0), 64).getpixel((56, 8))[3] == 0  # no badge: transparent there
-    assert draw_icon(Badge(3), 64).tobytes() != draw_icon(Badge(4), 64).tobytes()  # the count is drawn
+    assert (
+        draw_icon(Badge(3), 64).tobytes() != draw_icon(Badge(4), 64).tobytes()
+    )  # the count is drawn
     assert draw_icon(Badge(3), 64).tobytes() == draw_icon(Badge(3), 64).tobytes()
 
 
@@ -56,9 +58,19 @@ class FakeMenu:
 
 
 def view(**kw: Any) -> View:
-    base = dict(tooltip="2 active · next: deploy in 4:59", badge=Badge(2), fires=("09:00:00 x — delivered",),
-                entries=(Entry("rem_a", "deploy", "deploy — in 4:59", False), Entry("rem_b", "held", "held — paused", True)),
-                paused_all=False, muted=True, sounding=False, failed=0)
+    base = dict(
+        tooltip="2 active · next: deploy in 4:59",
+        badge=Badge(2),
+        fires=("09:00:00 x — delivered",),
+        entries=(
+            Entry("rem_a", "deploy", "deploy — in 4:59", False),
+            Entry("rem_b", "held", "held — paused", True),
+        ),
+        paused_all=False,
+        muted=True,
+        sounding=False,
+        failed=0,
+    )
     base.update(kw)
     return View(**base)  # type: ignore[arg-type]
 
@@ -66,10 +78,14 @@ def view(**kw: Any) -> View:
 def test_menu_lists_reminders_and_every_action_reaches_the_api() -> None:
     calls: list[tuple] = []
     actions = Actions(
-        snooze=lambda rid, d: calls.append(("snooze", rid, d)), cancel=lambda rid: calls.append(("cancel", rid)),
-        resume=lambda rid: calls.append(("resume", rid)), pause_all=lambda: calls.append(("pause_all",)),
-        resume_all=lambda: calls.append(("resume_all",)), set_muted=lambda m: calls.append(("mute", m)),
-        stop_sound=lambda: calls.append(("stop",)), quit=lambda: calls.append(("quit",)),
+        snooze=lambda rid, d: calls.append(("snooze", rid, d)),
+        cancel=lambda rid: calls.append(("cancel", rid)),
+        resume=lambda rid: calls.append(("resume", rid)),
+        pause_all=lambda: calls.append(("pause_all",)),
+        resume_all=lambda: calls.append(("resume_all",)),
+        set_muted=lambda m: calls.append(("mute", m)),
+        stop_sound=lambda: calls.append(("stop",)),
+        quit=lambda: calls.append(("quit",)),
     )
     v = view()
     menu = build_menu(FakeMenu, FakeItem, v, actions)
@@ -88,11 +104,19 @@ def test_menu_lists_reminders_and_every_action_reaches_the_api() -> None:
     mute.click()
     assert menu.find("Stop sound").enabled is False
     menu.find("Quit").click()
-    assert calls == [("snooze", "rem_a", "1h"), ("cancel", "rem_a"), ("resume", "rem_b"), ("pause_all",),
-                     ("mute", False), ("quit",)]
+    assert calls == [
+        ("snooze", "rem_a", "1h"),
+        ("cancel", "rem_a"),
+        ("resume", "rem_b"),
+        ("pause_all",),
+        ("mute", False),
+        ("quit",),
+    ]
     fires = menu.find("Recent fires").submenu
     assert fires is not None and fires.labels() == ["09:00:00 x — delivered"]
-    paused = build_menu(FakeMenu, FakeItem, view(paused_all=True, sounding=True, entries=(), fires=()), actions)
+    paused = build_menu(
+        FakeMenu, FakeItem, view(paused_all=True, sounding=True, entries=(), fires=()), actions
+    )
     assert "Resume all" in paused.labels() and "No reminders" in paused.labels()
     assert paused.find("Stop sound").enabled is True
     assert paused.find("Recent fires").submenu.labels() == ["No fires yet"]  # type: ignore[union-attr]

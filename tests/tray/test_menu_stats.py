@@ -25,10 +25,14 @@ def test_recent_fires_starts_with_the_stats(home: Home) -> None:  # noqa: F811
         store.close()
     assert data["all"] == cli["all"]
     line = stats_text(data["all"])
-    assert line.startswith("last 24h: 2 fires · 1 delivered · 1 failed · 0 waiting · 0 skipped · late p50 ")
+    assert line.startswith(
+        "last 24h: 2 fires · 1 delivered · 1 failed · 0 waiting · 0 skipped · late p50 "
+    )
     view = build_view([], fires, now=now, paused_all=False, muted=False, stats=line)
     noop = lambda *_a: None  # noqa: E731
-    menu = build_menu(FakeMenu, FakeItem, view, Actions(noop, noop, noop, noop, noop, noop, noop, noop))
+    menu = build_menu(
+        FakeMenu, FakeItem, view, Actions(noop, noop, noop, noop, noop, noop, noop, noop)
+    )
     recent = menu.find("Recent fires").submenu
     assert recent is not None
     labels = recent.labels()

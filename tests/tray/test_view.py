@@ -26,8 +26,14 @@ def test_tooltip_names_the_next_reminder_with_its_countdown(api: Reminders) -> N
     api.create("Check the deploy", label="deploy", in_="299s")
     api.create("Build", in_="2h")
     active = api.list(states=["active"])
-    assert tooltip(active, NOW, paused_all=False, muted=False, failed=0) == "2 active · next: deploy in 4:59"
-    assert tooltip(active, NOW, paused_all=True, muted=True, failed=2) == "2 active · paused · muted · 2 failed"
+    assert (
+        tooltip(active, NOW, paused_all=False, muted=False, failed=0)
+        == "2 active · next: deploy in 4:59"
+    )
+    assert (
+        tooltip(active, NOW, paused_all=True, muted=True, failed=2)
+        == "2 active · paused · muted · 2 failed"
+    )
     assert tooltip([], NOW, paused_all=False, muted=False, failed=0) == "no active reminders"
 
 
@@ -57,9 +63,14 @@ def test_entries_soonest_first_paused_last_and_names_shortened(api: Reminders) -
 def test_fire_lines_and_the_failed_badge(api: Reminders) -> None:
     rem = api.create("Deploy", label="deploy", in_="1m")
     ok = Occurrence(1, rem.id, NOW, "delivered", fired_at=NOW + timedelta(seconds=5))
-    bad = Occurrence(2, rem.id, NOW, "failed", fired_at=NOW, error="session s1 was deleted", alert="failed")
+    bad = Occurrence(
+        2, rem.id, NOW, "failed", fired_at=NOW, error="session s1 was deleted", alert="failed"
+    )
     assert fire_line(ok, "deploy", "Europe/Berlin") == "10:00:05 deploy — delivered"
-    assert fire_line(bad, "deploy", "UTC") == "09:00:00 deploy — failed: session s1 was deleted (no sound)"
+    assert (
+        fire_line(bad, "deploy", "UTC")
+        == "09:00:00 deploy — failed: session s1 was deleted (no sound)"
+    )
     view = build_view(api.list(), [ok, bad], now=NOW, paused_all=True, muted=False, tz="UTC")
     assert view.badge.failed and view.badge.paused and view.failed == 1
     assert view.fires[0].endswith("deploy — delivered")
@@ -73,11 +84,15 @@ def test_a_view_is_the_same_for_the_same_moment(api: Reminders) -> None:
     assert a == b and a != c and a.entries[0].id == c.entries[0].id
 
 
-
-
 def test_the_tooltip_says_when_no_engine_runs(api: Reminders) -> None:
     api.create("Check the deploy", label="deploy", in_="299s")
     assert not api.armed()  # nothing runs on this store
     view = build_view(api.list(), [], now=NOW, paused_all=False, muted=False, armed=api.armed())
-    assert view.tooltip == "1 active · next: deploy in 4:59 · no engine running" and view.header == view.tooltip
-    assert "no engine" not in build_view(api.list(), [], now=NOW, paused_all=False, muted=False).tooltip
+    assert (
+        view.tooltip == "1 active · next: deploy in 4:59 · no engine running"
+        and view.header == view.tooltip
+    )
+    assert (
+        "no engine"
+        not in build_view(api.list(), [], now=NOW, paused_all=False, muted=False).tooltip
+    )

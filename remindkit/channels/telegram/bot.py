@@ -46,8 +46,16 @@ MAX_SEND_ATTEMPTS = 20  # a message Telegram keeps refusing for another reason i
 
 
 class TelegramBridge:
-    def __init__(self, api: Reminders, bot: Bot, *, agent: dict[str, Any], allow: set[int] | None,
-                 expiry: Expiry | None = None, poll_timeout: int = 30) -> None:
+    def __init__(
+        self,
+        api: Reminders,
+        bot: Bot,
+        *,
+        agent: dict[str, Any],
+        allow: set[int] | None,
+        expiry: Expiry | None = None,
+        poll_timeout: int = 30,
+    ) -> None:
         self.api = api
         self.store = api.store
         self.bot = bot
@@ -74,8 +82,12 @@ class TelegramBridge:
             self.threads = Threads(self.api, bot=self.bot_id, agent=self.agent, expiry=self.expiry)
             if on_ready is not None:
                 on_ready()
-            tasks = [asyncio.create_task(self._hold_poller(stop)), asyncio.create_task(self._poll(stop)),
-                     asyncio.create_task(self._send_loop(stop)), asyncio.create_task(self._sweep_loop(stop))]
+            tasks = [
+                asyncio.create_task(self._hold_poller(stop)),
+                asyncio.create_task(self._poll(stop)),
+                asyncio.create_task(self._send_loop(stop)),
+                asyncio.create_task(self._sweep_loop(stop)),
+            ]
             await stop.wait()
             for task in tasks:
                 task.cancel()
@@ -91,8 +103,13 @@ class TelegramBridge:
             now = now_us(self.api.clock)
             try:
                 holder, _prio, _until = await asyncio.to_thread(
-                    self.store.hold_lease, f"telegram:{self.bot_id}:poller", holder=self.owner, priority=0,
-                    until_us=now + int(lease_s * 1e6), now_us=now)
+                    self.store.hold_lease,
+                    f"telegram:{self.bot_id}:poller",
+                    holder=self.owner,
+                    priority=0,
+                    until_us=now + int(lease_s * 1e6),
+                    now_us=now,
+                )
                 polling = holder == self.owner
             except RemindkitError as exc:
                 log.warning("cannot renew the poller lease: %s", exc)
@@ -117,8 +134,11 @@ class TelegramBridge:
             if not offset:  # (again) the poller: go on from the offset the last poller confirmed
                 offset = int(await asyncio.to_thread(self.store.get_flag, flag, "0") or 0)
             try:
-                updates = await self.bot.get_updates(offset=offset or None, timeout=self.poll_timeout,
-                                                     allowed_updates=["message", "callback_query"])
+                updates = await self.bot.get_updates(
+                    offset=offset or None,
+                    timeout=self.poll_timeout,
+                    allowed_updates=["message", "callback_query"],
+                )
                 failures = 0
             except RetryAfter as exc:
                 await asyncio.sleep(_seconds(exc))
@@ -136,7 +156,9 @@ class TelegramBridge:
                 except RemindkitError as exc:
                     log.warning("update %s: %s", update.update_id, exc)
                 offset = update.update_id + 1
-                await asyncio.to_thread(self.store.set_flag, flag, str(offset), now_us=now_us(self.api.clock))
+                await asyncio.to_thread(
+                    self.store.set_flag, flag, str(offset), now_us=now_us(self.api.clock)
+                )
 
     async def _sweep_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -200,10 +222,19 @@ class TelegramBridge:
             system = config.get("system", DEFAULT_SYSTEM) or None
         else:
             inner = Session(sess.id, adapter="command", config=config)
-            model = CommandChatModel(inner, timeout=float(config["timeout"]) if config.get("timeout") else None)
+            model = CommandChatModel(
+                inner, timeout=float(config["timeout"]) if config.get("timeout") else None
+            )
             system = None
-        conv = Conversation(self.store, sess.id, model, clock=self.api.clock, settings=self.api.settings,
-                            system=system, tools=sess.config.get("agent") == "openai")
+        conv = Conversation(
+            self.store,
+            sess.id,
+            model,
+            clock=self.api.clock,
+            settings=self.api.settings,
+            system=system,
+            tools=sess.config.get("agent") == "openai",
+        )
         reply = conv.send(text)
         if not reply.ok:
             return f"(the agent failed: {reply.code}: {reply.error})"[:1000]
@@ -220,7 +251,9 @@ class TelegramBridge:
         if loop is None or route.get("bot") != self.bot_id or loop.is_closed():
             yield
             return
-        future = asyncio.run_coroutine_threadsafe(self._typing(int(route["chat"]), route.get("thread")), loop)
+        future = asyncio.run_coroutine_threadsafe(
+            self._typing(int(route["chat"]), route.get("thread")), loop
+        )
         try:
             yield
         finally:
@@ -234,10 +267,24 @@ class TelegramBridge:
                 log.info("typing action failed: %s", type(exc).__name__)
             await asyncio.sleep(TYPING_EVERY_S)
 
-    async def _queue(self, route: dict[str, Any], key: str, text: str, session: str | None,
-                     markup: dict[str, Any] | None = None) -> None:
-        await asyncio.to_thread(queue_text, self.outbox, route, key=key, text=text, session=session,
-                                now=now_us(self.api.clock), markup=markup)
+    async def _queue(
+        self,
+        route: dict[str, Any],
+        key: str,
+        text: str,
+        session: str | None,
+        markup: dict[str, Any] | None = None,
+    ) -> None:
+        await asyncio.to_thread(
+            queue_text,
+            self.outbox,
+            route,
+            key=key,
+            text=text,
+            session=session,
+            now=now_us(self.api.clock),
+            markup=markup,
+        )
         self._poke.set()
 
     # -- /reminders and its buttons ------------------------------------------------------
@@ -245,18 +292,27 @@ class TelegramBridge:
     def _reminders_view(self, chat: int, thread: int | None) -> tuple[str, dict[str, Any] | None]:
         assert self.threads is not None
         sess = self.threads.current(chat, thread)
-        rems = [] if sess is None else self.api.list(session=sess.id, states=LIVE_STATES, order="next")
+        rems = (
+            [] if sess is None else self.api.list(session=sess.id, states=LIVE_STATES, order="next")
+        )
         if not rems:
             return "No reminders in this thread.", None
         now = self.api.clock.now()
         lines, rows = [], []
         for r in rems[:20]:
             name = r.label or r.id
-            when = ("paused" if r.next_fire_at is None or r.state != "active"
-                    else f"in {format_countdown((r.next_fire_at - now).total_seconds())}")
+            when = (
+                "paused"
+                if r.next_fire_at is None or r.state != "active"
+                else f"in {format_countdown((r.next_fire_at - now).total_seconds())}"
+            )
             lines.append(f"• {name}: {when} ({r.schedule.describe()}) — {r.text[:80]}")
-            rows.append([{"text": f"✕ {name[:20]}", "callback_data": f"x:{r.id}"},
-                         {"text": f"snooze {SNOOZE}", "callback_data": f"z:{r.id}"}])
+            rows.append(
+                [
+                    {"text": f"✕ {name[:20]}", "callback_data": f"x:{r.id}"},
+                    {"text": f"snooze {SNOOZE}", "callback_data": f"z:{r.id}"},
+                ]
+            )
         return "Reminders in this thread:\n" + "\n".join(lines), {"inline_keyboard": rows}
 
     def _cancel_label(self, chat: int, thread: int | None, label: str) -> str:
@@ -295,13 +351,21 @@ class TelegramBridge:
         if chat is None or not self.allowed(chat) or not isinstance(query.data, str):
             await self.bot.answer_callback_query(query.id, text="Not allowed here.")
             return
-        thread = getattr(message, "message_thread_id", None) if getattr(message, "is_topic_message", False) else None
+        thread = (
+            getattr(message, "message_thread_id", None)
+            if getattr(message, "is_topic_message", False)
+            else None
+        )
         answer = await asyncio.to_thread(self._press, chat, thread, query.data[:64])
         await self.bot.answer_callback_query(query.id, text=answer)
         text, markup = await asyncio.to_thread(self._reminders_view, chat, thread)
         try:
-            await self.bot.edit_message_text(text, chat_id=chat, message_id=message.message_id,  # type: ignore[union-attr]
-                                             reply_markup=_markup(markup))
+            await self.bot.edit_message_text(
+                text,
+                chat_id=chat,
+                message_id=message.message_id,  # type: ignore[union-attr]
+                reply_markup=_markup(markup),
+            )
         except TelegramError as exc:  # the list stays as it was; the answer said what happened
             log.info("could not refresh the reminders list: %s", type(exc).__name__)
 
@@ -311,13 +375,22 @@ class TelegramBridge:
         lease_us = int(self.api.settings.lease_s * 1e6)
         while not stop.is_set():
             try:
-                items = await asyncio.to_thread(self.outbox.claim, owner=self.owner, now_us=now_us(self.api.clock),
-                                                lease_us=lease_us, route_prefix=f"telegram:{self.bot_id}:")
+                items = await asyncio.to_thread(
+                    self.outbox.claim,
+                    owner=self.owner,
+                    now_us=now_us(self.api.clock),
+                    lease_us=lease_us,
+                    route_prefix=f"telegram:{self.bot_id}:",
+                )
             except RemindkitError as exc:
                 log.warning("cannot read the outbox: %s", exc)
                 items = []
-            for result in await asyncio.gather(*(self.send(item) for item in items), return_exceptions=True):
-                if isinstance(result, Exception):  # the row stays queued; its lease runs out and it is tried again
+            for result in await asyncio.gather(
+                *(self.send(item) for item in items), return_exceptions=True
+            ):
+                if isinstance(
+                    result, Exception
+                ):  # the row stays queued; its lease runs out and it is tried again
                     log.error("sending an outbox row failed: %s: %s", type(result).__name__, result)
             if not items:
                 self._poke.clear()
@@ -330,16 +403,21 @@ class TelegramBridge:
         route = item.route
         failpoints.hit("telegram_before_send")
         try:
-            sent = await self.bot.send_message(route["chat"], item.payload["text"],
-                                               message_thread_id=route.get("thread"),
-                                               reply_markup=_markup(item.payload.get("reply_markup")))
+            sent = await self.bot.send_message(
+                route["chat"],
+                item.payload["text"],
+                message_thread_id=route.get("thread"),
+                reply_markup=_markup(item.payload.get("reply_markup")),
+            )
         except RetryAfter as exc:
             wait = _seconds(exc)
             await self._retry(item, f"Telegram asked to wait {wait:g}s (429)", wait)
             return
         except (BadRequest, Forbidden) as exc:
             if item.attempts >= MAX_SEND_ATTEMPTS or isinstance(exc, Forbidden):
-                await asyncio.to_thread(self.outbox.fail, item, owner=self.owner, error=f"{type(exc).__name__}: {exc}")
+                await asyncio.to_thread(
+                    self.outbox.fail, item, owner=self.owner, error=f"{type(exc).__name__}: {exc}"
+                )
             else:
                 await self._retry(item, f"{type(exc).__name__}: {exc}", backoff_s(item.attempts))
             return
@@ -347,13 +425,20 @@ class TelegramBridge:
             await self._retry(item, f"{type(exc).__name__}: {exc}", backoff_s(item.attempts))
             return
         failpoints.hit("telegram_after_send")
-        await asyncio.to_thread(self.outbox.mark_sent, item, owner=self.owner, now_us=now_us(self.api.clock),
-                                remote_id=str(sent.message_id))
+        await asyncio.to_thread(
+            self.outbox.mark_sent,
+            item,
+            owner=self.owner,
+            now_us=now_us(self.api.clock),
+            remote_id=str(sent.message_id),
+        )
 
     async def _retry(self, item: OutboxItem, error: str, wait_s: float) -> None:
         log.info("outbox row %s: %s; next try in %.1fs", item.id, error, wait_s)
         nxt = now_us(self.api.clock) + int(wait_s * 1e6)
-        await asyncio.to_thread(self.outbox.retry, item, owner=self.owner, error=error, next_attempt_us=nxt)
+        await asyncio.to_thread(
+            self.outbox.retry, item, owner=self.owner, error=error, next_attempt_us=nxt
+        )
 
 
 def _seconds(exc: RetryAfter) -> float:
@@ -367,15 +452,22 @@ def _markup(data: dict[str, Any] | None) -> InlineKeyboardMarkup | None:
     if not data:
         return None
     rows: Sequence[Sequence[dict[str, str]]] = data.get("inline_keyboard") or []
-    return InlineKeyboardMarkup([[InlineKeyboardButton(b["text"], callback_data=b["callback_data"]) for b in row]
-                                 for row in rows])
+    return InlineKeyboardMarkup(
+        [
+            [InlineKeyboardButton(b["text"], callback_data=b["callback_data"]) for b in row]
+            for row in rows
+        ]
+    )
 
 
 def make_bot(token: str, api_url: str | None) -> Bot:
     from telegram.request import HTTPXRequest
 
     request = HTTPXRequest(connection_pool_size=8, read_timeout=15.0)
-    kwargs: dict[str, Any] = {"request": request, "get_updates_request": HTTPXRequest(read_timeout=15.0)}
+    kwargs: dict[str, Any] = {
+        "request": request,
+        "get_updates_request": HTTPXRequest(read_timeout=15.0),
+    }
     if api_url:
         kwargs["base_url"] = api_url
     return Bot(token, **kwargs)

@@ -32,8 +32,10 @@ class Expiry:
 
     @classmethod
     def from_env(cls) -> Expiry:
-        return cls(int(os.environ.get("REMINDKIT_TG_MAX_MESSAGES", DEFAULT_MAX_MESSAGES)),
-                   float(os.environ.get("REMINDKIT_TG_MAX_AGE", DEFAULT_MAX_AGE_S)))
+        return cls(
+            int(os.environ.get("REMINDKIT_TG_MAX_MESSAGES", DEFAULT_MAX_MESSAGES)),
+            float(os.environ.get("REMINDKIT_TG_MAX_AGE", DEFAULT_MAX_AGE_S)),
+        )
 
 
 def base_id(chat: int, thread: int | None) -> str:
@@ -83,7 +85,9 @@ class Threads:
             sid = f"{base}~{n}"
         now = now_us(self.api.clock)
         config = {**self.agent, "route": route}
-        sess = self.store.put_session(Session(sid, adapter="telegram", config=config, title=title), now_us=now)
+        sess = self.store.put_session(
+            Session(sid, adapter="telegram", config=config, title=title), now_us=now
+        )
         self.store.set_flag(self._flag(route), sid, now_us=now)
         return sess
 
@@ -108,7 +112,12 @@ class Threads:
         out = []
         for sess in self.store.list_sessions():
             route = sess.config.get("route")
-            if (sess.adapter == "telegram" and sess.state == SESSION_ACTIVE and isinstance(route, dict)
-                    and route.get("bot") == self.bot and self.expire_if_due(sess)):
+            if (
+                sess.adapter == "telegram"
+                and sess.state == SESSION_ACTIVE
+                and isinstance(route, dict)
+                and route.get("bot") == self.bot
+                and self.expire_if_due(sess)
+            ):
                 out.append(sess.id)
         return out

@@ -31,8 +31,12 @@ def upgrade() -> None:
         batch.add_column(sa.Column("failures", sa.Integer, nullable=False, server_default="0"))
         batch.add_column(sa.Column("last_error", sa.Text, nullable=True))
     # Re-based fires written by earlier versions carried the marker in their error.
-    op.execute("UPDATE occurrences SET wait_for = 'rebase' WHERE state = 'waiting' AND error LIKE 'rebase: %'")
-    op.execute("UPDATE occurrences SET wait_for = 'idle' WHERE state = 'waiting' AND wait_for IS NULL")
+    op.execute(
+        "UPDATE occurrences SET wait_for = 'rebase' WHERE state = 'waiting' AND error LIKE 'rebase: %'"
+    )
+    op.execute(
+        "UPDATE occurrences SET wait_for = 'idle' WHERE state = 'waiting' AND wait_for IS NULL"
+    )
 
 
 def downgrade() -> None:

@@ -26,7 +26,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.BigInteger, nullable=False),
         sa.Column("updated_at", sa.BigInteger, nullable=False),
     )
-    op.bulk_insert(projects, [{"name": "default", "reminders": True, "created_at": 0, "updated_at": 0}])
+    op.bulk_insert(
+        projects, [{"name": "default", "reminders": True, "created_at": 0, "updated_at": 0}]
+    )
     with op.batch_alter_table("sessions") as batch:
         batch.add_column(sa.Column("project", sa.Text, nullable=False, server_default="default"))
     op.create_index("ix_sessions_project", "sessions", ["project", "state"])
