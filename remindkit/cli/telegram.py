@@ -10,11 +10,8 @@ from the environment variable ``--token-env`` names (default
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import os
 import re
-import signal
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import InvalidInput
@@ -142,6 +139,10 @@ def run_command(cx: Any) -> int:
 
 
 def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
+    import asyncio  # the bot loads these only when it runs: `remindkit status --line` stays quick
+    import logging
+    import signal
+
     config = agent_config(args)
     allow = allowlist(args)
     if not _ENV_NAME.fullmatch(args.token_env):
