@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._compat import StrEnum
 from ..models import BusyPolicy, FallbackPolicy, Fire, Session, SessionState, WaitFor
@@ -170,6 +171,18 @@ class TurnOutcome:
         True  # a fresh session would really differ (not the same command again)
     )
     retry_hours: int = 1
+
+    @classmethod
+    def of(cls, result: Any, **known: Any) -> TurnOutcome:
+        """From an adapter's ``TurnResult`` and what delivery knows besides."""
+        return cls(
+            ok=result.ok,
+            error=result.error,
+            instant=result.instant,
+            busy=result.busy,
+            retry=result.retry,
+            **known,
+        )
 
 
 @dataclass(frozen=True)

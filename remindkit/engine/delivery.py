@@ -512,12 +512,8 @@ class Dispatcher:
             self._turn_us[adapter.name] = took_us if avg is None else 0.8 * avg + 0.2 * took_us
             within = done - min(to_us(f.due_at) for f in fires) < RETRY_FOR_US
             verdict = decide.after_turn(
-                decide.TurnOutcome(
-                    ok=result.ok,
-                    error=result.error,
-                    instant=result.instant,
-                    busy=result.busy,
-                    retry=result.retry,
+                decide.TurnOutcome.of(
+                    result,
                     within_retry=within,
                     fallback_tried=True,
                     retry_hours=RETRY_FOR_US // 3_600_000_000,
@@ -605,12 +601,8 @@ class Dispatcher:
                     return first, fresh.id, True
         result = adapter.run_turn(target, message, fires)
         verdict = decide.after_turn(
-            decide.TurnOutcome(
-                ok=result.ok,
-                error=result.error,
-                instant=result.instant,
-                busy=result.busy,
-                retry=result.retry,
+            decide.TurnOutcome.of(
+                result,
                 fallback=target.fallback,
                 fallback_distinct=distinct,
                 fallback_tried=fallback_first and distinct,

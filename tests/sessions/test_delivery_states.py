@@ -10,17 +10,12 @@ from dataclasses import replace
 
 from remindkit.agent import ToolContext, handle_tool_call, run_reply_tags
 from remindkit.agent.chat import ChatSession
-from remindkit.agent.external import ExternalTurns
 from remindkit.clock import to_us
-from remindkit.engine import Engine
 from remindkit.models import Session
 from remindkit.reminders import Reminders
-from remindkit.sessions.command import CommandSession
-from remindkit.sessions.python import PythonSessions
-from remindkit.sessions.registry import Adapters
 
 from ..agent.scripted import Script
-from .test_delivery import engine, outcomes, step
+from .test_delivery import command_engine, engine, outcomes, step
 
 
 def test_one_shot_due_while_busy_is_listed_and_cancellable(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
@@ -101,14 +96,7 @@ FAIL_AGENT = "import sys; sys.stderr.write('cannot resume'); sys.exit(3)"
 
 def test_failing_session_pauses_its_reminder_and_resume_clears_it(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
     api = Reminders(store, clock=clock, settings=settings)
-    turns = ExternalTurns(store, clock=clock, settings=settings)
-    eng = Engine(
-        store,
-        clock=clock,
-        settings=settings,
-        inline=True,
-        adapters=Adapters(CommandSession(turns=turns), PythonSessions()),
-    )
+    eng, _failed = command_engine(store, clock, settings)
     argv = [sys.executable, "-c", FAIL_AGENT]
     store.put_session(
         Session("bad", adapter="command", config={"argv": argv}), now_us=to_us(clock.now())
@@ -131,14 +119,7 @@ def test_failing_session_pauses_its_reminder_and_resume_clears_it(store, clock, 
 
 def test_fallback_none_is_a_session_setting(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
     api = Reminders(store, clock=clock, settings=settings)
-    turns = ExternalTurns(store, clock=clock, settings=settings)
-    eng = Engine(
-        store,
-        clock=clock,
-        settings=settings,
-        inline=True,
-        adapters=Adapters(CommandSession(turns=turns), PythonSessions()),
-    )
+    eng, _failed = command_engine(store, clock, settings)
     ok = [sys.executable, "-c", "print('fresh ok')"]
     store.put_session(
         Session(
@@ -159,14 +140,7 @@ def test_fallback_none_is_a_session_setting(store, clock, settings) -> None:  # 
 def test_breaker_tries_the_fresh_session_first(store, clock, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     settings = replace(settings, breaker_after=2)
     api = Reminders(store, clock=clock, settings=settings)
-    turns = ExternalTurns(store, clock=clock, settings=settings)
-    eng = Engine(
-        store,
-        clock=clock,
-        settings=settings,
-        inline=True,
-        adapters=Adapters(CommandSession(turns=turns), PythonSessions()),
-    )
+    eng, _failed = command_engine(store, clock, settings)
     mark = tmp_path / "healthy"
     agent = f"import os, sys; sys.stdin.read(); sys.exit(0 if os.path.exists({str(mark)!r}) else 3)"
     primary = [sys.executable, "-c", agent, "primary"]
