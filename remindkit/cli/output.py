@@ -4,22 +4,21 @@ characters made visible, times in UTC with a countdown."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TextIO
+
+from .inert import one_line
 
 if TYPE_CHECKING:
     from ..audit import Event
     from ..models import Occurrence, Reminder
 
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
 
 def printable(text: object) -> str:
     """``text`` on one line with control characters escaped (``\\n``, ``\\x1b``): reminder
     text and echoed arguments cannot move the cursor, clear the screen or fake a line."""
-    return _UNPRINTABLE.sub(lambda m: repr(m.group(0))[1:-1], str(text))
+    return one_line(text)
 
 
 def when(rem: Reminder, now: datetime) -> str:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import Forbidden, InvalidInput, NotFound
 from .context import Context
+from .inert import one_line
 from .scope import env_scope, refuse_in_scope
 
 if TYPE_CHECKING:
@@ -158,10 +159,10 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                         if s.failures >= store.settings.breaker_after
                         else ""
                     )
-                    failing = f"  failed {s.failures}x in a row{breaker}: {_inert(s.last_error or '')[:80]}"
+                    failing = f"  failed {s.failures}x in a row{breaker}: {one_line(s.last_error or '')[:80]}"
                 disabled = "  disabled" if s.config.get(DISABLED) else ""
                 out.write(
-                    f"{_inert(s.id)}  {_inert(s.adapter or '-')}  {s.state}{busy}{disabled}  "
+                    f"{one_line(s.id)}  {one_line(s.adapter or '-')}  {s.state}{busy}{disabled}  "
                     f"fallback {s.fallback}  last active {format_utc(s.last_active_at)}{failing}\n"
                 )
         return 0
@@ -282,11 +283,6 @@ def _hook_busy(args: argparse.Namespace, api: Reminders, busy: bool, out: TextIO
     except (RemindkitError, OSError, KeyError, ValueError) as exc:
         sys.stderr.write(f"remindkit session {'busy' if busy else 'idle'}: {exc}\n")
     return 0
-
-
-def _inert(text: str) -> str:
-    """Control characters escaped, as ``cli.output.printable`` does."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def _emit(out: TextIO, as_json: bool, data: Any, text: str) -> None:
