@@ -195,7 +195,7 @@ def _duration(
     if seconds < 0 or (seconds == 0 and not zero):
         what = "seconds" if unit == 1 else "days"
         raise _bad_setting(
-            name, value, f"a number of {what} or a duration like 30s, 5m, 2h, 366d, 1h30m"
+            name, value, f"a number of {what} or a duration like 30s, 5m, 2h, 366d, 1y, 1h30m"
         )
     return float(seconds)
 

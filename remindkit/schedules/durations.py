@@ -1,11 +1,12 @@
-"""Durations: ``30s``, ``5m``, ``2h``, ``2d``, ``1w``, ``1h30m`` or whole seconds (``90``)."""
+"""Durations: ``30s``, ``5m``, ``2h``, ``2d``, ``1w``, ``1y`` (365 days), ``1h30m`` or whole
+seconds (``90``)."""
 
 from __future__ import annotations
 
 from ..errors import InvalidSchedule
 
-_UNITS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
-_ORDER = "wdhms"
+_UNITS = {"y": 31_536_000, "w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_ORDER = "ywdhms"
 
 
 def parse_duration(text: str | int) -> int:
@@ -74,6 +75,6 @@ def format_countdown(seconds: float) -> str:
 
 def _bad(text: object) -> InvalidSchedule:
     return InvalidSchedule(
-        f"{text!r} is not a duration; use whole seconds or units like 30s, 5m, 2h, 2d, 1h30m",
+        f"{text!r} is not a duration; use whole seconds or units like 30s, 5m, 2h, 2d, 1w, 1y, 1h30m",
         code="invalid_duration",
     )

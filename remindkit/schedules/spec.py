@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -38,6 +38,9 @@ class Schedule:
     repeat: int | None = 1  # number of fires; None = forever
     until: datetime | None = None
     delay_s: int | None = None  # kind "after": the delay as given
+    # whole-day "every" whose first fire fell in a DST gap (moved to the gap's end): the
+    # local wall time it keeps from then on (naive ISO), so 02:30 stays 02:30 afterwards
+    wall: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -88,6 +91,8 @@ class Schedule:
         data["repeat"] = self.repeat
         if self.until is not None:
             data["until"] = format_utc(self.until)
+        if self.wall is not None:
+            data["wall"] = self.wall
         return _SPEC_JSON.encode(data)
 
     @classmethod
@@ -107,6 +112,7 @@ class Schedule:
             repeat=data.get("repeat"),
             until=parse_utc(data["until"]) if data.get("until") else None,
             delay_s=data.get("delay_s"),
+            wall=data.get("wall"),
         )
 
 
@@ -189,9 +195,19 @@ def build_schedule(
             raise _too_short(every_s, min_period_s)
         if every_s > horizon_s:
             raise _horizon(horizon_s)
-        anchor = start if start is not None else _one_period_from(now, every_s, zone_name)
+        wall = None
+        if start is not None:
+            anchor = start
+        else:
+            anchor, wall = _one_period_from(now, every_s, zone_name)
         sched = Schedule(
-            "every", zone_name, first_at=anchor, every_s=every_s, repeat=repeat_n, until=until_at
+            "every",
+            zone_name,
+            first_at=anchor,
+            every_s=every_s,
+            repeat=repeat_n,
+            until=until_at,
+            wall=wall,
         )
     elif cron is not None:
         expr = " ".join(str(cron).split())
@@ -218,15 +234,17 @@ def build_schedule(
     return sched
 
 
-def _one_period_from(now: datetime, every_s: int, zone_name: str) -> datetime:
+def _one_period_from(now: datetime, every_s: int, zone_name: str) -> tuple[datetime, str | None]:
     """The first fire of ``--every`` given alone: one interval from now; for whole days,
-    the same local wall time that many days later (so 09:00 stays 09:00 across DST)."""
+    the same local wall time that many days later (so 09:00 stays 09:00 across DST).
+    When that wall time is in a DST gap the first fire is the gap's end, and the wall
+    time to keep afterwards is returned beside it."""
     if every_s % DAY:
-        return now + timedelta(seconds=every_s)
+        return now + timedelta(seconds=every_s), None
     zone = get_zone(zone_name)
-    return wall_to_instant(
-        instant_to_wall(now, zone) + timedelta(days=every_s // DAY), zone, gap="end"
-    )
+    wall = instant_to_wall(now, zone) + timedelta(days=every_s // DAY)
+    first = wall_to_instant(wall, zone, gap="end")
+    return first, (wall.isoformat() if instant_to_wall(first, zone) != wall else None)
 
 
 def _instant(value: str | datetime, zone_name: str, now: datetime) -> datetime:
@@ -278,7 +296,7 @@ def _next_every(s: Schedule, t: datetime) -> datetime:
         return anchor + k * step
     days = s.every_s // DAY
     zone = get_zone(s.tz)
-    anchor_wall = instant_to_wall(anchor, zone)
+    anchor_wall = datetime.fromisoformat(s.wall) if s.wall else instant_to_wall(anchor, zone)
     k = max(0, (t - anchor) // timedelta(days=days) - 1)
     while True:
         cand = wall_to_instant(anchor_wall + timedelta(days=k * days), zone, gap="end")
@@ -407,9 +425,6 @@ def cron_min_gap(expr: str, zone_name: str, now: datetime, samples: int = 400) -
             break
     return None if best is None else int(best)
 
-
-def with_anchor(s: Schedule, anchor: datetime) -> Schedule:
-    return replace(s, first_at=anchor)
 
 
 def _conflict(msg: str) -> InvalidSchedule:

@@ -92,7 +92,7 @@ def test_cli_accepts_the_new_syntax(rk) -> None:
     [
         ("REMINDKIT_MIN_PERIOD", "abc"),
         ("REMINDKIT_MIN_PERIOD", "5x"),
-        ("REMINDKIT_HORIZON_DAYS", "1y"),
+        ("REMINDKIT_HORIZON_DAYS", "1q"),
         ("REMINDKIT_HORIZON_DAYS", "-1"),
         ("REMINDKIT_LEASE", "¹"),
         ("REMINDKIT_WAIT_CAP", "0"),
@@ -132,6 +132,8 @@ def test_settings_take_cli_durations(rk, monkeypatch) -> None:
     env = {"REMINDKIT_MIN_PERIOD": "90", "REMINDKIT_HORIZON_DAYS": "1.5", "REMINDKIT_LEASE": "12.5"}
     s = Settings.from_env(env)
     assert (s.limits.min_period_s, s.limits.horizon_s, s.lease_s) == (90, 129_600, 12.5)
+    # a year, as the users write it: 365 days
+    assert Settings.from_env({"REMINDKIT_HORIZON_DAYS": "1y"}).limits.horizon_s == 365 * 86_400
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remindkit.errors import InvalidSchedule
-from remindkit.schedules import build_schedule, first_fire, next_after
+from remindkit.schedules import Schedule, build_schedule, first_fire, next_after
 from remindkit.schedules.cron import compile_cron, next_cron_time
 
 UTC = timezone.utc
@@ -390,6 +390,24 @@ def test_every_whole_day_alone_keeps_the_wall_time_across_dst() -> None:
     assert first_fire(week, now) == datetime(2025, 3, 15, 13, 0, tzinfo=UTC)
     hours = build_schedule(now=now, default_tz="America/New_York", every="25h", repeat="forever")
     assert first_fire(hours, now) == now + timedelta(hours=25)  # not whole days: elapsed time
+
+
+def test_every_whole_day_made_in_a_coming_gap_keeps_its_wall_time_afterwards() -> None:
+    """Made at 02:30 EST the day before spring-forward: 02:30 does not exist the next day,
+    so the first fire is the gap's end (03:00 EDT); after that it is 02:30 again."""
+    now = datetime(2025, 3, 8, 7, 30, tzinfo=UTC)  # 02:30 EST
+    s = build_schedule(now=now, default_tz="America/New_York", every="1d", repeat="forever")
+    first = first_fire(s, now)
+    assert first == datetime(2025, 3, 9, 7, 0, tzinfo=UTC)  # 03:00 EDT, the gap's end
+    second = next_after(s, first)
+    assert second == datetime(2025, 3, 10, 6, 30, tzinfo=UTC)  # 02:30 EDT
+    assert next_after(s, second) == datetime(2025, 3, 11, 6, 30, tzinfo=UTC)
+    # it survives the store's round trip
+    again = Schedule.from_json(s.to_json())
+    assert again == s and next_after(again, first) == second
+    # and a day not in a gap keeps no extra field
+    plain = build_schedule(now=now + timedelta(hours=2), default_tz="America/New_York", every="1d")
+    assert plain.wall is None and "wall" not in plain.to_json()
 
 
 @pytest.mark.parametrize("kind", ["every", "cron"])

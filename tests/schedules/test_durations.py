@@ -12,6 +12,8 @@ from remindkit.schedules import format_countdown, format_duration, parse_duratio
         ("2h", 7200),
         ("2d", 172800),
         ("1w", 604800),
+        ("1y", 31_536_000),
+        ("1y2w", 31_536_000 + 1_209_600),
         ("1h30m", 5400),
         ("90", 90),
         (" 10M ", 600),
@@ -26,7 +28,7 @@ def test_parse_duration(text, seconds):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "0", "0s", "-5m", "5q", "m5", "1.5h", "30m1h", "5m5m", "h", "1 h", "x" * 50, True, 0, -3],
+    ["", "0", "0s", "-5m", "5q", "m5", "1.5h", "30m1h", "5m5m", "2w1y", "h", "1 h", "x" * 50, True, 0, -3],
     ids=repr,
 )
 def test_bad_duration(text):
