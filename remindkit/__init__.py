@@ -17,32 +17,47 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .audit import Event, EventKind, Surface
-from .clock import Clock, FakeClock, SystemClock
-from .errors import (
-    Conflict,
-    InvalidInput,
-    InvalidSchedule,
-    LimitExceeded,
-    NotFound,
-    RemindkitError,
-    StoreError,
-)
-from .settings import Limits, Settings
-
 if TYPE_CHECKING:
     from .agent.chat import ChatSession
+    from .audit import Event, EventKind, Surface
+    from .clock import Clock, FakeClock, SystemClock
     from .engine import Engine
+    from .errors import (
+        Conflict,
+        InvalidInput,
+        InvalidSchedule,
+        LimitExceeded,
+        NotFound,
+        RemindkitError,
+        StoreError,
+    )
     from .events import Events
     from .models import Fire, Occurrence, Reminder, Session
     from .notebook.panels import Panel
     from .reminders import Reminders
     from .schedules import Schedule, parse_duration
+    from .settings import Limits, Settings
     from .store import SqlStore, open_store
 
 # Loaded on first use, so that `import remindkit` (and the command line) does not pay for
-# SQLAlchemy, the engine or the alerts until they are needed.
+# SQLAlchemy, the engine or the alerts until they are needed, nor a command run every
+# second (status --line) for the audit vocabulary.
 _LAZY = {
+    "Event": "audit",
+    "EventKind": "audit",
+    "Surface": "audit",
+    "Clock": "clock",
+    "FakeClock": "clock",
+    "SystemClock": "clock",
+    "Conflict": "errors",
+    "InvalidInput": "errors",
+    "InvalidSchedule": "errors",
+    "LimitExceeded": "errors",
+    "NotFound": "errors",
+    "RemindkitError": "errors",
+    "StoreError": "errors",
+    "Limits": "settings",
+    "Settings": "settings",
     "Engine": "engine",
     "Events": "events",
     "Fire": "models",

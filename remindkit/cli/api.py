@@ -69,17 +69,19 @@ def _local(cx: Any, what: str, fn: Any) -> int:
 
 def run_api_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     from ..api.server import run_api
+    from .engines import serving_commands
 
     try:
-        return run_api(
-            api,
-            out,
-            host=args.host,
-            port=args.port,
-            no_alerts=args.no_alerts,
-            engine=not args.no_engine,
-            verbose=args.verbose,
-        )
+        with serving_commands(api):
+            return run_api(
+                api,
+                out,
+                host=args.host,
+                port=args.port,
+                no_alerts=args.no_alerts,
+                engine=not args.no_engine,
+                verbose=args.verbose,
+            )
     except ImportError as exc:
         raise InvalidInput(
             f"the HTTP API needs the api extra (pip install 'remindkit[api]'): {exc}",

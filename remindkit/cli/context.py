@@ -5,6 +5,7 @@ SQLAlchemy)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import RemindkitError
@@ -12,6 +13,19 @@ from ..errors import RemindkitError
 if TYPE_CHECKING:
     from ..reminders import Reminders
     from ..settings import Settings
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (after any --db URL / --json given before it)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--db":
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
 
 class CliError(RemindkitError):
@@ -26,16 +40,27 @@ class Parser(argparse.ArgumentParser):
 
 
 class Context:
-    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO, inp: TextIO) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        out: TextIO,
+        err: TextIO,
+        inp: TextIO,
+        *,
+        api: Reminders | None = None,
+    ) -> None:
         self.args = args
         self.out = out
         self.err = err
         self.inp = inp
-        self._api: Reminders | None = None
+        self._api: Reminders | None = api
+        self._lent = api is not None  # an API lent by the process (an engine): not ours to close
         self._settings: Settings | None = None
 
     @property
     def settings(self) -> Settings:
+        if self._settings is None and self._api is not None:
+            self._settings = self._api.settings
         if self._settings is None:
             from ..settings import Settings
 
@@ -61,7 +86,7 @@ class Context:
         return self._api
 
     def close(self) -> None:
-        if self._api is not None:
+        if self._api is not None and not self._lent:
             self._api.store.close()
             self._api = None
 

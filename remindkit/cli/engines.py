@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .context import Context, emit_json
 
 if TYPE_CHECKING:
     from ..reminders import Reminders
+    from .handoff import HandoffServer
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -29,15 +33,21 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def serve_command(cx: Context) -> int:
-    return serve(
-        cx.api, cx.out, no_alerts=cx.args.no_alerts, verbose=cx.args.verbose, as_json=cx.args.json
-    )
+    with serving_commands(cx.api):  # `remindkit remind …` and the like run in this process
+        return serve(
+            cx.api,
+            cx.out,
+            no_alerts=cx.args.no_alerts,
+            verbose=cx.args.verbose,
+            as_json=cx.args.json,
+        )
 
 
 def tray_command(cx: Context) -> int:
     from tray.app import run_tray
 
-    return run_tray(cx.api, cx.out, headless=cx.args.headless, verbose=cx.args.verbose)
+    with serving_commands(cx.api):
+        return run_tray(cx.api, cx.out, headless=cx.args.headless, verbose=cx.args.verbose)
 
 
 def build_engine(api: Reminders, *, no_alerts: bool = False, role: str = "serve") -> Any:
@@ -101,6 +111,23 @@ def serve(
     else:
         out.write("remindkit serve: stopped\n")
     return 0
+
+
+@contextlib.contextmanager
+def serving_commands(api: Any) -> Iterator[HandoffServer | None]:
+    """Serve handed-over commands (:mod:`remindkit.cli.handoff`) for ``api``'s store
+    while the block runs (not with ``REMINDKIT_HANDOFF=0``)."""
+    if os.environ.get("REMINDKIT_HANDOFF", "1") == "0":
+        yield None
+        return
+    from .handoff import HandoffServer
+    from .main import main  # the engine's process has it loaded already
+
+    server = HandoffServer(api, main).start()
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 def default_alerter() -> Any:

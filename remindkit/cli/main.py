@@ -16,27 +16,18 @@ the alerts and the notebook load inside the commands that use them, so that
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..errors import RemindkitError
-from . import alerts as alert_cmds
-from . import api as api_cmds
-from . import backup as backup_cmds
-from . import chat as chat_cmds
-from . import engines as engine_cmds
-from . import log as log_cmds
-from . import mcp as mcp_cmds
-from . import reminders as reminder_cmds
-from . import service as service_cmds
-from . import sessions as session_cmds
-from . import status as status_cmds
-from . import telegram as telegram_cmds
-from . import watch as watch_cmds
-from .context import CliError, Context, Parser
+from .context import CliError, Context, Parser, command_of
 from .output import printable
+
+if TYPE_CHECKING:
+    from ..reminders import Reminders
 
 # kept importable from here
 __all__ = ["CliError", "build_parser", "command_of", "main", "printable"]
@@ -44,9 +35,10 @@ __all__ = ["CliError", "build_parser", "command_of", "main", "printable"]
 SIGPIPE_STATUS = 128 + 13  # what a shell reports for a command whose reader went away
 
 
-# (the commands a module registers, how to register them): main builds only the group of
-# the command it is given, which matters for a command run every second (status --line)
-GROUPS: list[tuple[frozenset[str], Any]] = [
+# (the commands a module registers, "module:function" that registers them): main imports and
+# builds only the group of the command it is given, which matters for a command run every
+# second (status --line)
+GROUPS: list[tuple[frozenset[str], str]] = [
     (
         frozenset(
             {
@@ -66,20 +58,20 @@ GROUPS: list[tuple[frozenset[str], Any]] = [
                 "reminders",
             }
         ),
-        reminder_cmds.add_parsers,
+        "reminders:add_parsers",
     ),
-    (frozenset({"export", "import"}), backup_cmds.add_parsers),
-    (frozenset({"serve", "tray"}), engine_cmds.add_parsers),
-    (frozenset({"status", "stats"}), status_cmds.add_parsers),
-    (frozenset({"watch"}), watch_cmds.add_parsers),
-    (frozenset({"session"}), session_cmds.add_parser),
-    (frozenset({"chat", "demo"}), chat_cmds.add_parsers),
-    (frozenset({"alerts"}), alert_cmds.add_parser),
-    (frozenset({"log"}), log_cmds.add_parser),
-    (frozenset({"service"}), service_cmds.add_parser),
-    (frozenset({"telegram"}), telegram_cmds.add_parser),
-    (frozenset({"mcp"}), mcp_cmds.add_parser),
-    (frozenset({"api", "token", "projects"}), api_cmds.add_parsers),
+    (frozenset({"export", "import"}), "backup:add_parsers"),
+    (frozenset({"serve", "tray"}), "engines:add_parsers"),
+    (frozenset({"status", "stats"}), "status:add_parsers"),
+    (frozenset({"watch"}), "watch:add_parsers"),
+    (frozenset({"session"}), "sessions:add_parser"),
+    (frozenset({"chat", "demo"}), "chat:add_parsers"),
+    (frozenset({"alerts"}), "alerts:add_parser"),
+    (frozenset({"log"}), "log:add_parser"),
+    (frozenset({"service"}), "service:add_parser"),
+    (frozenset({"telegram"}), "telegram:add_parser"),
+    (frozenset({"mcp"}), "mcp:add_parser"),
+    (frozenset({"api", "token", "projects"}), "api:add_parsers"),
 ]
 
 
@@ -102,23 +94,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     known = command is not None and any(command in names for names, _add in GROUPS)
-    for names, add in GROUPS:
+    for names, where in GROUPS:
         if not known or command in names:
-            add(sub, common)
+            module, function = where.split(":")
+            getattr(importlib.import_module(f".{module}", __package__), function)(sub, common)
     return p
-
-
-def command_of(argv: Sequence[str]) -> str | None:
-    """The command word of ``argv`` (after any --db URL / --json given before it)."""
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--db":
-            skip = True
-        elif not arg.startswith("-"):
-            return arg
-    return None
 
 
 def main(
@@ -127,10 +107,22 @@ def main(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     stdin: TextIO | None = None,
+    api: Reminders | None = None,
 ) -> int:
+    """Run one command; its exit status. ``api``: the reminders API to use (an engine
+    running handed-over commands lends its own), else one is opened when needed."""
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if argv is None and stdout is None and api is None:  # the command itself, in a shell
+        from .handoff import try_handoff
+
+        try:
+            handed = try_handoff(args_list, out, err)
+        except BrokenPipeError:
+            return _reader_gone(out)
+        if handed is not None:
+            return handed
     want_json = "--json" in args_list
     cx: Context | None = None
     try:
@@ -142,7 +134,7 @@ def main(
             parser.print_help(out)
             out.flush()
             return 0
-        cx = Context(args, out, err, stdin or sys.stdin)
+        cx = Context(args, out, err, stdin or sys.stdin, api=api)
         code = int(args.func(cx))
         out.flush()
         return code

@@ -426,7 +426,6 @@ def cron_min_gap(expr: str, zone_name: str, now: datetime, samples: int = 400) -
     return None if best is None else int(best)
 
 
-
 def _conflict(msg: str) -> InvalidSchedule:
     return InvalidSchedule(msg, code="conflicting_schedule")
 

@@ -8,12 +8,14 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from remindkit.models import Session
 
+ROOT = Path(__file__).resolve().parents[2]
 LEDGER_CMD = 'echo "$PPID $REMINDKIT_OCCURRENCE_KEYS" >> "$RK_LEDGER"'
 
 
@@ -126,3 +128,51 @@ def wait_for(predicate, timeout: float, step: float = 0.1):
 
 def counts(entries) -> Counter:
     return Counter(k for _pid, k in entries)
+
+
+# -- `remindkit serve` processes started with `python -m remindkit` in a store of their own
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("REMINDKIT_")}
+    e.update(
+        REMINDKIT_HOME=str(tmp_path / "home"),
+        REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}",
+        REMINDKIT_TZ="UTC",
+        REMINDKIT_MIN_PERIOD="1",
+        PYTHONUNBUFFERED="1",
+        TEST_MODEL_KEY="sk-test-123",
+        REMINDKIT_API_KEY_ENVS="TEST_MODEL_KEY",
+    )
+    e.pop("XDG_RUNTIME_DIR", None)
+    return e
+
+
+@pytest.fixture
+def serve(env: dict[str, str]) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(**extra: str) -> subprocess.Popen[str]:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "remindkit", "serve", "--no-alerts"],
+            env={**env, **extra},
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+        )
+        procs.append(p)
+        assert p.stdout is not None and "engine" in p.stdout.readline()
+        return p
+
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()

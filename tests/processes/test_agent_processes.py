@@ -7,12 +7,10 @@ command line, and `remindkit demo`."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +20,6 @@ from .openai_server import ScriptedOpenAI, last_user, text, tool
 
 pytestmark = pytest.mark.processes
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("REMINDKIT_")}
-    e.update(
-        REMINDKIT_HOME=str(tmp_path / "home"),
-        REMINDKIT_DB=f"sqlite:///{tmp_path / 'store.db'}",
-        REMINDKIT_TZ="UTC",
-        REMINDKIT_MIN_PERIOD="1",
-        PYTHONUNBUFFERED="1",
-        TEST_MODEL_KEY="sk-test-123",
-        REMINDKIT_API_KEY_ENVS="TEST_MODEL_KEY",
-    )
-    e.pop("XDG_RUNTIME_DIR", None)
-    return e
 
 
 def rk(
@@ -52,35 +34,6 @@ def rk(
         timeout=timeout,
         cwd=ROOT,
     )
-
-
-@pytest.fixture
-def serve(env: dict[str, str]) -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(**extra: str) -> subprocess.Popen[str]:
-        p = subprocess.Popen(
-            [sys.executable, "-m", "remindkit", "serve", "--no-alerts"],
-            env={**env, **extra},
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=ROOT,
-        )
-        procs.append(p)
-        assert p.stdout is not None and "engine" in p.stdout.readline()
-        return p
-
-    yield start
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.communicate()
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 20.0) -> Any:

@@ -28,7 +28,24 @@ def test_parse_duration(text, seconds):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "0", "0s", "-5m", "5q", "m5", "1.5h", "30m1h", "5m5m", "2w1y", "h", "1 h", "x" * 50, True, 0, -3],
+    [
+        "",
+        "0",
+        "0s",
+        "-5m",
+        "5q",
+        "m5",
+        "1.5h",
+        "30m1h",
+        "5m5m",
+        "2w1y",
+        "h",
+        "1 h",
+        "x" * 50,
+        True,
+        0,
+        -3,
+    ],
     ids=repr,
 )
 def test_bad_duration(text):

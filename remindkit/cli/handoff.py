@@ -1,0 +1,344 @@
+"""Store commands run in the engine that is already up.
+
+A ``remindkit`` command costs mostly imports (SQLAlchemy alone is about a quarter of a
+second on a small machine), while the engine that normally runs on the store
+(``serve``, ``tray``, ``api``) has everything loaded and the store open. So that engine
+listens on a private Unix socket, and the reminder commands (``remind``, ``ls``,
+``show``, ``rm``, ``history``, ``stats`` …) hand their arguments over and print what
+comes back: the same :func:`remindkit.cli.main.main` runs in the engine's process,
+against its open store, with its output captured. Agents that call the command line
+in loops no longer start SQLAlchemy each time, nor open a connection each.
+
+A command is handed over only where that cannot change its outcome:
+
+* it is one of :data:`HANDED` (they read no standard input, no file named relative to
+  the working directory, and draw no terminal UI), without ``-h``/``--help``;
+* the environment that commands read (``REMINDKIT_*``, ``TZ``, ``HOME``, the XDG
+  folders, the locale) is exactly the engine's: a command in a session scope
+  (``REMINDKIT_SESSION``, set for the agent commands remindkit runs) is only ever handed
+  to an engine started in that same scope, so in practice it runs in its own process;
+* the peer is the same user: the socket lives in a 0700 folder of ours, and the engine
+  checks the caller's uid (``SO_PEERCRED``) as well.
+
+Otherwise, or when no engine answers, the command runs in its own process as before.
+A read-only command whose engine goes away before answering is run again locally; a
+changing one is not (it may have been done) and says so. ``REMINDKIT_HANDOFF=0``
+turns handing over off: in a command's environment for that command, in an engine's
+for that engine (it then serves none).
+
+The wire: the caller sends one JSON object (at most :data:`MAX_REQUEST` bytes) and
+shuts its side; the engine answers one JSON object ``{"out", "err", "code"}`` or
+``{"local": reason}`` (run it yourself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+HANDED = frozenset(
+    {
+        "remind",
+        "add",
+        "ls",
+        "list",
+        "show",
+        "pause",
+        "resume",
+        "rm",
+        "stop",
+        "delete",
+        "cancel",
+        "snooze",
+        "history",
+        "reminders",
+        "status",
+        "stats",
+        "log",
+    }
+)
+# the commands that only read: safe to run again here if the engine went away mid-way
+READ_ONLY = frozenset({"ls", "list", "show", "history", "status", "stats", "log"})
+MAX_REQUEST = 256 * 1024
+MAX_ANSWER = 64 * 1024 * 1024
+CONNECT_TIMEOUT_S = 2.0
+ANSWER_TIMEOUT_S = 120.0
+WORKERS = 8  # commands an engine runs at once; more callers wait in the listen backlog
+_ENV_EXACT = ("TZ", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LC_TIME", "PYTHONIOENCODING")
+_ENV_PREFIXES = ("REMINDKIT_", "XDG_")
+
+
+def env_digest(env: dict[str, str] | os._Environ[str]) -> str:
+    """What of the environment a command's outcome can depend on, as a digest."""
+    keep = sorted(
+        (k, v)
+        for k, v in env.items()
+        if (k in _ENV_EXACT or k.startswith(_ENV_PREFIXES)) and k != "REMINDKIT_HANDOFF"
+    )
+    return hashlib.sha256(json.dumps(keep).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def runtime_dir() -> Path:
+    """A folder of ours for sockets: ``$XDG_RUNTIME_DIR/remindkit`` or ``/tmp/remindkit-UID``."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and os.path.isdir(base):
+        return Path(base) / "remindkit"
+    return Path(f"/tmp/remindkit-{os.getuid()}")
+
+
+def socket_path(url: str) -> Path:
+    from ..statusfile import store_key
+
+    digest = hashlib.sha256(store_key(url).encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return runtime_dir() / f"cli-{digest}.sock"
+
+
+def _private_dir(folder: Path) -> bool:
+    """``folder`` exists (made if not), is ours, is not a link and no one else may enter it."""
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    import stat
+
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+# -- the caller ----------------------------------------------------------------------------
+
+
+def store_url(argv: Sequence[str]) -> str | None:
+    """The store URL the command names (``--db``) or the settings give, or None."""
+    for i, arg in enumerate(argv):
+        if arg == "--db":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if arg.startswith("--db="):
+            return arg[len("--db=") :]
+    from ..settings import Settings
+
+    try:
+        return Settings.from_env().url
+    except Exception:  # a bad setting: the command itself will say so
+        return None
+
+
+def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
+    """Run ``argv`` in an engine if one serves this store and may; its exit status, or
+    None to run it here."""
+    if os.environ.get("REMINDKIT_HANDOFF", "1") == "0":
+        return None
+    from .context import command_of
+
+    command = command_of(argv)
+    if command not in HANDED or "-h" in argv or "--help" in argv or "--line" in argv:
+        return None  # (status --line reads a small file: quicker here than a round trip)
+    url = store_url(argv)
+    if url is None:
+        return None
+    path = socket_path(url)
+    if len(str(path)) > 100 or not path.parent.is_dir():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            sock.connect(str(path))
+            request = json.dumps(
+                {"v": 1, "argv": list(argv), "env": env_digest(os.environ)},
+                ensure_ascii=True,
+            ).encode()
+            if len(request) > MAX_REQUEST:
+                return None
+            sock.sendall(request)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            return None  # nobody serves (a stale socket), or it would not take the request
+        sock.settimeout(ANSWER_TIMEOUT_S)
+        try:
+            answer = json.loads(_read_all(sock, MAX_ANSWER))
+        except (OSError, ValueError):
+            if command in READ_ONLY or (command == "reminders" and _reads(argv)):
+                return None
+            err.write(
+                "error: store_unavailable: the engine that ran this command stopped before "
+                "answering; see `remindkit ls` for what it did\n"
+            )
+            return 1
+    finally:
+        sock.close()
+    if not isinstance(answer, dict) or "local" in answer:
+        return None
+    out.write(str(answer.get("out", "")))
+    out.flush()
+    err.write(str(answer.get("err", "")))
+    err.flush()
+    return int(answer.get("code", 1))
+
+
+def _reads(argv: Sequence[str]) -> bool:
+    words = [a for a in argv if not a.startswith("-")]
+    return len(words) > 1 and words[1] in READ_ONLY
+
+
+def _read_all(sock: socket.socket, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise ValueError("answer too large")
+        chunks.append(chunk)
+
+
+# -- the engine's side ---------------------------------------------------------------------
+
+
+class HandoffServer:
+    """Serves :func:`try_handoff` callers for the store of ``api`` until :meth:`close`.
+
+    Only one engine per store serves: it holds ``<socket>.lock`` (``flock``) while it
+    does; another engine on the same store keeps trying, every few seconds, to take
+    over when that one stops."""
+
+    def __init__(self, api: Any, run: Callable[..., int]) -> None:
+        from ..audit import Surface
+        from ..reminders import Reminders
+
+        # the commands' own view of the store: the engine's store, as the CLI surface
+        self.api = Reminders(api.store, clock=api.clock, settings=api.settings, surface=Surface.CLI)
+        self.path = socket_path(api.store.url)
+        self.env = env_digest(os.environ)
+        self._run = run
+        self._stop = threading.Event()
+        self._slots = threading.BoundedSemaphore(WORKERS)
+        self._sock: socket.socket | None = None
+        self._lock_fd: int | None = None
+        self._thread = threading.Thread(target=self._serve, name="remindkit-handoff", daemon=True)
+
+    def start(self) -> HandoffServer:
+        if len(str(self.path)) <= 100 and _private_dir(self.path.parent):
+            self._thread.start()
+        return self
+
+    @property
+    def serving(self) -> bool:
+        return self._sock is not None
+
+    def close(self) -> None:
+        self._stop.set()
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- inside the thread
+
+    def _take(self) -> bool:
+        import fcntl
+
+        fd = os.open(f"{self.path}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # a socket left by an engine that was killed
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o077)
+        try:
+            sock.bind(str(self.path))
+        finally:
+            os.umask(old)
+        sock.listen(64)
+        sock.settimeout(1.0)
+        self._sock = sock
+        return True
+
+    def _serve(self) -> None:
+        import logging
+
+        log = logging.getLogger(__name__)
+        try:
+            while not self._stop.is_set() and not self._take():
+                self._stop.wait(5.0)
+        except OSError as exc:
+            log.warning("command hand-off is off: %s", exc)
+            return
+        while not self._stop.is_set():
+            sock = self._sock
+            if sock is None:
+                return
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not self._slots.acquire(timeout=ANSWER_TIMEOUT_S):
+                conn.close()
+                continue
+            threading.Thread(
+                target=self._answer, args=(conn,), name="remindkit-handoff-cmd", daemon=True
+            ).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                conn.settimeout(10.0)
+                uid = struct.unpack(
+                    "3i",
+                    conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")),
+                )[1]
+                if uid != os.getuid():
+                    return
+                try:
+                    request = json.loads(_read_all(conn, MAX_REQUEST))
+                except (OSError, ValueError):
+                    return
+                answer = self._handle(request)
+                conn.sendall(json.dumps(answer, ensure_ascii=True).encode())
+        except OSError:
+            pass  # the caller went away
+        finally:
+            self._slots.release()
+
+    def _handle(self, request: Any) -> dict[str, Any]:
+        if not isinstance(request, dict) or request.get("v") != 1:
+            return {"local": "unknown request"}
+        argv = request.get("argv")
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            return {"local": "unknown request"}
+        if request.get("env") != self.env:
+            return {"local": "another environment"}
+        from .context import command_of
+
+        if command_of(argv) not in HANDED or "-h" in argv or "--help" in argv:
+            return {"local": "not handed over"}
+        import io
+
+        out, err = io.StringIO(), io.StringIO()
+        code = self._run(argv, stdout=out, stderr=err, stdin=io.StringIO(""), api=self.api)
+        return {"out": out.getvalue(), "err": err.getvalue(), "code": code}
