@@ -114,7 +114,8 @@ def main(
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if argv is None and stdout is None and api is None:  # the command itself, in a shell
+    if argv is None and stdout is None and api is None and "--line" not in args_list:
+        # the command itself, in a shell (status --line reads a small file: quicker here)
         from .handoff import try_handoff
 
         try:
