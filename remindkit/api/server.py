@@ -6,10 +6,13 @@ import ipaddress
 import logging
 import os
 import socket
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import InvalidInput
 from ..reminders import Reminders
+
+if TYPE_CHECKING:
+    from .tokens import AgentTokens
 
 log = logging.getLogger(__name__)
 PROJECT_LIMIT = 200  # live reminders per project, unless REMINDKIT_MAX_PER_PROJECT says otherwise
@@ -83,6 +86,9 @@ def run_api(
     app = create_app(api, open_loopback=loopback, engine=eng, feed=feed)
     sock = bind(host, port)
     where = sock.getsockname()
+    shown = f"[{where[0]}]" if ":" in where[0] else where[0]
+    url = f"http://{shown}:{where[1]}"
+    agent_tokens = give_commands_tokens(api, eng, url) if eng is not None else None
     config = uvicorn.Config(
         app,
         log_level="info" if verbose else "warning",
@@ -95,12 +101,12 @@ def run_api(
         eng.start()
     if feed is not None:
         feed.start()
-    shown = f"[{where[0]}]" if ":" in where[0] else where[0]
     out.write(
-        f"remindkit api: listening on http://{shown}:{where[1]} "
+        f"remindkit api: listening on {url} "
         f"(engine {getattr(eng, 'id', '-')}, store {api.store.url})\n"
     )
     out.flush()
+    _keep_signals_for_cleanup()
     try:
         server.run(sockets=[sock])
     finally:
@@ -108,6 +114,43 @@ def run_api(
             feed.stop()
         if eng is not None:
             eng.stop()
+        if agent_tokens is not None:
+            agent_tokens.revoke_all()
         sock.close()
     out.write("remindkit api: stopped\n")
     return 0
+
+
+def give_commands_tokens(api: Reminders, engine: Any, url: str) -> AgentTokens | None:
+    """The agent commands this server's engine runs reach the API as their session:
+    each gets ``REMINDKIT_TOKEN`` (a session token, made on first use, revoked when the
+    server stops) and ``REMINDKIT_API_URL``."""
+    from ..clock import to_us
+    from .tokens import AgentTokens
+
+    command = engine.adapters.unguarded("command")
+    if command is None or not hasattr(command, "extra_env"):
+        return None
+    tokens = AgentTokens(api.store)
+
+    def extra(session: Any) -> dict[str, str]:
+        env = tokens.env(session.id, now_us=to_us(api.clock.now()))
+        env["REMINDKIT_API_URL"] = url
+        return env
+
+    command.extra_env = extra
+    return tokens
+
+
+def _keep_signals_for_cleanup() -> None:
+    """uvicorn, once it has shut down for SIGTERM or SIGINT, raises that signal again
+    with the handler it found; with Python's defaults that kills the process before the
+    engine gives its claims back and the agents' tokens are revoked. A handler of ours
+    that only notes the signal lets run_api finish and exit 0, as ``serve`` does."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_args: None)

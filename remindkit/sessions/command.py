@@ -28,7 +28,7 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..models import Fire, Session
@@ -55,9 +55,18 @@ class CommandSession:
     name = "command"
     shared = True
 
-    def __init__(self, *, timeout: float | None = None, turns: ExternalTurns | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float | None = None,
+        turns: ExternalTurns | None = None,
+        extra_env: Callable[[Session], Mapping[str, str]] | None = None,
+    ) -> None:
         self.timeout = timeout
         self.turns = turns
+        # more variables for a turn's process, from the process that runs the engine (the
+        # HTTP API gives each session's command a token of that session: REMINDKIT_TOKEN)
+        self.extra_env = extra_env
 
     def can_deliver(self, session: Session) -> bool:
         return bool(session.config.get("argv"))
@@ -84,6 +93,8 @@ class CommandSession:
             str(a).replace("{session}", session.id).replace("{message}", in_argv) for a in template
         ]
         env = command_env(session, fires, store_url=self._store_url())
+        if self.extra_env is not None:
+            env.update(self.extra_env(session))
         timeout = self.timeout or float(session.config.get("timeout") or DEFAULT_TIMEOUT)
         try:
             proc = subprocess.run(

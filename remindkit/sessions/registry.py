@@ -36,6 +36,11 @@ class Adapters:
     def get(self, name: str | None) -> SessionAdapter | None:
         return None if name is None else self._by_name.get(name)
 
+    def unguarded(self, name: str) -> SessionAdapter | None:
+        """The adapter itself, without the policy's guard (to configure it)."""
+        got = self._by_name.get(name)
+        return got.inner if isinstance(got, GuardedAdapter) else got
+
     def names(self) -> list[str]:
         return sorted(self._by_name)
 

@@ -48,3 +48,61 @@ def test_agent_commands_get_a_token_of_their_own_session(store):
     )
     agents.revoke_all()
     assert store.list_tokens() == []
+
+
+AGENT = """
+import json, os, sys, urllib.request, urllib.error
+
+def get(path):
+    req = urllib.request.Request(os.environ["REMINDKIT_API_URL"] + path)
+    req.add_header("Authorization", "Bearer " + os.environ["REMINDKIT_TOKEN"])
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+mine = get("/v1/projects/default/sessions/s1/reminders")
+other = get("/v1/projects/default/sessions/s2/reminders")
+with open(sys.argv[1], "a") as fh:
+    fh.write(json.dumps({"mine": mine, "other": other, "session": os.environ["REMINDKIT_SESSION"]}) + "\\n")
+print("checked")
+"""
+
+
+def test_agent_commands_of_the_api_server_reach_it_as_their_session(
+    api_server, sqlite_url, tmp_path
+):
+    """The engine in `remindkit api` runs a command session's turn with REMINDKIT_TOKEN
+    (a token of that session) and REMINDKIT_API_URL: the agent reads its own session's
+    reminders and is refused another's; the tokens go when the server stops."""
+    import json
+    import sys
+
+    from .conftest import cli, wait_for
+
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    seen = tmp_path / "seen.jsonl"
+    home = tmp_path
+    added = cli(
+        "session",
+        "add",
+        "s1",
+        "--command",
+        f"{sys.executable} {script} {seen}",
+        db=sqlite_url,
+        home=home,
+    )
+    assert added.returncode == 0, added.stderr
+    server = api_server(sqlite_url)
+    made = cli("remind", "check", "--session", "s1", "--in", "1s", db=sqlite_url, home=home)
+    assert made.returncode == 0, made.stderr
+    wait_for(lambda: seen.exists() and seen.read_text().strip(), timeout=60)
+    got = json.loads(seen.read_text().splitlines()[0])
+    assert got == {"mine": 200, "other": 403, "session": "s1"}
+    listed = cli("token", "ls", "--json", db=sqlite_url, home=home)
+    assert [t["session"] for t in json.loads(listed.stdout)] == ["s1"]
+    assert server.stop() == 0  # a graceful stop (uvicorn re-raises SIGTERM otherwise)
+    listed = cli("token", "ls", "--json", db=sqlite_url, home=home)
+    assert json.loads(listed.stdout) == []
