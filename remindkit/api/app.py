@@ -275,7 +275,6 @@ def create_app(
         in_project(who, project, None)
         return [session_out(s, project) for s in store.project_sessions(project, now_us=now_us())]
 
-    @app.get(base + "/{session}", tags=["sessions"])
     def get_session(project: str, session: str, who: Who) -> dict[str, Any]:
         sid = in_project(who, project, session)
         assert sid is not None
@@ -286,7 +285,7 @@ def create_app(
             )
         return session_out(got, project)
 
-    @app.get(base + "/{session}/view", tags=["sessions"])
+    @app.get(base + "/{session:path}/view", tags=["sessions"])
     def session_view(project: str, session: str, who: Who) -> Response:
         """What the web page shows: the live reminders as pills (``due_ms``) and the
         conversation as lines, a fired turn as one marker (the notebook panel's view)."""
@@ -307,7 +306,7 @@ def create_app(
 
     # -- reminders -------------------------------------------------------------------------
 
-    @app.get(base + "/{session}/reminders", tags=["reminders"])
+    @app.get(base + "/{session:path}/reminders", tags=["reminders"])
     async def list_reminders(
         project: str,
         session: str,
@@ -320,7 +319,7 @@ def create_app(
             return JSONResponse([])
         return JSONResponse([reminder_out(r) for r in api.list(session=sid, all=all)])
 
-    @app.post(base + "/{session}/reminders", status_code=201, tags=["reminders"])
+    @app.post(base + "/{session:path}/reminders", status_code=201, tags=["reminders"])
     async def create_reminder(project: str, session: str, body: ReminderIn, who: Who) -> Response:
         sid = in_project(who, project, session, write=True)
         assert sid is not None
@@ -352,12 +351,12 @@ def create_app(
             headers={"Location": f"/v1/projects/{project}/sessions/{sid}/reminders/{rem.id}"},
         )
 
-    @app.get(base + "/{session}/reminders/{reminder_id}", tags=["reminders"])
+    @app.get(base + "/{session:path}/reminders/{reminder_id}", tags=["reminders"])
     async def get_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
         sid = in_project(who, project, session)
         return JSONResponse(reminder_out(own(api.get(reminder_id), project, sid)))
 
-    @app.patch(base + "/{session}/reminders/{reminder_id}", tags=["reminders"])
+    @app.patch(base + "/{session:path}/reminders/{reminder_id}", tags=["reminders"])
     async def patch_reminder(
         project: str, session: str, reminder_id: str, body: ReminderPatch, who: Who
     ) -> Response:
@@ -387,14 +386,14 @@ def create_app(
             rem = api.snooze(rem.id, body.snooze, session=sid)
         return JSONResponse(reminder_out(rem))
 
-    @app.delete(base + "/{session}/reminders/{reminder_id}", status_code=204, tags=["reminders"])
+    @app.delete(base + "/{session:path}/reminders/{reminder_id}", status_code=204, tags=["reminders"])
     async def delete_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
         sid = in_project(who, project, session, write=True)
         own(api.get(reminder_id), project, sid)
         api.cancel([reminder_id], session=sid)
         return Response(status_code=204)
 
-    @app.get(base + "/{session}/reminders/{reminder_id}/history", tags=["reminders"])
+    @app.get(base + "/{session:path}/reminders/{reminder_id}/history", tags=["reminders"])
     def reminder_history(
         project: str,
         session: str,
@@ -405,6 +404,10 @@ def create_app(
         sid = in_project(who, project, session)
         own(api.get(reminder_id), project, sid)
         return [o.to_dict() for o in api.history(reminder_id, limit=limit)]
+
+    # last: a session id may hold "/" ({session:path}), so the routes below a session
+    # (…/reminders, …/view) must be tried before the session itself
+    app.get(base + "/{session:path}", tags=["sessions"])(get_session)
 
     # -- events ----------------------------------------------------------------------------
 

@@ -314,3 +314,40 @@ def test_another_address_than_loopback_needs_tokens(tmp_path, sqlite_url, api_se
     port = srv.base_url.rsplit(":", 1)[1]
     with Client(f"http://127.0.0.1:{port}", token) as client:
         assert client.session("default", "s").reminders.list() == []
+
+
+def test_session_ids_with_slashes(api_server, sqlite_url, tmp_path):
+    """An MCP host names its session after a folder ("claude-code:/home/u/proj"): every
+    route reaches it, with the slashes as they are or percent-encoded (the SDK's way)."""
+    srv = api_server(sqlite_url)
+    sid = "claude-code:/home/u/proj"
+    with httpx.Client(base_url=srv.base_url, timeout=30) as http, Client(srv.base_url) as client:
+        rems = client.session("default", sid).reminders
+        made = rems.create(prompt="look at the build", in_="1h", name="build")
+        assert made["session"] == sid
+        assert [r["id"] for r in rems.list()] == [made["id"]]
+        raw = f"/v1/projects/default/sessions/{sid}"
+        listed = http.get(raw + "/reminders")
+        assert listed.status_code == 200 and [r["id"] for r in listed.json()] == [made["id"]]
+        got = http.get(f"{raw}/reminders/{made['id']}")
+        assert got.status_code == 200 and got.json()["session"] == sid
+        assert http.get(f"{raw}/reminders/{made['id']}/history").json() == []
+        sess = http.get(raw)
+        assert sess.status_code == 200 and sess.json()["id"] == sid
+        assert (
+            http.get("/v1/projects/default/sessions/claude-code%3A%2Fhome%2Fu%2Fproj").json()["id"]
+            == sid
+        )
+        # a prefix of the id is another session, unknown here
+        _err(
+            http.get("/v1/projects/default/sessions/claude-code:/home/u"), 404, "session_not_found"
+        )
+        _err(
+            http.get(f"/v1/projects/default/sessions/claude-code:/home/u/reminders/{made['id']}"),
+            404,
+            "not_found",
+        )
+        paused = rems.update(made["id"], enabled=False)
+        assert paused["state"] == "paused"
+        rems.remove(made["id"])
+        assert rems.list() == []
