@@ -142,6 +142,16 @@ class Reminder:
         return self.next_fire_at.astimezone(get_zone(self.schedule.tz)).isoformat()
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` / API shape (a new dict each call; made once per reminder)."""
+        known = self.__dict__.get("_as_dict")
+        if known is None:
+            known = self.__dict__["_as_dict"] = self._to_dict()  # frozen: once is enough
+        out = dict(known)
+        if out["delivery"] is not None:
+            out["delivery"] = dict(out["delivery"])
+        return out
+
+    def _to_dict(self) -> dict[str, Any]:
         s = self.schedule
         return {
             "id": self.id,

@@ -386,7 +386,9 @@ def create_app(
             rem = api.snooze(rem.id, body.snooze, session=sid)
         return JSONResponse(reminder_out(rem))
 
-    @app.delete(base + "/{session:path}/reminders/{reminder_id}", status_code=204, tags=["reminders"])
+    @app.delete(
+        base + "/{session:path}/reminders/{reminder_id}", status_code=204, tags=["reminders"]
+    )
     async def delete_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
         sid = in_project(who, project, session, write=True)
         own(api.get(reminder_id), project, sid)

@@ -6,6 +6,7 @@ A :class:`Schedule` is a frozen value validated where it is built
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,6 +68,12 @@ class Schedule:
 
     def describe(self) -> str:
         """Short human form: ``in 5m``, ``at 2026-12-01T08:00:00Z``, ``every 2m x30``, ``cron '0 9 * * 1-5' Europe/Berlin``."""
+        known = self.__dict__.get("_described")
+        if known is None:
+            known = self.__dict__["_described"] = self._describe()  # immutable: once is enough
+        return known
+
+    def _describe(self) -> str:
         if self.kind == "after":
             text = f"in {format_duration(self.delay_s or 0)}"
         elif self.kind == "at":
@@ -97,6 +104,10 @@ class Schedule:
 
     @classmethod
     def from_json(cls, text: str) -> Schedule:
+        """The schedule a store row holds (its ``spec``). Schedules are immutable, and a
+        listing reads the same rows again and again: the last few thousand are kept."""
+        if cls is Schedule:
+            return _schedule_from_json(text)
         return cls.from_dict(json.loads(text))
 
     @classmethod
@@ -114,6 +125,11 @@ class Schedule:
             delay_s=data.get("delay_s"),
             wall=data.get("wall"),
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _schedule_from_json(text: str) -> Schedule:
+    return Schedule.from_dict(json.loads(text))
 
 
 def parse_repeat(value: object) -> int | None:

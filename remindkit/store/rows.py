@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 from ..clock import from_us, to_us
 from ..models import Occurrence, Reminder, Session
 from ..schedules import Schedule
+from . import schema as t
+
+_REMINDER_FIELDS = tuple(c.name for c in t.reminders.c)
 
 
 def _dt(us: int | None):
@@ -19,7 +23,20 @@ def _us(dt):
 
 
 def reminder_from_row(row: Any) -> Reminder:
-    m = row._mapping
+    """The reminder a ``reminders`` row holds. A whole row (``select(reminders)``) is
+    looked up by its values first: listings read the same rows again and again, and a
+    row's values are all a reminder is made of (any change makes a new key)."""
+    if row._fields == _REMINDER_FIELDS:
+        return _reminder_of_values(tuple(row))
+    return _reminder_of_mapping(row._mapping)
+
+
+@functools.lru_cache(maxsize=8192)
+def _reminder_of_values(values: tuple[Any, ...]) -> Reminder:
+    return _reminder_of_mapping(dict(zip(_REMINDER_FIELDS, values, strict=True)))
+
+
+def _reminder_of_mapping(m: Any) -> Reminder:
     return Reminder(
         id=m["id"],
         session=m["session_id"],
