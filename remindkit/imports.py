@@ -19,6 +19,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+from .checks import check_announce, check_id, check_label, check_session_id, check_text
 from .clock import parse_utc
 from .errors import InvalidInput, InvalidSchedule
 from .models import (
@@ -114,8 +115,6 @@ def check_schedule(
 
 
 def check_reminder(d: dict[str, Any], settings: Settings, now: datetime) -> Reminder:
-    from .checks import check_announce, check_id, check_label, check_session_id, check_text
-
     limits = settings.limits
     state = d.get("state", ACTIVE)
     if state not in REMINDER_STATES:
