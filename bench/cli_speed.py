@@ -52,6 +52,26 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall * 1000, cpu * 1000
 
 
+def parallel(side: Side, n: int) -> float:
+    """Wall ms of ``n`` ``remind`` commands started at once (as agents in a loop do),
+    each in a session of its own (the per-session limit is 20)."""
+    t0 = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            side.rk("remind", f"p{i}", "--session", f"p{i}", "--label", "p", "--in", "1h"),
+            env=side.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=side.home,
+        )
+        for i in range(n)
+    ]
+    failed = [p for p in procs if p.wait() != 0]
+    if failed:
+        raise SystemExit(f"{len(failed)} of {n} parallel remind commands failed")
+    return (time.perf_counter() - t0) * 1000
+
+
 def measure(argv: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
     for _ in range(2):
         run_once(argv, env)
@@ -125,6 +145,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=30)
     p.add_argument(
+        "--parallel",
+        type=int,
+        default=200,
+        help="also time this many remind commands at once (0: no)",
+    )
+    p.add_argument(
         "--baseline", type=Path, help="another checkout of remindkit to time beside this one"
     )
     opts = p.parse_args()
@@ -151,6 +177,13 @@ def main() -> int:
                 res["ls"] = measure(side.rk("ls"), side.env, opts.runs)
                 res["status --line"] = measure(side.rk("status", "--line"), side.env, opts.runs)
                 res["status"] = measure(side.rk("status"), side.env, opts.runs)
+                if opts.parallel:
+                    ms = parallel(side, opts.parallel)
+                    res[f"{opts.parallel} remind at once (total)"] = {
+                        "median": ms,
+                        "p90": ms,
+                        "cpu": 0.0,
+                    }
             finally:
                 engine.terminate()
                 engine.wait(30)
@@ -166,6 +199,13 @@ def main() -> int:
                     if name != "status --line" or side.has_line()
                     else None
                 )
+            if opts.parallel:
+                ms = parallel(side, opts.parallel)
+                res[f"{opts.parallel} remind at once (total) (no engine)"] = {
+                    "median": ms,
+                    "p90": ms,
+                    "cpu": 0.0,
+                }
             results[side.name] = res
     load = os.getloadavg()
     print(
