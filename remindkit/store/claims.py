@@ -61,6 +61,7 @@ from ..models import (
     WaitFor,
 )
 from . import schema as t
+from .dialect import Dialect, chunks
 from .events import EventRow, defer_events, event_row, write_events
 from .projects import disabled_projects_sessions
 from .rows import reminder_from_row, reminder_to_row
@@ -131,22 +132,22 @@ def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) 
     values: dict[str, Any] = {"state": DONE, "next_fire_at": None, "version": c.version + 1}
     if now_us is not None:
         values["updated_at"] = now_us
-    for i in range(0, len(occurrence_ids), 500):
-        chunk = list(occurrence_ids[i : i + 500])
+    dialect = Dialect.of(conn)
+    for chunk in chunks(occurrence_ids):
         final = [
             c.state.in_((ACTIVE, PAUSED)),
             exists().where(
                 o.reminder_id == c.id,
                 o.due_at == c.next_fire_at,
-                o.id.in_(chunk),
+                o.id.in_(list(chunk)),
                 o.fired_at.is_not(None),
                 o.state.not_in((CLAIMED, WAITING)),
             ),
         ]
-        if conn.dialect.name == "postgresql":  # lock in id order, as every writer of reminders does
+        if dialect.locks_rows:  # lock in id order, as every writer of reminders does
             ids = [
                 r[0]
-                for r in conn.execute(select(c.id).where(*final).order_by(c.id).with_for_update())
+                for r in conn.execute(dialect.for_update(select(c.id).where(*final).order_by(c.id)))
             ]
             if not ids:
                 continue
@@ -275,10 +276,7 @@ class ClaimOps:
     """Occurrence and lease operations, mixed into SqlStore."""
 
     if TYPE_CHECKING:
-
-        @property
-        def is_postgres(self) -> bool: ...
-
+        dialect: Dialect
         engine: Engine
 
         def write(
@@ -289,21 +287,6 @@ class ClaimOps:
         def get_sessions(
             self, session_ids: Iterable[str], *, now_us: int | None = None
         ) -> dict[str, Session]: ...
-
-    def _locked(self, stmt):
-        """``SELECT … FOR UPDATE`` on PostgreSQL (SQLite holds the write lock already)."""
-        return stmt.with_for_update() if self.is_postgres else stmt
-
-    def _insert(self, table):
-        if (
-            self.is_postgres
-        ):  # each dialect loads on first use (the CLI on SQLite never needs PostgreSQL's)
-            from sqlalchemy.dialects import postgresql as pg_dialect
-
-            return pg_dialect.insert(table)
-        from sqlalchemy.dialects import sqlite as sqlite_dialect
-
-        return sqlite_dialect.insert(table)
 
     # -- claiming due reminders ----------------------------------------------------------
 
@@ -338,17 +321,11 @@ class ClaimOps:
             ]
             if leave_alerts:
                 due += [c.alarm.is_(False), c.announce.is_(None)]
-            stmt = select(t.reminders).where(*due).order_by(c.next_fire_at).limit(limit)
-            if self.is_postgres:
-                # The earliest due, then locked in id order (as every writer of reminders
-                # locks them), skipping rows another engine holds: engines never deadlock.
-                earliest = select(c.id).where(*due).order_by(c.next_fire_at).limit(limit)
-                stmt = (
-                    select(t.reminders)
-                    .where(c.id.in_(earliest.scalar_subquery()), *due)
-                    .order_by(c.id)
-                    .with_for_update(skip_locked=True)
-                )
+            # The earliest due (on PostgreSQL locked in id order, skipping rows another
+            # engine holds: engines never deadlock).
+            stmt = self.dialect.first_unlocked(
+                t.reminders, where=due, order_by=c.next_fire_at, limit=limit
+            )
             rems = []
             for r in conn.execute(stmt).all():
                 try:
@@ -480,7 +457,7 @@ class ClaimOps:
         return fires, len(rems)
 
     def _claim_insert(self):
-        ins = self._insert(t.occurrences).on_conflict_do_nothing(
+        ins = self.dialect.insert(t.occurrences).on_conflict_do_nothing(
             index_elements=["reminder_id", "due_at"]
         )
         return ins.returning(
@@ -515,8 +492,7 @@ class ClaimOps:
             else:
                 stmt = stmt.where(o.state == CLAIMED, o.owner == owner, o.id.in_(list(ids)))
             stmt = stmt.order_by(o.due_at).limit(limit)
-            if self.is_postgres:
-                stmt = stmt.with_for_update(of=t.occurrences, skip_locked=True)
+            stmt = self.dialect.skip_locked(stmt, of=t.occurrences)
             rows = conn.execute(stmt).all()
             if may_take is not None:
                 rows = [r for r in rows if may_take(r._mapping["owner"], r._mapping["lease_until"])]
@@ -525,11 +501,10 @@ class ClaimOps:
             # One set-based update (the rows are locked by our select on PostgreSQL and
             # under the write lock on SQLite), so the locks are held only briefly.
             by_id = {r._mapping["occ_id"]: r for r in rows}
-            for i in range(0, len(rows), 500):
-                chunk = list(by_id)[i : i + 500]
+            for chunk in chunks(list(by_id)):
                 conn.execute(
                     update(t.occurrences)
-                    .where(o.id.in_(chunk), o.state == CLAIMED)
+                    .where(o.id.in_(list(chunk)), o.state == CLAIMED)
                     .values(
                         owner=owner,
                         token=token,
@@ -582,8 +557,7 @@ class ClaimOps:
                 if not conds:
                     return []
                 stmt = stmt.where(or_(*conds))
-            if self.is_postgres:
-                stmt = stmt.with_for_update(of=t.occurrences, skip_locked=True)
+            stmt = self.dialect.skip_locked(stmt, of=t.occurrences)
             rows = conn.execute(stmt).all()
             if not rows:
                 return []
@@ -624,11 +598,10 @@ class ClaimOps:
         if not reminder_ids:
             return out
         with self.read() as conn:
-            for i in range(0, len(reminder_ids), 500):
-                chunk = list(reminder_ids[i : i + 500])
+            for chunk in chunks(reminder_ids):
                 rows = conn.execute(
                     select(o.reminder_id, o.wait_for, o.error, o.due_at)
-                    .where(o.reminder_id.in_(chunk), o.state == WAITING)
+                    .where(o.reminder_id.in_(list(chunk)), o.state == WAITING)
                     .order_by(o.reminder_id, o.due_at)
                 )
                 for rid, wait_for, error, due in rows:
@@ -684,7 +657,9 @@ class ClaimOps:
         ]
         with self.write() as conn:
             rows = conn.execute(
-                self._locked(select(t.reminders).where(c.id.in_(sorted(first))).order_by(c.id))
+                self.dialect.for_update(
+                    select(t.reminders).where(c.id.in_(sorted(first))).order_by(c.id)
+                )
             ).all()
             ours = {f.occurrence_id for f in fires}
             cancelled: list[int] = []
@@ -832,14 +807,14 @@ class ClaimOps:
         # lock on SQLite); the others were taken over or cancelled: refused.
         held: dict[int, Any] = {}
         ids = [r["b_id"] for r in rows]
-        for i in range(0, len(ids), 500):
+        for chunk in chunks(ids):
             q = (
                 select(o.id, o.token, o.fired_at, o.reminder_id, o.session_id, o.due_at, o.error)
-                .where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED)
+                .where(o.id.in_(list(chunk)), o.state == CLAIMED)
                 .order_by(o.id)
             )
-            if self.is_postgres:
-                q = q.with_for_update()  # in id order, as every writer of these rows locks them
+            # in id order, as every writer of these rows locks them
+            q = self.dialect.for_update(q)
             held.update((row[0], row) for row in conn.execute(q))
         ok = [r for r in rows if (h := held.get(r["b_id"])) is not None and h.token == r["b_token"]]
         if ok:
@@ -880,9 +855,9 @@ class ClaimOps:
         tokens = {i: tok for i, tok, _f in items}
         fresh: dict[int, Any] = {}  # not yet marked: these get a `fired` event
         ids = sorted(tokens)
-        for k in range(0, len(ids), 500):
+        for chunk in chunks(ids):
             q = select(o.id, o.token, o.reminder_id, o.session_id, o.due_at).where(
-                o.id.in_(ids[k : k + 500]), o.fired_at.is_(None)
+                o.id.in_(list(chunk)), o.fired_at.is_(None)
             )
             fresh.update((row[0], row) for row in conn.execute(q) if row[1] == tokens[row[0]])
         conn.execute(
@@ -968,12 +943,12 @@ class ClaimOps:
         o = t.occurrences.c
         held: list[int] = []
         with self.read() as conn:
-            for i in range(0, len(ids), 500):
+            for chunk in chunks(ids):
                 held.extend(
                     r[0]
                     for r in conn.execute(
                         select(o.id).where(
-                            o.id.in_(list(ids[i : i + 500])), o.owner == owner, o.state == CLAIMED
+                            o.id.in_(list(chunk)), o.owner == owner, o.state == CLAIMED
                         )
                     )
                 )
@@ -985,10 +960,10 @@ class ClaimOps:
             return
         o = t.occurrences.c
         with self.write() as conn:
-            for i in range(0, len(ids), 500):
+            for chunk in chunks(ids):
                 conn.execute(
                     update(t.occurrences)
-                    .where(o.id.in_(list(ids[i : i + 500])), o.owner == owner, o.state == CLAIMED)
+                    .where(o.id.in_(list(chunk)), o.owner == owner, o.state == CLAIMED)
                     .values(lease_until=0)
                 )
 
@@ -1011,7 +986,7 @@ class ClaimOps:
             )
             if res.rowcount == 0:
                 conn.execute(
-                    self._insert(t.leases)
+                    self.dialect.insert(t.leases)
                     .values(name=name, holder=holder, priority=priority, until=until_us)
                     .on_conflict_do_nothing(index_elements=["name"])
                 )
@@ -1025,14 +1000,9 @@ class ClaimOps:
         has compiled them before a fire that is overdue when the engine starts needs
         them (compiling them cold costs several milliseconds). Best effort."""
         try:
-            if not self.is_postgres:
-                # Copy a write-ahead log left by an earlier process into the database now:
-                # the first commit would do it otherwise (the first claim, ~10 ms per 4 MB).
-                raw = self.engine.raw_connection()
-                try:
-                    raw.cursor().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                finally:
-                    raw.close()
+            # The first claim would copy a write-ahead log left by an earlier
+            # process into the database otherwise (~10 ms per 4 MB).
+            self.dialect.checkpoint(self.engine)
             self.next_due_us()
             self.lease_holder("alerter", now_us=0)
             self.claim_due(now_us=0, horizon_us=-1, owner="", lease_us=0, limit=1, plan=_no_plan)

@@ -29,7 +29,6 @@ from sqlalchemy import (
     insert,
     or_,
     select,
-    text,
     update,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
@@ -56,6 +55,7 @@ from ..settings import Limits, Settings
 from . import schema as t
 from .claims import ClaimOps
 from .db import WRITE, dispose_quietly, make_engine, migrate
+from .dialect import Dialect, chunks
 from .events import EventOps, EventRow, changes, event_row, forget_deferred, write_events
 from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION, ProjectOps
 from .reports import ReportOps
@@ -144,7 +144,7 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
     ) -> None:
         self.engine = engine
         self.settings = settings or Settings.from_env()
-        self.dialect = engine.dialect.name
+        self.dialect = Dialect.of(engine)
         self.wake: Wake = wake if wake is not None else make_wake(engine)
         self._origin = threading.local()
 
@@ -153,10 +153,6 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
     @property
     def url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
-
-    @property
-    def is_postgres(self) -> bool:
-        return self.dialect == "postgresql"
 
     @contextlib.contextmanager
     def origin(self, name: str) -> Iterator[None]:
@@ -195,7 +191,7 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             ) from exc
 
     def for_update(self, stmt):
-        return stmt.with_for_update() if self.is_postgres else stmt
+        return self.dialect.for_update(stmt)
 
     def close(self) -> None:
         self.wake.close()
@@ -285,8 +281,7 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         replace_label: bool,
         project: str | None = None,
     ) -> tuple[Reminder, list[str]]:
-        if self.is_postgres:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LIMIT_LOCK})
+        self.dialect.advisory_xact_lock(conn, _LIMIT_LOCK)
         replaced: list[str] = []
         if rem.session is not None:
             sess = conn.execute(_SESSION_STATE, {"sid": rem.session}).first()
@@ -376,7 +371,7 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         with self.write() as conn:
             ids = [r.id for r in reminders]
             existing: set[str] = set()
-            for chunk in _chunks(ids, 500):
+            for chunk in chunks(ids):
                 existing.update(
                     row[0]
                     for row in conn.execute(
@@ -390,7 +385,7 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                     code="already_exists",
                 )
             if existing:
-                for chunk in _chunks(sorted(existing), 500):
+                for chunk in chunks(sorted(existing)):
                     conn.execute(delete(t.reminders).where(t.reminders.c.id.in_(chunk)))
             if limits is not None:
                 _check_import_limits(conn, reminders, limits, lines)
@@ -413,11 +408,11 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                 # Plain executemany: the rows are validated domain values already, and
                 # SQLAlchemy's per-row parameter processing would halve the rate.
                 cols = list(rows[0])
-                mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+                mark = self.dialect.placeholder
                 sql = f"INSERT INTO reminders ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
                 values = operator.itemgetter(*cols)
-                for chunk in _chunks(rows, 5000):
-                    conn.exec_driver_sql(sql, [values(r) for r in chunk])
+                for batch in chunks(rows, 5000):
+                    conn.exec_driver_sql(sql, [values(r) for r in batch])
             # The same few details over and over: each is made (and encoded) once.
             details: dict[tuple[str, bool], EventRow] = {}
             events: list[EventRow] = []
@@ -617,7 +612,7 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         so it is left to finish: a turn that cancels the reminder it was fired by
         (seed 003's recipe) keeps that fire recorded as delivered."""
         o = t.occurrences.c
-        for chunk in _chunks(list(reminder_ids), 500):
+        for chunk in chunks(list(reminder_ids)):
             conn.execute(
                 update(t.occurrences)
                 .where(
@@ -699,7 +694,7 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         ids = sorted(set(session_ids))
         out: dict[str, Session] = {}
         with self.read() as conn:
-            for chunk in _chunks(ids, 500):
+            for chunk in chunks(ids):
                 for row in conn.execute(select(t.sessions).where(t.sessions.c.id.in_(chunk))):
                     sess = session_from_row(row, now_us)
                     out[sess.id] = sess
@@ -892,11 +887,6 @@ def _new_session_row(session_id: str, now_us: int) -> dict[str, Any]:
         "created_at": now_us,
         "last_active_at": now_us,
     }
-
-
-def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 def open_store(

@@ -24,6 +24,7 @@ from ..clock import from_us
 from ..errors import Conflict
 from ..models import Message
 from . import schema as t
+from .dialect import chunks
 
 RETRIES = 5
 
@@ -192,12 +193,12 @@ class TranscriptOps:
         k = t.message_keys.c
         taken: set[str] = set()
         unique = list(dict.fromkeys(keys))
-        for i in range(0, len(unique), 500):
+        for chunk in chunks(unique):
             taken.update(
                 r[0]
                 for r in conn.execute(
                     select(k.occurrence_key).where(
-                        k.session_id == session_id, k.occurrence_key.in_(unique[i : i + 500])
+                        k.session_id == session_id, k.occurrence_key.in_(list(chunk))
                     )
                 )
             )

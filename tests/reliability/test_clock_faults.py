@@ -79,7 +79,9 @@ def test_forward_jump_follows_each_policy(rig, clock, jump):  # type: ignore[no-
     assert sk.state == "skipped" and sk.missed == missed
     assert len(by[every.id]) == 5 and sum(o.missed for o in by[every.id]) == missed - 5
     assert len(keys.seen) == len(set(keys.seen))
-    record(f"clock +{jump} (fake clock), {api.store.dialect}: per policy", 1 + 1 + 5, keys.seen)
+    record(
+        f"clock +{jump} (fake clock), {api.store.dialect.name}: per policy", 1 + 1 + 5, keys.seen
+    )
 
 
 @pytest.mark.parametrize("back", [timedelta(hours=1), timedelta(days=3)], ids=["1h", "3d"])
@@ -99,7 +101,7 @@ def test_backward_jump_never_fires_twice(rig, clock, back):  # type: ignore[no-u
     # Time then catches up with where it was, and the series goes on from there.
     assert len(keys.seen) > len(fired)
     record(
-        f"clock -{back} (fake clock), {api.store.dialect}: no double fire",
+        f"clock -{back} (fake clock), {api.store.dialect.name}: no double fire",
         len(keys.seen),
         keys.seen,
     )
@@ -119,7 +121,7 @@ def test_frozen_engine_catches_up_within_its_cap(rig, clock):  # type: ignore[no
     assert wake - clock.now() <= timedelta(seconds=engine.settings.wait_cap_s)
     (rep,) = [o for o in api.history() if o.missed]
     assert rep.missed == 4
-    record(f"suspended 10 min (fake clock), {api.store.dialect}", 6, keys.seen)
+    record(f"suspended 10 min (fake clock), {api.store.dialect.name}", 6, keys.seen)
 
 
 # -- real processes with libfaketime ------------------------------------------------------

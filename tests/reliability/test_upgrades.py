@@ -124,7 +124,7 @@ def test_unreadable_row_is_quarantined_not_deleted(
         ).one()
     assert row.spec == change["spec"] and row.state == "failed"
     assert engine.errors == 0
-    if store.dialect == "sqlite":  # and the command line reports it
+    if store.dialect.name == "sqlite":  # and the command line reports it
         monkeypatch.setenv("REMINDKIT_HOME", str(tmp_path / "h"))
         out = io.StringIO()
         assert (
