@@ -64,51 +64,10 @@ from . import schema as t
 from .dialect import Dialect, chunks
 from .events import EventRow, defer_events, event_row, write_events
 from .projects import disabled_projects_sessions
-from .rows import reminder_from_row, reminder_to_row
+from .rows import FIRE_COLUMNS, fire_from_joined, fire_of, reminder_from_row, reminder_to_row
 
 PAUSED_ALL = "paused_all"
 log = logging.getLogger(__name__)
-
-
-_FIRE_COLUMNS = (
-    t.occurrences.c.id.label("occ_id"),
-    t.occurrences.c.due_at,
-    t.occurrences.c.token,
-    t.occurrences.c.missed,
-    t.occurrences.c.position,
-    t.occurrences.c.alert,
-    t.occurrences.c.fired_at,
-    t.occurrences.c.session_id.label("occ_session"),
-    t.occurrences.c.error.label("occ_error"),
-    t.occurrences.c.wait_for.label("occ_wait_for"),
-    t.reminders,
-)
-
-
-def _fire_from_joined(row: Any, token: str) -> Fire:
-    m = row._mapping
-    rem = reminder_from_row(row)
-    return Fire(
-        occurrence_id=m["occ_id"],
-        reminder_id=rem.id,
-        session=m["occ_session"],
-        due_at=from_us(m["due_at"]),
-        text=rem.text,
-        label=rem.label,
-        kind=rem.kind,
-        position=m["position"] or 1,
-        repeat=rem.schedule.repeat,
-        missed=m["missed"],
-        alarm=rem.alarm,
-        announce=rem.announce,
-        urgency=rem.urgency,
-        on_busy=rem.on_busy,
-        token=token,
-        fired_at=from_us(m["fired_at"]) if m["fired_at"] is not None else None,
-        alert=m["alert"],
-        every_s=rem.schedule.every_s,
-        wait_for=m["occ_wait_for"],
-    )
 
 
 def _not_claimed_yet():
@@ -230,7 +189,7 @@ def quarantine(conn: Connection, reminder_id: str, exc: BaseException, *, now_us
 
 def _readable_fire(conn: Connection, row: Any, token: str, now_us: int) -> Fire | None:
     try:
-        return _fire_from_joined(row, token)
+        return fire_from_joined(row, token)
     except Exception as exc:
         m = row._mapping
         quarantine(conn, m["id"], exc, now_us=now_us)
@@ -433,24 +392,15 @@ class ClaimOps:
                 rem = by_id[rid]
                 row = by_key[(rid, due_us)]
                 fires.append(
-                    Fire(
+                    fire_of(
+                        rem,
                         occurrence_id=occ_id,
-                        reminder_id=rid,
                         session=rem.session,
-                        due_at=from_us(due_us),
-                        text=rem.text,
-                        label=rem.label,
-                        kind=rem.kind,
+                        due_us=due_us,
                         position=row["position"],
-                        repeat=rem.schedule.repeat,
                         missed=row["missed"],
-                        alarm=rem.alarm,
-                        announce=rem.announce,
-                        urgency=rem.urgency,
-                        on_busy=rem.on_busy,
                         token=token,
                         alert=row["alert"],
-                        every_s=rem.schedule.every_s,
                     )
                 )
         fires.sort(key=lambda f: (f.due_at, f.occurrence_id))
@@ -484,7 +434,7 @@ class ClaimOps:
         o = t.occurrences.c
         token = uuid.uuid4().hex
         with self.write(notify=False) as conn:
-            stmt = select(*_FIRE_COLUMNS, o.token.label("old_token"), o.owner, o.lease_until).join(
+            stmt = select(*FIRE_COLUMNS, o.token.label("old_token"), o.owner, o.lease_until).join(
                 t.reminders, t.reminders.c.id == o.reminder_id
             )
             if ids is None:
@@ -540,7 +490,7 @@ class ClaimOps:
         token = uuid.uuid4().hex
         with self.write(notify=False) as conn:
             stmt = (
-                select(*_FIRE_COLUMNS)
+                select(*FIRE_COLUMNS)
                 .join(t.reminders, t.reminders.c.id == o.reminder_id)
                 .where(o.state == WAITING)
                 .order_by(o.due_at, o.id)

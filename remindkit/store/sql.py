@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import operator
 import threading
@@ -60,8 +59,11 @@ from .events import EventOps, EventRow, changes, event_row, forget_deferred, wri
 from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION, ProjectOps
 from .reports import ReportOps
 from .rows import (
+    new_session_row as _new_session_row,
+)
+from .rows import (
     occurrence_from_row,
-    reminder_from_row,
+    readable_reminders,
     reminder_to_row,
     session_from_row,
     session_to_row,
@@ -441,7 +443,7 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             row = conn.execute(select(t.reminders).where(t.reminders.c.id == reminder_id)).first()
         if row is None:
             return None
-        got = _readable([row])
+        got = readable_reminders([row])
         if not got:
             raise StoreError(
                 f"reminder {reminder_id} cannot be read (see `remindkit status`)",
@@ -470,7 +472,7 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
         if limit is not None:
             stmt = stmt.limit(limit)
         with self.read() as conn:
-            found = _readable(conn.execute(stmt))
+            found = readable_reminders(conn.execute(stmt))
         return self._with_delivery(found)
 
     def _with_delivery(self, rems: list[Reminder]) -> list[Reminder]:
@@ -558,7 +560,8 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
             # Locked in id order, as every writer of reminders locks them (no deadlocks).
             stmt = self.for_update(stmt.order_by(t.reminders.c.id))
             current = sorted(
-                _readable(conn.execute(stmt)), key=lambda r: (r.created_at or from_us(0), r.id)
+                readable_reminders(conn.execute(stmt)),
+                key=lambda r: (r.created_at or from_us(0), r.id),
             )
             if ids is not None and require_all:
                 found = {r.id for r in current}
@@ -824,7 +827,7 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
 
     def export_rows(self) -> tuple[list[Reminder], list[Session]]:
         with self.read() as conn:
-            rems = _readable(
+            rems = readable_reminders(
                 conn.execute(
                     select(t.reminders).order_by(t.reminders.c.created_at, t.reminders.c.id)
                 )
@@ -834,20 +837,6 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
                 for r in conn.execute(select(t.sessions).order_by(t.sessions.c.id))
             ]
         return rems, sess
-
-
-def _readable(rows: Iterable[Any]) -> list[Reminder]:
-    """Rows that map to reminders; an unreadable one is left out (and logged):
-    the engine quarantines it when it comes due, and `remindkit status` lists it."""
-    out = []
-    for row in rows:
-        try:
-            out.append(reminder_from_row(row))
-        except Exception as exc:
-            log.warning(
-                "reminder %s cannot be read: %s: %s", row._mapping["id"], type(exc).__name__, exc
-            )
-    return out
 
 
 def _filter(stmt, *, session=Any, states=None, label=None, ids=None):
@@ -876,17 +865,6 @@ def _created_detail(rem: Reminder) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     return format_utc(value) if hasattr(value, "tzinfo") else value
-
-
-def _new_session_row(session_id: str, now_us: int) -> dict[str, Any]:
-    return {
-        "id": session_id,
-        "adapter": None,
-        "config": json.dumps({}),
-        "state": SESSION_ACTIVE,
-        "created_at": now_us,
-        "last_active_at": now_us,
-    }
 
 
 def open_store(
