@@ -20,20 +20,17 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Connection,
-    Engine,
     Text,
     bindparam,
     case,
-    delete,
     exists,
     func,
-    insert,
     or_,
     select,
     update,
@@ -57,16 +54,17 @@ from ..models import (
     Plan,
     PlannedFire,
     Reminder,
-    Session,
     WaitFor,
 )
 from . import schema as t
+from .coordination import PAUSED_ALL
 from .dialect import Dialect, chunks
 from .events import EventRow, defer_events, event_row, write_events
 from .projects import disabled_projects_sessions
+from .role import Role
 from .rows import FIRE_COLUMNS, fire_from_joined, fire_of, reminder_from_row, reminder_to_row
+from .turns import renew_leases
 
-PAUSED_ALL = "paused_all"
 log = logging.getLogger(__name__)
 
 
@@ -231,21 +229,9 @@ def _no_plan(rem: Reminder) -> Plan:
     raise AssertionError("warm() claims nothing")
 
 
-class ClaimOps:
-    """Occurrence and lease operations, mixed into SqlStore."""
-
-    if TYPE_CHECKING:
-        dialect: Dialect
-        engine: Engine
-
-        def write(
-            self, *, notify: bool = True
-        ) -> contextlib.AbstractContextManager[Connection]: ...
-        def read(self) -> contextlib.AbstractContextManager[Connection]: ...
-        def _set_flag(self, conn: Connection, name: str, value: str, now_us: int) -> None: ...
-        def get_sessions(
-            self, session_ids: Iterable[str], *, now_us: int | None = None
-        ) -> dict[str, Session]: ...
+class Claims(Role):
+    """Claiming due reminders and waiting fires, leases on claims, re-basing and
+    acknowledging (``finish``)."""
 
     # -- claiming due reminders ----------------------------------------------------------
 
@@ -543,24 +529,10 @@ class ClaimOps:
     ) -> dict[str, tuple[str | None, str | None, int, int]]:
         """Per reminder with fires that wait for their session: (wait_for, reason of the
         earliest, its due time, how many)."""
-        o = t.occurrences.c
-        out: dict[str, tuple[str | None, str | None, int, int]] = {}
         if not reminder_ids:
-            return out
+            return {}
         with self.read() as conn:
-            for chunk in chunks(reminder_ids):
-                rows = conn.execute(
-                    select(o.reminder_id, o.wait_for, o.error, o.due_at)
-                    .where(o.reminder_id.in_(list(chunk)), o.state == WAITING)
-                    .order_by(o.reminder_id, o.due_at)
-                )
-                for rid, wait_for, error, due in rows:
-                    if rid in out:
-                        w, e, d, n = out[rid]
-                        out[rid] = (w, e, d, n + 1)
-                    else:
-                        out[rid] = (wait_for, error, due, 1)
-        return out
+            return waiting_of(conn, reminder_ids)
 
     def rebasing(self, reminder_ids: Iterable[str]) -> set[str]:
         """Which of these reminders have a fire waiting to be re-based."""
@@ -673,21 +645,6 @@ class ClaimOps:
                     cancelled += ahead
             stale = self._finish(conn, outcomes, now_us)
         return stale, cancelled
-
-    def record_turn(self, session_id: str, *, ok: bool, error: str | None = None) -> None:
-        """Keep a session's streak of failed turns (its breaker) and the last reason."""
-        s = t.sessions.c
-        with self.write(notify=False) as conn:
-            if ok:
-                conn.execute(
-                    update(t.sessions).where(s.id == session_id, s.failures != 0).values(failures=0)
-                )
-            else:
-                conn.execute(
-                    update(t.sessions)
-                    .where(s.id == session_id)
-                    .values(failures=s.failures + 1, last_error=(error or "turn failed")[:500])
-                )
 
     # -- acknowledging -------------------------------------------------------------------
 
@@ -824,51 +781,8 @@ class ClaimOps:
         """Extend the owner's claims and session turns. ``turn_tokens``: only those
         turns (an engine renews the turns it is running, never one whose release
         failed, which must be left to expire)."""
-        o, s = t.occurrences.c, t.sessions.c
         with self.write(notify=False) as conn:
-            res = conn.execute(
-                update(t.occurrences)
-                .where(o.owner == owner, o.state == CLAIMED)
-                .values(lease_until=until_us)
-            )
-            tokens = None if turn_tokens is None else list(turn_tokens)
-            if tokens is None or tokens:
-                turns = update(t.sessions).where(s.turn_owner == owner)
-                if tokens:
-                    turns = turns.where(s.turn_token.in_(tokens))
-                conn.execute(turns.values(turn_until=until_us))
-            return res.rowcount
-
-    # -- session turns -------------------------------------------------------------------
-
-    def claim_turn(
-        self, session_id: str, *, owner: str, token: str, until_us: int, now_us: int
-    ) -> bool:
-        """Start a turn on an idle session (no external busy mark, no live turn)."""
-        s = t.sessions.c
-        with self.write(notify=False) as conn:
-            res = conn.execute(
-                update(t.sessions)
-                .where(
-                    s.id == session_id,
-                    s.busy_since.is_(None),
-                    or_(s.turn_token.is_(None), s.turn_until < now_us),
-                )
-                .values(
-                    turn_owner=owner, turn_token=token, turn_until=until_us, last_active_at=now_us
-                )
-            )
-            return res.rowcount == 1
-
-    def release_turn(self, session_id: str, token: str, *, now_us: int) -> bool:
-        s = t.sessions.c
-        with self.write() as conn:
-            res = conn.execute(
-                update(t.sessions)
-                .where(s.id == session_id, s.turn_token == token)
-                .values(turn_owner=None, turn_token=None, turn_until=None, last_active_at=now_us)
-            )
-            return res.rowcount == 1
+            return renew_leases(conn, owner=owner, until_us=until_us, turn_tokens=turn_tokens)
 
     # -- what to wait for ----------------------------------------------------------------
 
@@ -917,46 +831,19 @@ class ClaimOps:
                     .values(lease_until=0)
                 )
 
-    # -- alerter lease and engine registry -----------------------------------------------
-
-    def hold_lease(
-        self, name: str, *, holder: str, priority: int, until_us: int, now_us: int
-    ) -> tuple[str, int, int]:
-        """Take or renew the named lease if it is free, expired, ours, or held at a lower
-        priority. Returns the (holder, priority, until) that holds it afterwards."""
-        lc = t.leases.c
-        with self.write(notify=False) as conn:
-            res = conn.execute(
-                update(t.leases)
-                .where(
-                    lc.name == name,
-                    or_(lc.holder == holder, lc.until < now_us, lc.priority < priority),
-                )
-                .values(holder=holder, priority=priority, until=until_us)
-            )
-            if res.rowcount == 0:
-                conn.execute(
-                    self.dialect.insert(t.leases)
-                    .values(name=name, holder=holder, priority=priority, until=until_us)
-                    .on_conflict_do_nothing(index_elements=["name"])
-                )
-            row = conn.execute(
-                select(lc.holder, lc.priority, lc.until).where(lc.name == name)
-            ).one()
-            return row[0], row[1], row[2]
-
-    def warm(self) -> None:
+    def warm(self, *also: Callable[[], object]) -> None:
         """Run an engine's first statements once, claiming nothing, so that SQLAlchemy
         has compiled them before a fire that is overdue when the engine starts needs
-        them (compiling them cold costs several milliseconds). Best effort."""
+        them (compiling them cold costs several milliseconds); ``also``: reads of other
+        roles the engine starts with. Best effort."""
         try:
             # The first claim would copy a write-ahead log left by an earlier
             # process into the database otherwise (~10 ms per 4 MB).
-            self.dialect.checkpoint(self.engine)
+            self.dialect.checkpoint(self.db.engine)
             self.next_due_us()
-            self.lease_holder("alerter", now_us=0)
             self.claim_due(now_us=0, horizon_us=-1, owner="", lease_us=0, limit=1, plan=_no_plan)
-            self.get_sessions(["-"], now_us=0)
+            for read in also:
+                read()
             # The claim's writes too (the call above found nothing to claim), rolled back.
             with contextlib.suppress(_Rollback), self.write(notify=False) as conn:
                 row = {
@@ -993,70 +880,6 @@ class ClaimOps:
                 raise _Rollback
         except Exception as exc:
             log.debug("warming the store's statements failed: %s", exc)
-
-    def lease_holder(self, name: str, *, now_us: int) -> tuple[str, int] | None:
-        lc = t.leases.c
-        with self.read() as conn:
-            row = conn.execute(
-                select(lc.holder, lc.priority).where(lc.name == name, lc.until >= now_us)
-            ).first()
-        return None if row is None else (row[0], row[1])
-
-    def drop_lease(self, name: str, *, holder: str) -> None:
-        with self.write(notify=False) as conn:
-            conn.execute(
-                delete(t.leases).where(t.leases.c.name == name, t.leases.c.holder == holder)
-            )
-
-    def heartbeat(
-        self, *, engine_id: str, host: str, pid: int, role: str, priority: int, now_us: int
-    ) -> None:
-        e = t.engines.c
-        with self.write(notify=False) as conn:
-            res = conn.execute(
-                update(t.engines).where(e.id == engine_id).values(heartbeat_at=now_us)
-            )
-            if res.rowcount == 0:
-                conn.execute(
-                    insert(t.engines).values(
-                        id=engine_id,
-                        host=host,
-                        pid=pid,
-                        role=role,
-                        alert_priority=priority,
-                        started_at=now_us,
-                        heartbeat_at=now_us,
-                    )
-                )
-
-    def unregister_engine(self, engine_id: str) -> None:
-        with self.write(notify=False) as conn:
-            conn.execute(delete(t.engines).where(t.engines.c.id == engine_id))
-
-    def live_engines(self, *, since_us: int) -> list[dict[str, Any]]:
-        with self.read() as conn:
-            rows = conn.execute(select(t.engines).where(t.engines.c.heartbeat_at >= since_us)).all()
-        return [dict(r._mapping) for r in rows]
-
-    def set_paused_all(
-        self, paused: bool, *, now_us: int, surface: Surface | str = Surface.API
-    ) -> None:
-        """Pause or resume all firing; the event (``paused``/``resumed``, no reminder) says ``all``."""
-        with self.write() as conn:
-            self._set_flag(conn, PAUSED_ALL, "1" if paused else "0", now_us)
-            write_events(
-                conn,
-                [
-                    event_row(
-                        EventKind.PAUSED if paused else EventKind.RESUMED,
-                        surface,
-                        at_us=now_us,
-                        session=None,
-                        reminder_id=None,
-                        detail={"all": True},
-                    )
-                ],
-            )
 
 
 # Outcome events are built here without the general detail_json: a burst writes
@@ -1108,9 +931,30 @@ def _outcome_events(
     return out
 
 
+def waiting_of(
+    conn: Connection, reminder_ids: Sequence[str]
+) -> dict[str, tuple[str | None, str | None, int, int]]:
+    """:meth:`Claims.waiting_of` in the caller's transaction."""
+    o = t.occurrences.c
+    out: dict[str, tuple[str | None, str | None, int, int]] = {}
+    for chunk in chunks(reminder_ids):
+        rows = conn.execute(
+            select(o.reminder_id, o.wait_for, o.error, o.due_at)
+            .where(o.reminder_id.in_(list(chunk)), o.state == WAITING)
+            .order_by(o.reminder_id, o.due_at)
+        )
+        for rid, wait_for, error, due in rows:
+            if rid in out:
+                w, e, d, n = out[rid]
+                out[rid] = (w, e, d, n + 1)
+            else:
+                out[rid] = (wait_for, error, due, 1)
+    return out
+
+
 def _paused_all(conn: Connection) -> bool:
     value = conn.execute(select(t.flags.c.value).where(t.flags.c.name == PAUSED_ALL)).scalar()
     return value == "1"
 
 
-__all__ = ["ClaimOps", "Outcome", "Plan", "PlannedFire"]
+__all__ = ["Claims", "Outcome", "Plan", "PlannedFire", "settle", "waiting_of"]

@@ -9,12 +9,11 @@ from that insert to the commit. SQLite writers are serialised anyway.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, select
 
@@ -23,6 +22,7 @@ from ..clock import from_us
 from ..errors import InvalidInput
 from . import schema as t
 from .dialect import Dialect, chunks
+from .role import Role
 
 log = logging.getLogger(__name__)
 _EVENTS_LOCK = int(hashlib.sha1(b"remindkit-events").hexdigest()[:15], 16)
@@ -112,12 +112,8 @@ def _check_limit(limit: object) -> int:
     return limit
 
 
-class EventOps:
-    """Reading the audit trail, mixed into SqlStore."""
-
-    if TYPE_CHECKING:
-
-        def read(self) -> contextlib.AbstractContextManager[Connection]: ...
+class Events(Role):
+    """Reading the audit trail."""
 
     def events_after(
         self,
@@ -190,7 +186,7 @@ def changes(
 
 
 __all__ = [
-    "EventOps",
+    "Events",
     "EventRow",
     "changes",
     "defer_events",

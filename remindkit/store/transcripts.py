@@ -2,7 +2,7 @@
 and the occurrence keys each fired turn took.
 
 Appending is one write transaction that numbers the messages (``seq``, unique
-per session). :meth:`TranscriptOps.append_fired` also takes the occurrence keys
+per session). :meth:`Transcripts.append_fired` also takes the occurrence keys
 of a delivery in the same transaction: keys another turn already took are
 dropped, and when none is left nothing is appended, so the same occurrence is
 never run twice in a session, whichever engine or process tries. On PostgreSQL
@@ -12,9 +12,7 @@ which then retries and sees the other's work.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, func, insert, select
 from sqlalchemy.exc import IntegrityError
@@ -23,20 +21,14 @@ from ..errors import Conflict
 from ..models import Message
 from . import schema as t
 from .dialect import chunks
+from .role import Role
 from .rows import MappedRow, message_from_row, message_to_row
 
 RETRIES = 5
 
 
-class TranscriptOps:
-    """Transcript operations, mixed into SqlStore."""
-
-    if TYPE_CHECKING:
-
-        def write(
-            self, *, notify: bool = True
-        ) -> contextlib.AbstractContextManager[Connection]: ...
-        def read(self) -> contextlib.AbstractContextManager[Connection]: ...
+class Transcripts(Role):
+    """Transcripts of the sessions whose conversation remindkit keeps."""
 
     def append_messages(
         self, session_id: str, messages: Sequence[Message], *, now_us: int
@@ -171,4 +163,4 @@ class TranscriptOps:
         return taken
 
 
-__all__ = ["TranscriptOps", "message_from_row"]
+__all__ = ["Transcripts", "message_from_row"]
