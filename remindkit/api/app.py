@@ -229,7 +229,7 @@ def create_app(
         return sid
 
     def own(rem: Reminder, project: str, session: str | None) -> Reminder:
-        if rem.session != session or store.project_of(session or "") != project:
+        if rem.session != session or store.projects.project_of(session or "") != project:
             raise NotFound.reminder(rem.id)
         return rem
 
@@ -242,14 +242,14 @@ def create_app(
 
     @app.get("/healthz", tags=["service"])
     def healthz() -> dict[str, Any]:
-        store.get_flag("paused_all")  # answers only if the store does
+        store.coordination.get_flag("paused_all")  # answers only if the store does
         return {"ok": True}
 
     @app.get("/v1/status", tags=["service"])
     def status(who: Who) -> dict[str, Any]:
         t = now_us()
-        engines = store.live_engines(since_us=t - int(api.settings.lease_s * 2e6))
-        holder = store.lease_holder("alerter", now_us=t)
+        engines = store.coordination.live_engines(since_us=t - int(api.settings.lease_s * 2e6))
+        holder = store.coordination.lease_holder("alerter", now_us=t)
         paused = api.paused_all
         return {
             "paused_all": paused,
@@ -273,13 +273,16 @@ def create_app(
     @app.get(base, tags=["sessions"])
     def list_sessions(project: str, who: Who) -> builtins.list[dict[str, Any]]:
         in_project(who, project, None)
-        return [session_out(s, project) for s in store.project_sessions(project, now_us=now_us())]
+        return [
+            session_out(s, project)
+            for s in store.projects.project_sessions(project, now_us=now_us())
+        ]
 
     @app.get(base + "/{session}", tags=["sessions"])
     def get_session(project: str, session: str, who: Who) -> dict[str, Any]:
         sid = in_project(who, project, session)
         assert sid is not None
-        got = store.session_in_project(project, sid, now_us=now_us())
+        got = store.projects.session_in_project(project, sid, now_us=now_us())
         if got is None:
             raise NotFound(
                 f"No session by the id of {sid!r} was found", code="session_not_found", session=sid
@@ -295,9 +298,11 @@ def create_app(
 
         sid = in_project(who, project, session)
         assert sid is not None
-        if store.session_in_project(project, sid) is None:
+        if store.projects.session_in_project(project, sid) is None:
             return JSONResponse({"pills": [], "lines": []})
-        lines = chat_lines(store.messages(sid, last=TRANSCRIPT_LINES * 4), get_zone(api.default_tz))
+        lines = chat_lines(
+            store.transcripts.messages(sid, last=TRANSCRIPT_LINES * 4), get_zone(api.default_tz)
+        )
         return JSONResponse(
             {
                 "pills": [p.to_json() for p in pills(api.list(session=sid))],
@@ -316,7 +321,7 @@ def create_app(
     ) -> Response:
         sid = in_project(who, project, session)
         assert sid is not None
-        if store.session_in_project(project, sid, now_us=now_us()) is None:
+        if store.projects.session_in_project(project, sid, now_us=now_us()) is None:
             return JSONResponse([])
         return JSONResponse([reminder_out(r) for r in api.list(session=sid, all=all)])
 

@@ -65,7 +65,7 @@ def run_api(
         settings = settings.with_limits(per_project=PROJECT_LIMIT)
     api = Reminders(api.store, clock=api.clock, settings=settings, surface="api")
     loopback = is_loopback(host)
-    if not loopback and api.store.count_tokens() == 0:
+    if not loopback and api.store.projects.count_tokens() == 0:
         raise InvalidInput(
             f"{host} is not a loopback address: create a token first (`remindkit token create --project P`)",
             code="tokens_required",

@@ -60,15 +60,15 @@ def create_token(
     """Store a new token's hash; return (token id, the token). ``project`` None: admin."""
     if project is not None:
         project = check_project(project)
-        if store.get_project(project) is None:
-            store.create_project(project, now_us=now_us)
+        if store.projects.get_project(project) is None:
+            store.projects.create_project(project, now_us=now_us)
     if session is not None:
         if project is None:
             raise InvalidInput("a session token needs --project", code="invalid_argument")
         session = check_session_id(session)
     token = PREFIX + secrets.token_urlsafe(32)
     token_id = "tok_" + secrets.token_hex(4)
-    store.add_token(
+    store.projects.add_token(
         token_id=token_id,
         digest=digest(token),
         project=project,
@@ -83,7 +83,7 @@ def authenticate(store: SqlStore, token: str | None, *, open_when_none: bool) ->
     """The principal of a bearer token. With no token at all: admin if
     ``open_when_none`` and the store has no tokens, else ``unauthorized``."""
     if not token:
-        if open_when_none and store.count_tokens() == 0:
+        if open_when_none and store.projects.count_tokens() == 0:
             return OPEN
         raise Unauthorized(
             "a bearer token is needed (Authorization: Bearer rk_…; `remindkit token create`)",
@@ -91,7 +91,7 @@ def authenticate(store: SqlStore, token: str | None, *, open_when_none: bool) ->
         )
     if len(token) > 200:
         raise Unauthorized("that token is not known", code="unauthorized")
-    row = store.token_by_hash(digest(token))
+    row = store.projects.token_by_hash(digest(token))
     if row is None:
         raise Unauthorized("that token is not known", code="unauthorized")
     return Principal(row["scope"], row["project"], row["session"], row["read_only"], row["id"])
@@ -99,7 +99,7 @@ def authenticate(store: SqlStore, token: str | None, *, open_when_none: bool) ->
 
 def require_project(store: SqlStore, project: str) -> dict:
     check_project(project)
-    got = store.get_project(project)
+    got = store.projects.get_project(project)
     if got is None:
         raise project_not_found(project)
     if not got["features"]["reminders"]:
@@ -123,7 +123,7 @@ class AgentTokens:
     def env(self, session: str, *, now_us: int) -> dict[str, str]:
         """The environment entries to add for a command run for ``session``."""
         if session not in self._made:
-            project = self.store.project_of(session) or "default"
+            project = self.store.projects.project_of(session) or "default"
             self._made[session] = create_token(
                 self.store, project=project, session=session, read_only=False, now_us=now_us
             )
@@ -131,5 +131,5 @@ class AgentTokens:
 
     def revoke_all(self) -> None:
         for token_id, _token in self._made.values():
-            self.store.remove_token(token_id)
+            self.store.projects.remove_token(token_id)
         self._made.clear()

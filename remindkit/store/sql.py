@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
@@ -32,6 +31,17 @@ from .events import Events
 from .projects import Projects
 from .reminders import Added, Reminders
 from .reports import Reports
+from .roles import (
+    ClaimStore,
+    CoordinationStore,
+    EventStore,
+    ProjectStore,
+    ReminderStore,
+    ReportStore,
+    SessionStore,
+    TranscriptStore,
+    TurnStore,
+)
 from .sessions import Sessions
 from .transcripts import Transcripts
 from .turns import Turns
@@ -47,15 +57,15 @@ class SqlStore:
         self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None
     ) -> None:
         self.db = Db(engine, settings=settings, wake=wake)
-        self.reminders = Reminders(self.db)
-        self.sessions = Sessions(self.db)
-        self.claims = Claims(self.db)
-        self.turns = Turns(self.db)
-        self.transcripts = Transcripts(self.db)
-        self.coordination = Coordination(self.db)
-        self.events = Events(self.db)
-        self.reports = Reports(self.db)
-        self.projects = Projects(self.db)
+        self.reminders: ReminderStore = Reminders(self.db)
+        self.sessions: SessionStore = Sessions(self.db)
+        self.claims: ClaimStore = Claims(self.db)
+        self.turns: TurnStore = Turns(self.db)
+        self.transcripts: TranscriptStore = Transcripts(self.db)
+        self.coordination: CoordinationStore = Coordination(self.db)
+        self.events: EventStore = Events(self.db)
+        self.reports: ReportStore = Reports(self.db)
+        self.projects: ProjectStore = Projects(self.db)
 
     # -- plumbing (the shared Db's) ------------------------------------------------------
 
@@ -109,26 +119,6 @@ class SqlStore:
             lambda: self.coordination.lease_holder("alerter", now_us=0),
             lambda: self.sessions.get_sessions(["-"], now_us=0),
         )
-
-    # -- transitional: the roles' methods, by name ---------------------------------------
-
-    def __getattr__(self, name: str) -> Any:
-        roles = self.__dict__
-        for key in (
-            "reminders",
-            "sessions",
-            "claims",
-            "turns",
-            "transcripts",
-            "coordination",
-            "events",
-            "reports",
-            "projects",
-        ):
-            role = roles.get(key)
-            if role is not None and not name.startswith("__") and hasattr(type(role), name):
-                return getattr(role, name)
-        raise AttributeError(name)
 
 
 def open_store(

@@ -107,7 +107,7 @@ class Turns(Role):
 class TurnLease:
     def __init__(
         self,
-        store: TurnStore,
+        turns: TurnStore,
         session_id: str,
         *,
         owner: str,
@@ -116,7 +116,7 @@ class TurnLease:
         held: set[str] | None = None,
         lock: threading.Lock | None = None,
     ) -> None:
-        self.store = store
+        self.turns = turns
         self.session_id = session_id
         self.owner = owner
         self.clock = clock
@@ -130,7 +130,7 @@ class TurnLease:
         """Take the turn if the session is idle. Store errors propagate (the caller
         decides whether its fires wait)."""
         now = now_us(self.clock)
-        got = self.store.claim_turn(
+        got = self.turns.claim_turn(
             self.session_id,
             owner=self.owner,
             token=self.token,
@@ -146,7 +146,7 @@ class TurnLease:
 
     def renew(self) -> None:
         now = now_us(self.clock)
-        self.store.renew_leases(
+        self.turns.renew_leases(
             owner=self.owner, until_us=now + self.lease_us, turn_tokens=[self.token]
         )
 
@@ -159,7 +159,7 @@ class TurnLease:
             with self._lock:
                 self._held.discard(self.token)  # released, or left to expire: no longer renewed
         try:
-            self.store.release_turn(self.session_id, self.token, now_us=now_us(self.clock))
+            self.turns.release_turn(self.session_id, self.token, now_us=now_us(self.clock))
         except Exception:
             log.exception(
                 "could not release the turn of %s (its lease will expire)", self.session_id

@@ -13,9 +13,9 @@ pytestmark = pytest.mark.api
 
 def test_only_the_hash_is_stored_and_scopes_hold(store):
     token_id, token = create_token(store, project="acme", session="s1", read_only=True, now_us=1)
-    rows = store.list_tokens()
+    rows = store.projects.list_tokens()
     assert [r["id"] for r in rows] == [token_id] and token not in repr(rows)
-    assert store.token_by_hash(digest(token))["scope"] == "session"
+    assert store.projects.token_by_hash(digest(token))["scope"] == "session"
     who = authenticate(store, token, open_when_none=True)
     who.may_use("acme", "s1")
     for project, session in (("acme", "s2"), ("acme", None), ("other", "s1")):
@@ -26,7 +26,7 @@ def test_only_the_hash_is_stored_and_scopes_hold(store):
     assert exc.value.code == "read_only"
     with pytest.raises(Unauthorized):  # a token exists: none is no longer enough
         authenticate(store, None, open_when_none=True)
-    assert store.remove_token(token_id)
+    assert store.projects.remove_token(token_id)
     with pytest.raises(Unauthorized):
         authenticate(store, token, open_when_none=True)
     assert authenticate(store, None, open_when_none=True).scope == "admin"
@@ -47,4 +47,4 @@ def test_agent_commands_get_a_token_of_their_own_session(store):
         False,
     )
     agents.revoke_all()
-    assert store.list_tokens() == []
+    assert store.projects.list_tokens() == []

@@ -35,7 +35,7 @@ def rig(store, clock, settings):  # type: ignore[no-untyped-def]
     api = Reminders(store, clock=clock, settings=settings)
     engine = Engine(store, clock=clock, settings=settings, inline=True, alerter=NullAlerter())
     keys = Keys()
-    store.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
+    store.sessions.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
     engine.adapters.get("python").register("s1", keys)
     yield api, engine, keys
     engine.shutdown()
@@ -144,7 +144,7 @@ def recent(c) -> str:  # type: ignore[no-untyped-def]
     """The latest occurrences in the store, for a failure message."""
     return "\n".join(
         f"  {o.key} {o.state} fired={o.fired_at} delivered={o.delivered_at} {o.error or ''}"
-        for o in c.store.history(limit=8)
+        for o in c.store.reminders.history(limit=8)
     )
 
 
@@ -183,7 +183,7 @@ def test_real_engine_clock_back_then_forward(any_url, cluster_factory, tmp_path)
     jumped: list = []
     while time.monotonic() < deadline and not any(o.missed > 200_000 for o in jumped):
         time.sleep(0.2)
-        jumped = c.store.history(reminder_id="rem_tick00000000", limit=5)
+        jumped = c.store.reminders.history(reminder_id="rem_tick00000000", limit=5)
     assert any(o.missed > 200_000 for o in jumped), [o.missed for o in jumped]
     assert engine.alive()
     keys = [k for t in ledger.turns() for k in t["keys"]]
@@ -216,7 +216,7 @@ def test_three_days_without_an_engine(any_url, cluster_factory, tmp_path):  # no
     # wait (bounded) until no occurrence is still in hand, then check what was kept.
     deadline = time.monotonic() + 15
     while True:
-        everything = c.store.history(limit=200)
+        everything = c.store.reminders.history(limit=200)
         if (
             all(o.state not in ("claimed", "waiting") for o in everything)
             or time.monotonic() > deadline
@@ -224,9 +224,9 @@ def test_three_days_without_an_engine(any_url, cluster_factory, tmp_path):  # no
             break
         time.sleep(0.2)
     hist = {o.reminder_id: o for o in everything}
-    lat = [o for o in c.store.history(reminder_id="rem_lat00000000")]
-    skp = [o for o in c.store.history(reminder_id="rem_skp00000000")]
-    alls = [o for o in c.store.history(reminder_id="rem_all00000000")]
+    lat = [o for o in c.store.reminders.history(reminder_id="rem_lat00000000")]
+    skp = [o for o in c.store.reminders.history(reminder_id="rem_skp00000000")]
+    alls = [o for o in c.store.reminders.history(reminder_id="rem_all00000000")]
     assert len(lat) == 1 and lat[0].state == "delivered" and lat[0].missed >= 70, lat
     assert len(skp) == 1 and skp[0].state == "skipped" and skp[0].missed >= 71, skp
     assert len(alls) == 10 and sum(o.missed for o in alls) >= 61, alls  # the cap is 10
