@@ -126,7 +126,7 @@ def mcp_over_http(api: Reminders) -> Any:
 
     def verify(token: str) -> str | None:
         try:
-            who = tk.authenticate(store, token, open_when_none=False)
+            who = tk.authenticate(store.projects, token, open_when_none=False)
             if (
                 who.scope != "session"
                 or who.read_only
@@ -134,7 +134,7 @@ def mcp_over_http(api: Reminders) -> Any:
                 or who.project is None
             ):
                 return None
-            tk.require_project(store, who.project)
+            tk.require_project(store.projects, who.project)
         except RemindkitError:
             return None
         return who.session
@@ -213,7 +213,7 @@ def create_app(
             token = value.strip()
         elif access_token:  # EventSource and the web page cannot set headers
             token = access_token
-        return tk.authenticate(store, token, open_when_none=open_loopback)
+        return tk.authenticate(store.projects, token, open_when_none=open_loopback)
 
     Who = Annotated[tk.Principal, Depends(principal)]
 
@@ -225,7 +225,7 @@ def create_app(
         who.may_use(project, sid)
         if write:
             who.may_write()
-        tk.require_project(store, project)
+        tk.require_project(store.projects, project)
         return sid
 
     def own(rem: Reminder, project: str, session: str | None) -> Reminder:
@@ -440,7 +440,7 @@ def create_app(
                 check_project(project)
                 sid = None if session is None else check_session_id(session)
                 who.may_use(project, sid)
-                tk.require_project(store, project)
+                tk.require_project(store.projects, project)
                 return project, sid, start
             if session is not None:
                 raise InvalidInput("give project= with session=", code="invalid_argument")

@@ -75,7 +75,7 @@ def run_api(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     eng: Any = build_engine(api, no_alerts=no_alerts, role="api") if engine else None
-    feed = EventFeed(api.store) if hasattr(api.store, "events_after") else None
+    feed = EventFeed(api.store) if hasattr(api.store, "events") else None
     if eng is not None and feed is not None:
         eng.events.subscribe(
             "*", lambda *_a, **_k: feed.poke()

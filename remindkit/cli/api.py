@@ -99,7 +99,7 @@ def run_token(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 "give --project P (and maybe --session S), or --admin", code="invalid_argument"
             )
         token_id, token = create_token(
-            store,
+            store.projects,
             project=args.project,
             session=args.session,
             read_only=args.read_only,
