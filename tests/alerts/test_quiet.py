@@ -70,7 +70,8 @@ def test_switches_live_in_the_store_for_every_process(
 
     now = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
     mine = Switches(sqlite_store.coordination, env={})
-    other = Switches(open_store(sqlite_url, settings=settings).coordination, env={})
+    other_store = open_store(sqlite_url, settings=settings)
+    other = Switches(other_store.coordination, env={})
     try:
         assert not other.silence(now, tz="UTC").silent
         mine.set_muted(True, now_us=to_us(now))
@@ -81,7 +82,7 @@ def test_switches_live_in_the_store_for_every_process(
         mine.set_quiet_hours(None, now_us=to_us(now))
         assert not other.silence(now, tz="UTC").silent
     finally:
-        other.store.close()  # type: ignore[union-attr]
+        other_store.close()
 
 
 def test_environment_defaults_and_store_wins(sqlite_store: SqlStore) -> None:
