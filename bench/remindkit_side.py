@@ -183,7 +183,7 @@ def big_store_run(folder: Path, idle_s: float) -> dict:
     """Store already prepared; open it, then time engine start -> first overdue fire,
     then idle CPU over ``idle_s`` and the peak RSS."""
     store, api, settings = open_bench(folder)
-    store.count_reminders()  # store open and warm
+    store.reminders.count_reminders()  # store open and warm
     engine, noop = engine_for(store, settings)
     t0 = time.perf_counter()
     engine.start()
@@ -203,7 +203,7 @@ def big_store_run(folder: Path, idle_s: float) -> dict:
         "first_fire_ms": first_ms,
         "idle_cpu_pct": 100 * cpu / wall,
         "peak_rss_mb": rss_mb,
-        "active": store.count_reminders(states=["active"]),
+        "active": store.reminders.count_reminders(states=["active"]),
     }
 
 
@@ -224,7 +224,7 @@ def cross_process_engine(folder: Path, url: str, n: int, out: Path) -> dict:
 
 def cross_process_creator(folder: Path, url: str, n: int, lead_ms: float) -> dict:
     store, api, settings = open_bench(folder, url)
-    store.put_session(Session("x", adapter="noop"), now_us=to_us(api.clock.now()))
+    store.sessions.put_session(Session("x", adapter="noop"), now_us=to_us(api.clock.now()))
     for i in range(n):
         due = time.time() + lead_ms / 1000
         api.create(f"quick {i}", session="x", at=format_utc(from_us(int(due * 1e6))))

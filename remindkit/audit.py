@@ -4,7 +4,7 @@ A change made through the reminders API (create, cancel, pause, ...) and an
 outcome the engine records (fired, delivered, failed, ...) each write one
 :class:`Event` in the same transaction as the change itself, so there is no
 change without its event and no event without its change. Event ids only grow;
-a reader tails the trail by id (``SqlStore.events_after``), e.g. a server-sent
+a reader tails the trail by id (``SqlStore.events.events_after``), e.g. a server-sent
 event stream resuming from ``Last-Event-ID``.
 
 Pure values only: the store writes and reads the rows.

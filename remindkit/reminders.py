@@ -177,7 +177,7 @@ class Reminders:
             slot=slot,
         )
         fresh = time.monotonic() - self._armed_seen < ARMED_FRESH_S
-        added = self.store.add_reminder(
+        added = self.store.reminders.add_reminder(
             rem,
             limits=limits,
             now_us=to_us(now),
@@ -194,7 +194,7 @@ class Reminders:
     def armed(self) -> bool:
         """Is an engine alive on this store (its heartbeat is recent, and, on this
         host, its process exists)? Reminders fire only while one runs."""
-        engines = self.store.live_engines(since_us=self._alive_since(self.clock.now()))
+        engines = self.store.coordination.live_engines(since_us=self._alive_since(self.clock.now()))
         return _any_alive((e["host"], e["pid"]) for e in engines)
 
     def _alive_since(self, now: datetime) -> int:
@@ -205,7 +205,7 @@ class Reminders:
     # -- read ----------------------------------------------------------------------------
 
     def get(self, reminder_id: str) -> Reminder:
-        rem = self.store.get_reminder(check_id(reminder_id))
+        rem = self.store.reminders.get_reminder(check_id(reminder_id))
         if rem is None:
             raise NotFound.reminder(reminder_id)
         return rem
@@ -222,7 +222,7 @@ class Reminders:
             states = LIVE_STATES
         if session is not Any and session is not None:
             session = check_session_id(session)
-        return self.store.find_reminders(session=session, states=states, order=order)
+        return self.store.reminders.find_reminders(session=session, states=states, order=order)
 
     def history(
         self, reminder_id: str | None = None, *, session: str | None = None, limit: int = 100
@@ -234,7 +234,7 @@ class Reminders:
         session = check_session_id(session)
         if reminder_id is not None:
             self.get(reminder_id)
-        return self.store.history(reminder_id=reminder_id, session=session, limit=limit)
+        return self.store.reminders.history(reminder_id=reminder_id, session=session, limit=limit)
 
     def events(
         self,
@@ -250,10 +250,12 @@ class Reminders:
         if reminder_id is not None:
             reminder_id = check_id(reminder_id)
         if after is not None:
-            return self.store.events_after(
+            return self.store.events.events_after(
                 after, limit=limit, reminder_id=reminder_id, session=session
             )
-        return self.store.recent_events(limit=limit, reminder_id=reminder_id, session=session)
+        return self.store.events.recent_events(
+            limit=limit, reminder_id=reminder_id, session=session
+        )
 
     # -- change --------------------------------------------------------------------------
 
@@ -346,7 +348,7 @@ class Reminders:
                     reminder_id=r.id,
                 )
             if r.session is not None:
-                sess = self.store.get_session(r.session)
+                sess = self.store.sessions.get_session(r.session)
                 if sess is not None and sess.state == SESSION_DELETED:
                     raise Conflict(
                         f"session {r.session!r} was deleted",
@@ -429,19 +431,19 @@ class Reminders:
 
     def pause_all(self, *, surface: Surface | str | None = None) -> None:
         """Stop all firing (persisted; survives restarts). Reminders keep their state."""
-        self.store.set_paused_all(
+        self.store.coordination.set_paused_all(
             True, now_us=to_us(self.clock.now()), surface=self._surface(surface)
         )
 
     def resume_all(self, *, surface: Surface | str | None = None) -> None:
         """Resume firing; what came due while paused fires per each reminder's policy."""
-        self.store.set_paused_all(
+        self.store.coordination.set_paused_all(
             False, now_us=to_us(self.clock.now()), surface=self._surface(surface)
         )
 
     @property
     def paused_all(self) -> bool:
-        return self.store.paused_all()
+        return self.store.coordination.paused_all()
 
     def _modify(
         self, fn: Any, kind: EventKind, surface: Surface | str | None, **select: Any
@@ -449,7 +451,7 @@ class Reminders:
         by = self._surface(surface)
         if select.get("session", Any) is not Any:  # a scope is checked like any session id
             select["session"] = check_session_id(select["session"])
-        pairs = self.store.modify(
+        pairs = self.store.reminders.modify(
             fn, now_us=to_us(self.clock.now()), event=kind, surface=by, **select
         )
         return [new for _old, new in pairs]
@@ -458,7 +460,7 @@ class Reminders:
 
     def export(self) -> Iterator[str]:
         """JSON lines: a header, then every session and every reminder (all states)."""
-        rems, sessions = self.store.export_rows()
+        rems, sessions = self.store.reminders.export_rows()
         yield json.dumps(
             {
                 "remindkit_export": EXPORT_VERSION,
@@ -557,7 +559,7 @@ class Reminders:
                 raise InvalidInput(
                     f"line {number}: {str(exc)[:300]}", code="invalid_import", line=number
                 ) from None
-        n = self.store.import_rows(
+        n = self.store.reminders.import_rows(
             reminders,
             sessions,
             replace_existing=replace_existing,

@@ -87,7 +87,7 @@ class TrayApp:
             can_alert=True,
         )
         self.alerter.attach(self.engine)
-        self.switches = Switches(store)
+        self.switches = Switches(store.coordination)
         self.backend = backend
         self.refresh_s = refresh_s
         state = state_path or os.environ.get("REMINDKIT_TRAY_STATE")
@@ -113,12 +113,12 @@ class TrayApp:
     def read_view(self) -> View:
         now = self.clock.now()
         reminders = self.api.list(states=LIVE_STATES, order="next")
-        fires = self.store.history(limit=RECENT_FIRES)
+        fires = self.store.reminders.history(limit=RECENT_FIRES)
         for occ in fires:
             if occ.reminder_id not in self._names and all(
                 r.id != occ.reminder_id for r in reminders
             ):
-                rem = self.store.get_reminder(occ.reminder_id)
+                rem = self.store.reminders.get_reminder(occ.reminder_id)
                 self._names[occ.reminder_id] = reminder_name(rem) if rem else occ.reminder_id
         note = None
         if self.backend is not None and not self.backend.has_menu:
@@ -141,7 +141,7 @@ class TrayApp:
         """The last day's counts, read at most every STATS_EVERY_S (a scan of the history)."""
         if self._stats_cache is None or now_us - self._stats_cache[0] >= STATS_EVERY_S * 1e6:
             try:
-                data = self.store.fire_stats(since_us=now_us - 86_400_000_000)
+                data = self.store.reports.fire_stats(since_us=now_us - 86_400_000_000)
                 self._stats_cache = (now_us, stats_text(data["all"]))
             except Exception as exc:  # the menu goes on without them
                 log.debug("stats not read: %s", exc)

@@ -70,7 +70,7 @@ class ChatSession:
         self.settings = settings or store.settings
         self.id = session or f"chat-{uuid.uuid4().hex[:8]}"
         self.engine = engine
-        existing = store.get_session(self.id)
+        existing = store.sessions.get_session(self.id)
         if existing is not None and existing.state == SESSION_DELETED:
             raise InvalidInput(
                 f"session {self.id!r} was deleted; use another id", code="session_deleted"
@@ -90,7 +90,7 @@ class ChatSession:
                 config["api_key_env"] = check_key_env(api_key_env)
             if system is not _SESSION_OWN:
                 config["system"] = system or ""  # "" or None: no system prompt
-            sess = store.put_session(
+            sess = store.sessions.put_session(
                 Session(self.id, adapter="openai", config=config, title=title),
                 now_us=now_us(self.clock),
             )
@@ -107,7 +107,7 @@ class ChatSession:
                     code="invalid_argument",
                 )
             chat_model = model if isinstance(model, ChatModelLike) else CallableModel(model)
-            store.put_session(
+            store.sessions.put_session(
                 Session(self.id, adapter="python", config={}, title=title),
                 now_us=now_us(self.clock),
             )
@@ -120,7 +120,7 @@ class ChatSession:
 
     @property
     def adapter(self) -> str:
-        sess = self.store.get_session(self.id)
+        sess = self.store.sessions.get_session(self.id)
         return (sess.adapter if sess else None) or "python"
 
     def attach(self, engine: Engine | None) -> None:
@@ -144,13 +144,13 @@ class ChatSession:
         return self.conversation.send(text, wait_s=wait_s)
 
     def messages(self, *, after_seq: int = 0) -> list[Message]:
-        return self.store.messages(self.id, after_seq=after_seq)
+        return self.store.transcripts.messages(self.id, after_seq=after_seq)
 
     def entries(self, *, after_seq: int = 0) -> list[Entry]:
         return display_entries(self.messages(after_seq=after_seq))
 
     def last_seq(self) -> int:
-        return self.store.last_seq(self.id)
+        return self.store.transcripts.last_seq(self.id)
 
     def delivery_notes(self, *, limit: int = 50) -> list[Entry]:
         """What the transcript alone does not show, for the latest ``limit`` fires
@@ -160,7 +160,7 @@ class ChatSession:
         session's own fired turn for it."""
         notes: list[Entry] = []
         mine: list[Message] | None = None
-        for occ in reversed(self.store.history(session=self.id, limit=limit)):
+        for occ in reversed(self.store.reminders.history(session=self.id, limit=limit)):
             if occ.session not in (self.id, None):
                 continue  # a fire of another session that fell back into this one: in the transcript
             failed = occ.state == OCC_FAILED
@@ -168,7 +168,11 @@ class ChatSession:
             if not (failed or elsewhere):
                 continue
             if mine is None:
-                mine = [m for m in self.store.messages(self.id, last=400) if m.kind == FIRED_TURN]
+                mine = [
+                    m
+                    for m in self.store.transcripts.messages(self.id, last=400)
+                    if m.kind == FIRED_TURN
+                ]
             key = occ.key
             seq = (
                 next((m.seq for m in reversed(mine) if key in fired_keys(m.content or "")), 0)
@@ -184,7 +188,7 @@ class ChatSession:
                     )
                 )
                 continue
-            reply = _reply_to(self.store.messages(str(occ.delivered_to), last=200), key)
+            reply = _reply_to(self.store.transcripts.messages(str(occ.delivered_to), last=200), key)
             text = (
                 f"(from fresh session {occ.delivered_to}) {reply}"
                 if reply
@@ -195,7 +199,7 @@ class ChatSession:
 
     def _label(self, reminder_id: str) -> str:
         try:
-            rem = self.store.get_reminder(reminder_id)
+            rem = self.store.reminders.get_reminder(reminder_id)
         except Exception:
             rem = None
         label = getattr(rem, "label", None)

@@ -47,7 +47,7 @@ class ExternalTurns:
     def begin(self, session: str, fires: Sequence[Fire]) -> Handover | None:
         """The message to hand over; None: every key was taken by an earlier turn."""
         by_key = {f.key: f for f in fires}
-        taken = self.store.taken_keys(session, list(by_key))
+        taken = self.store.transcripts.taken_keys(session, list(by_key))
         fresh = [f for k, f in by_key.items() if k not in taken]
         if not fresh:
             return None
@@ -68,7 +68,7 @@ class ExternalTurns:
                 hidden=True,
             )
 
-        self.store.append_fired(session, list(by_key), build, now_us=now_us(self.clock))
+        self.store.transcripts.append_fired(session, list(by_key), build, now_us=now_us(self.clock))
         if reply is None:
             return []
         rows = [Message(session, "assistant", reply)]
@@ -81,12 +81,12 @@ class ExternalTurns:
             rows.append(
                 Message(session, "user", frame_feedback(errors), kind=FEEDBACK, hidden=True)
             )
-        self.store.append_messages(session, rows, now_us=now_us(self.clock))
+        self.store.transcripts.append_messages(session, rows, now_us=now_us(self.clock))
         return outcomes
 
     def pending_feedback(self, session: str) -> list[str]:
         """Feedback recorded after the session's last reply (not yet handed over)."""
-        tail = self.store.messages(session, last=FEEDBACK_LOOKBACK)
+        tail = self.store.transcripts.messages(session, last=FEEDBACK_LOOKBACK)
         out: list[str] = []
         for m in reversed(tail):
             if m.role == "assistant" or m.kind == FIRED_TURN:

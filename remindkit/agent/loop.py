@@ -171,11 +171,15 @@ class Conversation:
     ) -> TurnReply:
         appended: list[Message] = []
         if first is not None:
-            appended += self.store.append_messages(self.session, [first], now_us=self._now())
+            appended += self.store.transcripts.append_messages(
+                self.session, [first], now_us=self._now()
+            )
         else:
-            msg, _fresh = self.store.append_fired(self.session, keys, build, now_us=self._now())
+            msg, _fresh = self.store.transcripts.append_fired(
+                self.session, keys, build, now_us=self._now()
+            )
             if msg is None:
-                tail = self.store.messages(self.session, last=1)
+                tail = self.store.transcripts.messages(self.session, last=1)
                 if not tail or tail[-1].role not in ("user", "tool"):
                     return TurnReply(ok=True, duplicate=True)
                 # the turn that took these keys died before the model answered: answer it now
@@ -228,7 +232,7 @@ class Conversation:
                 break
         errors = feedback_errors(tag_outcomes)
         if errors:
-            appended += self.store.append_messages(
+            appended += self.store.transcripts.append_messages(
                 self.session,
                 [
                     Message(
@@ -304,7 +308,7 @@ class Conversation:
                     name=call.name,
                 )
             )
-        stored = self.store.append_messages(self.session, rows, now_us=self._now())
+        stored = self.store.transcripts.append_messages(self.session, rows, now_us=self._now())
         if content:
             tag_outcomes += run_reply_tags(self.api, self.session, content, echoed_from=echoed_from)
             texts.append(strip_assistant_display(content))
@@ -319,7 +323,7 @@ class Conversation:
         tool definitions may take at most a third of a small context: past that the
         core four are sent (create, list, delete, set_callback), then none (the tags
         in the system prompt still work)."""
-        history = self.store.messages(self.session, last=HISTORY)
+        history = self.store.transcripts.messages(self.session, last=HISTORY)
         while history and history[0].role == "tool":
             history = history[1:]  # its assistant message was cut off
         head: list[dict[str, Any]] = []
@@ -417,7 +421,7 @@ class _Lease:
         conv = self.conv
         while True:
             now = conv._now()
-            if conv.store.claim_turn(
+            if conv.store.turns.claim_turn(
                 conv.session,
                 owner=conv.owner,
                 token=self.token,
@@ -425,8 +429,8 @@ class _Lease:
                 now_us=now,
             ):
                 break
-            if conv.store.get_session(conv.session) is None:
-                conv.store.set_session_busy(
+            if conv.store.sessions.get_session(conv.session) is None:
+                conv.store.sessions.set_session_busy(
                     conv.session, False, now_us=now
                 )  # register it, then claim
                 continue
@@ -439,7 +443,7 @@ class _Lease:
     def _renew(self, lease_us: int) -> None:
         while not self._stop.wait(max(0.05, self.conv.settings.lease_s / 3)):
             try:
-                self.conv.store.renew_leases(
+                self.conv.store.turns.renew_leases(
                     owner=self.conv.owner, until_us=self.conv._now() + lease_us
                 )
             except RemindkitError:
@@ -450,7 +454,9 @@ class _Lease:
         if self._thread is not None:
             self._thread.join(5)
         try:
-            self.conv.store.release_turn(self.conv.session, self.token, now_us=self.conv._now())
+            self.conv.store.turns.release_turn(
+                self.conv.session, self.token, now_us=self.conv._now()
+            )
         except RemindkitError:
             log.warning(
                 "could not release the turn of %s; its lease will expire", self.conv.session

@@ -77,10 +77,10 @@ class AlertConfig:
         if store is None:
             return self
         cfg = self
-        voice = store.get_flag(VOICE)  # type: ignore[attr-defined]
+        voice = store.coordination.get_flag(VOICE)  # type: ignore[attr-defined]
         if voice:
             cfg = replace(cfg, voice=voice)
-        rate = store.get_flag(RATE)  # type: ignore[attr-defined]
+        rate = store.coordination.get_flag(RATE)  # type: ignore[attr-defined]
         if rate:
             cfg = replace(cfg, rate=_rate(rate, cfg.rate))
         return cfg

@@ -115,7 +115,7 @@ class LocalAlerter:
         self.store = engine.store
         self.clock = engine.clock
         self.tz = getattr(engine.settings, "tz", None)
-        self.switches = Switches(engine.store, env=self.switches.env)
+        self.switches = Switches(engine.store.coordination, env=self.switches.env)
         if self.notifier is not None and self._plain is None:
             self._plain = ThreadPoolExecutor(1, thread_name_prefix="remindkit-notify")
             self._unsubscribe.append(engine.events.subscribe(ev.FIRED, self._on_fired))

@@ -22,10 +22,13 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
 from ..schedules.zones import get_zone
+
+if TYPE_CHECKING:
+    from ..store.roles import FlagStore
 
 MUTED = "alerts.muted"
 QUIET = "alerts.quiet"
@@ -90,16 +93,19 @@ def silence_at(now: datetime, *, muted: bool, quiet: QuietHours | None, tz: str 
 
 
 class Switches:
-    """Reads and writes mute and quiet hours in a store (or only the environment)."""
+    """Reads and writes mute and quiet hours in a store's flags (``store.coordination``),
+    or only the environment."""
 
-    def __init__(self, store: object | None = None, *, env: dict[str, str] | None = None) -> None:
-        self.store = store
+    def __init__(
+        self, flags: FlagStore | None = None, *, env: dict[str, str] | None = None
+    ) -> None:
+        self.flags = flags
         self.env = dict(os.environ if env is None else env)
 
     def _flag(self, name: str) -> str | None:
-        if self.store is None:
+        if self.flags is None:
             return None
-        return self.store.get_flag(name)  # type: ignore[attr-defined]
+        return self.flags.get_flag(name)
 
     @property
     def muted(self) -> bool:
@@ -127,10 +133,10 @@ class Switches:
     def silence(self, now: datetime, *, tz: str | None = None) -> Silence:
         return silence_at(now, muted=self.muted, quiet=self.quiet_hours, tz=tz)
 
-    def _need_store(self) -> Any:
-        if self.store is None:
+    def _need_store(self) -> FlagStore:
+        if self.flags is None:
             raise InvalidInput(
                 "mute and quiet hours are kept in the store; open one first",
                 code="invalid_argument",
             )
-        return self.store
+        return self.flags

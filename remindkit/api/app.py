@@ -126,7 +126,7 @@ def mcp_over_http(api: Reminders) -> Any:
 
     def verify(token: str) -> str | None:
         try:
-            who = tk.authenticate(store, token, open_when_none=False)
+            who = tk.authenticate(store.projects, token, open_when_none=False)
             if (
                 who.scope != "session"
                 or who.read_only
@@ -134,7 +134,7 @@ def mcp_over_http(api: Reminders) -> Any:
                 or who.project is None
             ):
                 return None
-            tk.require_project(store, who.project)
+            tk.require_project(store.projects, who.project)
         except RemindkitError:
             return None
         return who.session
@@ -213,7 +213,7 @@ def create_app(
             token = value.strip()
         elif access_token:  # EventSource and the web page cannot set headers
             token = access_token
-        return tk.authenticate(store, token, open_when_none=open_loopback)
+        return tk.authenticate(store.projects, token, open_when_none=open_loopback)
 
     Who = Annotated[tk.Principal, Depends(principal)]
 
@@ -225,11 +225,11 @@ def create_app(
         who.may_use(project, sid)
         if write:
             who.may_write()
-        tk.require_project(store, project)
+        tk.require_project(store.projects, project)
         return sid
 
     def own(rem: Reminder, project: str, session: str | None) -> Reminder:
-        if rem.session != session or store.project_of(session or "") != project:
+        if rem.session != session or store.projects.project_of(session or "") != project:
             raise NotFound.reminder(rem.id)
         return rem
 
@@ -242,14 +242,14 @@ def create_app(
 
     @app.get("/healthz", tags=["service"])
     def healthz() -> dict[str, Any]:
-        store.get_flag("paused_all")  # answers only if the store does
+        store.coordination.get_flag("paused_all")  # answers only if the store does
         return {"ok": True}
 
     @app.get("/v1/status", tags=["service"])
     def status(who: Who) -> dict[str, Any]:
         t = now_us()
-        engines = store.live_engines(since_us=t - int(api.settings.lease_s * 2e6))
-        holder = store.lease_holder("alerter", now_us=t)
+        engines = store.coordination.live_engines(since_us=t - int(api.settings.lease_s * 2e6))
+        holder = store.coordination.lease_holder("alerter", now_us=t)
         paused = api.paused_all
         return {
             "paused_all": paused,
@@ -273,12 +273,15 @@ def create_app(
     @app.get(base, tags=["sessions"])
     def list_sessions(project: str, who: Who) -> builtins.list[dict[str, Any]]:
         in_project(who, project, None)
-        return [session_out(s, project) for s in store.project_sessions(project, now_us=now_us())]
+        return [
+            session_out(s, project)
+            for s in store.projects.project_sessions(project, now_us=now_us())
+        ]
 
     def get_session(project: str, session: str, who: Who) -> dict[str, Any]:
         sid = in_project(who, project, session)
         assert sid is not None
-        got = store.session_in_project(project, sid, now_us=now_us())
+        got = store.projects.session_in_project(project, sid, now_us=now_us())
         if got is None:
             raise NotFound(
                 f"No session by the id of {sid!r} was found", code="session_not_found", session=sid
@@ -294,9 +297,11 @@ def create_app(
 
         sid = in_project(who, project, session)
         assert sid is not None
-        if store.session_in_project(project, sid) is None:
+        if store.projects.session_in_project(project, sid) is None:
             return JSONResponse({"pills": [], "lines": []})
-        lines = chat_lines(store.messages(sid, last=TRANSCRIPT_LINES * 4), get_zone(api.default_tz))
+        lines = chat_lines(
+            store.transcripts.messages(sid, last=TRANSCRIPT_LINES * 4), get_zone(api.default_tz)
+        )
         return JSONResponse(
             {
                 "pills": [p.to_json() for p in pills(api.list(session=sid))],
@@ -315,7 +320,7 @@ def create_app(
     ) -> Response:
         sid = in_project(who, project, session)
         assert sid is not None
-        if store.session_in_project(project, sid, now_us=now_us()) is None:
+        if store.projects.session_in_project(project, sid, now_us=now_us()) is None:
             return JSONResponse([])
         return JSONResponse([reminder_out(r) for r in api.list(session=sid, all=all)])
 
@@ -440,7 +445,7 @@ def create_app(
                 check_project(project)
                 sid = None if session is None else check_session_id(session)
                 who.may_use(project, sid)
-                tk.require_project(store, project)
+                tk.require_project(store.projects, project)
                 return project, sid, start
             if session is not None:
                 raise InvalidInput("give project= with session=", code="invalid_argument")

@@ -63,7 +63,7 @@ class EventFeed:
     # -- the tail ----------------------------------------------------------------------
 
     def start(self) -> EventFeed:
-        self.last_id = self.store.last_event_id()
+        self.last_id = self.store.events.last_event_id()
         self._thread = threading.Thread(target=self._run, name="remindkit-event-feed", daemon=True)
         self._thread.start()
         return self
@@ -113,7 +113,7 @@ class EventFeed:
     def _read_new(self) -> int:
         total = 0
         while True:
-            rows = self.store.events_after(self.last_id, limit=PAGE)
+            rows = self.store.events.events_after(self.last_id, limit=PAGE)
             if not rows:
                 return total
             items = [self.payload(e) for e in rows]
@@ -134,7 +134,7 @@ class EventFeed:
         data["project"] = self._project_of(sid) if sid else None
         if data["kind"] == "fired" and data.get("reminder_id"):
             with contextlib.suppress(Exception):
-                rem = self.store.get_reminder(data["reminder_id"])
+                rem = self.store.reminders.get_reminder(data["reminder_id"])
                 if rem is not None:
                     data["reminder"] = {
                         "text": rem.text,
@@ -152,7 +152,7 @@ class EventFeed:
         if session not in self._projects:  # a session never changes project
             if len(self._projects) > 100_000:
                 self._projects.clear()
-            self._projects[session] = self.store.project_of(session)
+            self._projects[session] = self.store.projects.project_of(session)
         return self._projects[session]
 
     # -- one stream ----------------------------------------------------------------------
@@ -206,7 +206,7 @@ class EventFeed:
 
     async def _catch_up(self, s: _Stream, after: int) -> AsyncIterator[dict[str, Any]]:
         while True:
-            rows = await asyncio.to_thread(self.store.events_after, after, limit=PAGE)
+            rows = await asyncio.to_thread(self.store.events.events_after, after, limit=PAGE)
             if not rows:
                 return
             for e in rows:

@@ -68,7 +68,7 @@ def run_api(
         settings = settings.with_limits(per_project=PROJECT_LIMIT)
     api = Reminders(api.store, clock=api.clock, settings=settings, surface="api")
     loopback = is_loopback(host)
-    if not loopback and api.store.count_tokens() == 0:
+    if not loopback and api.store.projects.count_tokens() == 0:
         raise InvalidInput(
             f"{host} is not a loopback address: create a token first (`remindkit token create --project P`)",
             code="tokens_required",
@@ -78,7 +78,7 @@ def run_api(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     eng: Any = build_engine(api, no_alerts=no_alerts, role="api") if engine else None
-    feed = EventFeed(api.store) if hasattr(api.store, "events_after") else None
+    feed = EventFeed(api.store) if hasattr(api.store, "events") else None
     if eng is not None and feed is not None:
         eng.events.subscribe(
             "*", lambda *_a, **_k: feed.poke()
@@ -131,7 +131,7 @@ def give_commands_tokens(api: Reminders, engine: Any, url: str) -> AgentTokens |
     command = engine.adapters.unguarded("command")
     if command is None or not hasattr(command, "extra_env"):
         return None
-    tokens = AgentTokens(api.store)
+    tokens = AgentTokens(api.store.projects)
 
     def extra(session: Any) -> dict[str, str]:
         env = tokens.env(session.id, now_us=to_us(api.clock.now()))

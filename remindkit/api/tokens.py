@@ -9,11 +9,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import Forbidden, InvalidInput, Unauthorized
 from ..reminders import check_session_id
-from ..store import SqlStore
 from ..store.projects import check_project, project_not_found
+
+if TYPE_CHECKING:
+    from ..store.roles import ProjectStore
 
 PREFIX = "rk_"
 
@@ -55,20 +58,25 @@ def digest(token: str) -> str:
 
 
 def create_token(
-    store: SqlStore, *, project: str | None, session: str | None, read_only: bool, now_us: int
+    projects: ProjectStore,
+    *,
+    project: str | None,
+    session: str | None,
+    read_only: bool,
+    now_us: int,
 ) -> tuple[str, str]:
     """Store a new token's hash; return (token id, the token). ``project`` None: admin."""
     if project is not None:
         project = check_project(project)
-        if store.get_project(project) is None:
-            store.create_project(project, now_us=now_us)
+        if projects.get_project(project) is None:
+            projects.create_project(project, now_us=now_us)
     if session is not None:
         if project is None:
             raise InvalidInput("a session token needs --project", code="invalid_argument")
         session = check_session_id(session)
     token = PREFIX + secrets.token_urlsafe(32)
     token_id = "tok_" + secrets.token_hex(4)
-    store.add_token(
+    projects.add_token(
         token_id=token_id,
         digest=digest(token),
         project=project,
@@ -79,11 +87,11 @@ def create_token(
     return token_id, token
 
 
-def authenticate(store: SqlStore, token: str | None, *, open_when_none: bool) -> Principal:
+def authenticate(projects: ProjectStore, token: str | None, *, open_when_none: bool) -> Principal:
     """The principal of a bearer token. With no token at all: admin if
     ``open_when_none`` and the store has no tokens, else ``unauthorized``."""
     if not token:
-        if open_when_none and store.count_tokens() == 0:
+        if open_when_none and projects.count_tokens() == 0:
             return OPEN
         raise Unauthorized(
             "a bearer token is needed (Authorization: Bearer rk_…; `remindkit token create`)",
@@ -91,15 +99,15 @@ def authenticate(store: SqlStore, token: str | None, *, open_when_none: bool) ->
         )
     if len(token) > 200:
         raise Unauthorized("that token is not known", code="unauthorized")
-    row = store.token_by_hash(digest(token))
+    row = projects.token_by_hash(digest(token))
     if row is None:
         raise Unauthorized("that token is not known", code="unauthorized")
     return Principal(row["scope"], row["project"], row["session"], row["read_only"], row["id"])
 
 
-def require_project(store: SqlStore, project: str) -> dict:
+def require_project(projects: ProjectStore, project: str) -> dict:
     check_project(project)
-    got = store.get_project(project)
+    got = projects.get_project(project)
     if got is None:
         raise project_not_found(project)
     if not got["features"]["reminders"]:
@@ -116,20 +124,20 @@ class AgentTokens:
     per session, made on first use and kept in this process only (the store has its
     hash); :meth:`revoke_all` removes them when the process ends."""
 
-    def __init__(self, store: SqlStore) -> None:
-        self.store = store
+    def __init__(self, projects: ProjectStore) -> None:
+        self.projects = projects
         self._made: dict[str, tuple[str, str]] = {}
 
     def env(self, session: str, *, now_us: int) -> dict[str, str]:
         """The environment entries to add for a command run for ``session``."""
         if session not in self._made:
-            project = self.store.project_of(session) or "default"
+            project = self.projects.project_of(session) or "default"
             self._made[session] = create_token(
-                self.store, project=project, session=session, read_only=False, now_us=now_us
+                self.projects, project=project, session=session, read_only=False, now_us=now_us
             )
         return {"REMINDKIT_TOKEN": self._made[session][1]}
 
     def revoke_all(self) -> None:
         for token_id, _token in self._made.values():
-            self.store.remove_token(token_id)
+            self.projects.remove_token(token_id)
         self._made.clear()

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
 
     store = api.store
     now_us = to_us(api.clock.now())
-    switches = Switches(store)
+    switches = Switches(store.coordination)
     action = args.alerts_command or "status"
     if action in ("mute", "unmute"):
         switches.set_muted(action == "mute", now_us=now_us)
@@ -66,7 +66,9 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         switches.set_quiet_hours(QuietHours.parse(args.hours), now_us=now_us)
     elif action == "voice":
         voice = check_printable(args.voice, "the voice", 200)
-        store.set_flag(VOICE, "" if voice.lower() == "default" else voice, now_us=now_us)
+        store.coordination.set_flag(
+            VOICE, "" if voice.lower() == "default" else voice, now_us=now_us
+        )
     elif action == "rate":
         value = "" if args.rate.lower() == "default" else args.rate
         if value and not (value.isdigit() and 40 <= int(value) <= 600):
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 f"rate {args.rate!r} is not 40-600 words per minute or default",
                 code="invalid_argument",
             )
-        store.set_flag(RATE, value, now_us=now_us)
+        store.coordination.set_flag(RATE, value, now_us=now_us)
     elif action == "test":
         return _test(args, api, out)
     cfg = AlertConfig.from_env().with_store(store)
@@ -104,7 +106,7 @@ def _test(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
 
     alerter = default_alerter()
     alerter.store = api.store
-    alerter.switches = Switches(api.store)
+    alerter.switches = Switches(api.store.coordination)
     now = api.clock.now()
     fire = Fire(
         occurrence_id=0,

@@ -101,7 +101,7 @@ def run_token(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 "give --project P (and maybe --session S), or --admin", code="invalid_argument"
             )
         token_id, token = create_token(
-            store,
+            store.projects,
             project=args.project,
             session=args.session,
             read_only=args.read_only,
@@ -114,7 +114,7 @@ def run_token(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
             out.write(f"(token {token_id}; shown once, only its hash is kept)\n")
         return 0
     if action == "ls":
-        rows = store.list_tokens()
+        rows = store.projects.list_tokens()
         for r in rows:
             r["created_at"] = format_utc(from_us(r["created_at"]))
             r["last_used_at"] = (
@@ -135,7 +135,7 @@ def run_token(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 )
         return 0
     if action == "rm":
-        if not store.remove_token(args.id):
+        if not store.projects.remove_token(args.id):
             raise NotFound(f"No token by the id of {args.id!r} was found", code="not_found")
         out.write(json.dumps({"removed": args.id}) + "\n" if args.json else f"removed {args.id}\n")
         return 0
@@ -149,7 +149,7 @@ def run_projects(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     now_us = to_us(api.clock.now())
     action = args.projects_command
     if action == "ls":
-        rows = store.list_projects()
+        rows = store.projects.list_projects()
         if args.json:
             out.write(json.dumps(rows) + "\n")
         else:
@@ -158,14 +158,14 @@ def run_projects(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
                 out.write(f"{r['name']}  {flags}\n")
         return 0
     if action == "create":
-        got = store.create_project(check_project(args.name), now_us=now_us)
+        got = store.projects.create_project(check_project(args.name), now_us=now_us)
         out.write(json.dumps(got) + "\n" if args.json else f"project {got['name']}\n")
         return 0
     if action == "features":
         name = check_project(args.project)
-        if store.get_project(name) is None:
+        if store.projects.get_project(name) is None:
             raise project_not_found(name)
-        got = store.set_feature(name, args.feature, args.action == "enable", now_us=now_us)
+        got = store.projects.set_feature(name, args.feature, args.action == "enable", now_us=now_us)
         state = "on" if got["features"][args.feature] else "off"
         out.write(
             json.dumps(got) + "\n" if args.json else f"project {name}: {args.feature} {state}\n"

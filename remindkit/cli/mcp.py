@@ -137,7 +137,7 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
 
             store = open_store(args.db, settings=settings)
             try:
-                store.set_session_busy(sid, False, now_us=to_us(SystemClock().now()))
+                store.sessions.set_session_busy(sid, False, now_us=to_us(SystemClock().now()))
             finally:
                 store.close()
         if args.json:

@@ -131,20 +131,20 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         config, adapter = _adapter_config(args)
         if args.title is not None:
             check_printable(args.title, "--title", 200)
-        existing = store.get_session(sid)
+        existing = store.sessions.get_session(sid)
         if existing is not None and existing.state == "deleted":
             raise InvalidInput(
                 f"session {sid!r} was deleted; use another id", code="session_deleted"
             )
         fallback = args.fallback or (existing.fallback if existing is not None else "fresh")
-        sess = store.put_session(
+        sess = store.sessions.put_session(
             Session(sid, adapter=adapter, config=config, title=args.title, fallback=fallback),
             now_us=now_us,
         )
         _emit(out, args.json, sess.to_dict(), f"session {sess.id} ({sess.adapter or 'no adapter'})")
         return 0
     if action == "ls" or action is None:
-        sessions = store.list_sessions(now_us=now_us)
+        sessions = store.sessions.list_sessions(now_us=now_us)
         if args.json:
             out.write(json.dumps([s.to_dict() for s in sessions]) + "\n")
         elif not sessions:
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         check_session_id(args.id)
         from ..audit import Surface
 
-        paused = store.delete_session(args.id, now_us=now_us, surface=Surface.CLI)
+        paused = store.sessions.delete_session(args.id, now_us=now_us, surface=Surface.CLI)
         _emit(
             out,
             args.json,
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     if action in ("busy", "idle"):
         sid = check_session_id(args.id)
         assert sid is not None
-        sess = store.set_session_busy(sid, action == "busy", now_us=now_us)
+        sess = store.sessions.set_session_busy(sid, action == "busy", now_us=now_us)
         _emit(out, args.json, sess.to_dict(), f"session {sid} {action}")
         return 0
     raise NotFound(f"unknown session action {action!r}", code="invalid_argument")
@@ -277,7 +277,7 @@ def _hook_busy(args: argparse.Namespace, api: Reminders, busy: bool, out: TextIO
                 f"scope {confined!r}",
                 code="forbidden",
             )
-        sess = api.store.set_session_busy(sid, busy, now_us=to_us(api.clock.now()))
+        sess = api.store.sessions.set_session_busy(sid, busy, now_us=to_us(api.clock.now()))
         if args.json:
             out.write(json.dumps(sess.to_dict()) + "\n")
     except (RemindkitError, OSError, KeyError, ValueError) as exc:

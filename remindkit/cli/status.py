@@ -37,14 +37,14 @@ def status(cx: Context) -> int:
     now = api.clock.now()
     from ..clock import to_us
 
-    engines = store.live_engines(since_us=to_us(now) - int(api.settings.lease_s * 2e6))
-    holder = store.lease_holder("alerter", now_us=to_us(now))
-    quarantined = store.quarantined() if within is Any else []
+    engines = store.coordination.live_engines(since_us=to_us(now) - int(api.settings.lease_s * 2e6))
+    holder = store.coordination.lease_holder("alerter", now_us=to_us(now))
+    quarantined = store.reminders.quarantined() if within is Any else []
     data = {
         "store": store.url,
         "paused_all": api.paused_all,
-        "active": store.count_reminders(session=within, states=["active"]),
-        "paused": store.count_reminders(session=within, states=["paused"]),
+        "active": store.reminders.count_reminders(session=within, states=["active"]),
+        "paused": store.reminders.count_reminders(session=within, states=["paused"]),
         "engines": [
             {"id": e["id"], "role": e["role"], "pid": e["pid"], "host": e["host"]} for e in engines
         ],
@@ -95,7 +95,7 @@ def status_line(cx: Context) -> int:
     source = "file"
     if data is None or summary is None:
         source = "store"
-        data = cx.api.store.status_summary(now_us=now_us)
+        data = cx.api.store.reports.status_summary(now_us=now_us)
         summary = statusfile.summary_for(data, session)
         assert summary is not None  # an untruncated summary always answers
     paused_all = bool(data.get("paused_all"))
@@ -132,7 +132,7 @@ def stats(cx: Context) -> int:
         )
     api = cx.api
     now_us = to_us(api.clock.now())
-    data = api.store.fire_stats(
+    data = api.store.reports.fire_stats(
         since_us=now_us - seconds * 1_000_000, session=None if within is Any else within
     )
     data["since_s"] = seconds

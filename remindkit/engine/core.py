@@ -173,7 +173,7 @@ class Engine:
                     self._drop_cancelled()
                     self.dispatcher.deliver_waiting()
                 if not self._known:  # a read first: claiming takes the write lock
-                    self._next_due_us, self._next_lease_us = self.store.next_due_us(
+                    self._next_due_us, self._next_lease_us = self.store.claims.next_due_us(
                         leave_alerts=self.leave_alerts
                     )
                     self._known = True
@@ -238,7 +238,7 @@ class Engine:
         horizon = t + 2 * int(s.lookahead_s * 1e6)
         now = from_us(t)
         while True:
-            fires, n = self.store.claim_due(
+            fires, n = self.store.claims.claim_due(
                 now_us=t,
                 horizon_us=horizon,
                 owner=self.id,
@@ -253,7 +253,7 @@ class Engine:
                 self._push(fires)
             if n < s.claim_batch:
                 break
-        self._next_due_us, self._next_lease_us = self.store.next_due_us(
+        self._next_due_us, self._next_lease_us = self.store.claims.next_due_us(
             leave_alerts=self.leave_alerts
         )
         self._known = True
@@ -266,7 +266,7 @@ class Engine:
         def may_take(owner: str, lease_until: int) -> bool:
             return live is None or live.may_take_over(owner, lease_until, t, lease)
 
-        fires = self.store.reclaim_expired(
+        fires = self.store.claims.reclaim_expired(
             now_us=t, owner=self.id, lease_us=lease, limit=s.claim_batch, may_take=may_take
         )
         if fires:
@@ -275,7 +275,7 @@ class Engine:
             )
             self.dispatcher.prefetch({f.session for f in fires})
             self._push(fires)
-        self._next_due_us, self._next_lease_us = self.store.next_due_us(
+        self._next_due_us, self._next_lease_us = self.store.claims.next_due_us(
             leave_alerts=self.leave_alerts
         )
         # A lease still expired now (and not because the batch was full) belongs to an
@@ -294,7 +294,7 @@ class Engine:
             ids = [occ_id for _due, occ_id, _f in self._pending]
         if not ids:
             return
-        gone = set(ids) - set(self.store.still_claimed(ids, owner=self.id))
+        gone = set(ids) - set(self.store.claims.still_claimed(ids, owner=self.id))
         if gone:
             with self._lock:
                 self._pending = [p for p in self._pending if p[1] not in gone]
@@ -322,12 +322,12 @@ class Engine:
         lease = int(s.lease_s * 1e6)
         self._housekeeping_us = t + lease // 4
         if not self._lease_keeper:  # the lease thread renews on its own when run() runs
-            self.store.renew_leases(
+            self.store.claims.renew_leases(
                 owner=self.id,
                 until_us=t + lease,  # first: what we hold
                 turn_tokens=self.dispatcher.turn_tokens(),
             )
-        self.store.heartbeat(
+        self.store.coordination.heartbeat(
             engine_id=self.id,
             host=socket.gethostname(),
             pid=os.getpid(),
@@ -336,7 +336,7 @@ class Engine:
             now_us=t,
         )
         if self.alert_ready():
-            holder, _prio, until = self.store.hold_lease(
+            holder, _prio, until = self.store.coordination.hold_lease(
                 ALERTER, holder=self.id, priority=self.alert_priority, until_us=t + lease, now_us=t
             )
             self.is_alerter = holder == self.id
@@ -347,7 +347,7 @@ class Engine:
                 self._housekeeping_us = min(self._housekeeping_us, until + 1)
         else:
             if self.is_alerter:  # it had a way to alert and lost it: another engine may alert now
-                self.store.drop_lease(ALERTER, holder=self.id)
+                self.store.coordination.drop_lease(ALERTER, holder=self.id)
                 self.is_alerter = False
             self._alerter_status(t)
         # Re-read the next due time (which also depends on leave_alerts) and the earliest
@@ -363,7 +363,7 @@ class Engine:
         that failed in an unexpected way) would never be retried: another engine
         only takes over expired leases, and ours are renewed. Take them back when
         they are still orphans one round later."""
-        claimed = set(self.store.own_claims(owner=self.id))
+        claimed = set(self.store.claims.own_claims(owner=self.id))
         with self._lock:
             held = {occ_id for _due, occ_id, _f in self._pending}
         held |= self.dispatcher.holding()
@@ -371,7 +371,7 @@ class Engine:
         adopt = orphans & self._orphans
         self._orphans = orphans - adopt
         if adopt:
-            fires = self.store.reclaim_expired(
+            fires = self.store.claims.reclaim_expired(
                 now_us=t,
                 owner=self.id,
                 lease_us=int(self.settings.lease_s * 1e6),
@@ -406,7 +406,7 @@ class Engine:
 
     def _alerter_status(self, t: int) -> None:
         """Leave alerting reminders to another engine that holds the alerter lease."""
-        current = self.store.lease_holder(ALERTER, now_us=t)
+        current = self.store.coordination.lease_holder(ALERTER, now_us=t)
         self.is_alerter = current is not None and current[0] == self.id
         if current is None:
             self.leave_alerts = False
@@ -521,7 +521,7 @@ class Engine:
                 continue  # nothing in hand (an orphaned claim is left to expire and be taken over)
             try:
                 with self.store.origin(self.id):
-                    self.store.renew_leases(
+                    self.store.claims.renew_leases(
                         owner=self.id,
                         until_us=now_us(self.clock) + int(lease * 1e6),
                         turn_tokens=self.dispatcher.turn_tokens(),
@@ -643,11 +643,11 @@ class Engine:
             with contextlib.suppress(Exception):
                 self.dispatcher.flush()
             with contextlib.suppress(Exception):
-                self.store.release_claims(owner=self.id, ids=pending)
+                self.store.claims.release_claims(owner=self.id, ids=pending)
             with contextlib.suppress(Exception):
-                self.store.drop_lease(ALERTER, holder=self.id)
+                self.store.coordination.drop_lease(ALERTER, holder=self.id)
             with contextlib.suppress(Exception):
-                self.store.unregister_engine(self.id)
+                self.store.coordination.unregister_engine(self.id)
         if self._liveness is not None:
             self._liveness.release()
         if self.status is not None:  # readers ask the store until another engine writes it again

@@ -168,7 +168,7 @@ class Dispatcher:
         stale: list[int] = []
         try:
             if fired or outcomes:
-                stale = self.store.finish(outcomes, fired=fired, now_us=now_us(self.clock))
+                stale = self.store.claims.finish(outcomes, fired=fired, now_us=now_us(self.clock))
         except Exception:
             self._outcomes.extendleft(reversed(outcomes))  # keep them for the next flush
             self._fired.extendleft(reversed(fired))
@@ -189,7 +189,7 @@ class Dispatcher:
     def deliver_waiting(self) -> int:
         """Pick up waiting occurrences for sessions this process can serve now."""
         try:
-            candidates = self.store.waiting_sessions()
+            candidates = self.store.claims.waiting_sessions()
         except Exception:
             log.exception("cannot list waiting deliveries")
             return 0
@@ -198,7 +198,7 @@ class Dispatcher:
         # keep saying the session is busy (the cache serves the fire thread).
         named = [sid for sid in candidates if sid is not None]
         try:
-            found = self.store.get_sessions(named, now_us=now) if named else {}
+            found = self.store.sessions.get_sessions(named, now_us=now) if named else {}
         except Exception:
             log.exception("cannot load %d waiting session(s)", len(named))
             return 0
@@ -217,7 +217,7 @@ class Dispatcher:
             ready.append(sid)
         if not ready:
             return 0
-        fires = self.store.claim_waiting(
+        fires = self.store.claims.claim_waiting(
             now_us=now, owner=self.owner, lease_us=int(self.settings.lease_s * 1e6), sessions=ready
         )
         if fires:
@@ -230,7 +230,7 @@ class Dispatcher:
         now = now_us(self.clock)
         try:
             named = [s for s in session_ids if s is not None]
-            found = self.store.get_sessions(named, now_us=now) if named else {}
+            found = self.store.sessions.get_sessions(named, now_us=now) if named else {}
             for sid in named:
                 self._sessions[sid] = (found.get(sid), now, next(self._epochs))
             if None in session_ids:
@@ -420,7 +420,7 @@ class Dispatcher:
         are cancelled in the same transaction."""
         now = self.clock.now()
         try:
-            stale, cancelled = self.store.rebase(
+            stale, cancelled = self.store.claims.rebase(
                 fires, now_us=to_us(now), note=note, push=lambda r, pos: rebased(r, now, pos)
             )
         except StoreError as exc:
@@ -482,7 +482,7 @@ class Dispatcher:
 
     def _lease(self, session_id: str) -> TurnLease:
         return TurnLease(
-            self.store,
+            self.store.turns,
             session_id,
             owner=self.owner,
             clock=self.clock,
@@ -568,7 +568,7 @@ class Dispatcher:
 
     def _record_turn(self, session_id: str, *, ok: bool, error: str | None = None) -> None:
         try:
-            self.store.record_turn(session_id, ok=ok, error=error)
+            self.store.turns.record_turn(session_id, ok=ok, error=error)
         except Exception:
             log.exception("could not record the turn result of %s", session_id)
         self._sessions.pop(session_id, None)
@@ -648,7 +648,7 @@ class Dispatcher:
         """The fallback session of ``target``: the one made on an earlier failure
         if it is still active, else a new one with the same adapter and config
         (a command session's ``fresh_argv`` replaces its ``argv``)."""
-        for sess in self.store.list_sessions(now_us=now_us(self.clock)):
+        for sess in self.store.sessions.list_sessions(now_us=now_us(self.clock)):
             if (
                 sess.parent_id == target.id
                 and sess.state == SESSION_ACTIVE
@@ -671,12 +671,12 @@ class Dispatcher:
         )
         if not adapter.can_deliver(fresh):
             return None
-        return self.store.put_session(fresh, now_us=now_us(self.clock))
+        return self.store.sessions.put_session(fresh, now_us=now_us(self.clock))
 
     def _alert_then_route(self, fires: Sequence[Fire]) -> None:
         for f in fires:
             try:
-                if not self.store.set_alert(
+                if not self.store.claims.set_alert(
                     f.occurrence_id, f.token, expect="pending", to="playing"
                 ):
                     continue  # another engine has it, or it already played
@@ -686,7 +686,7 @@ class Dispatcher:
                 except Exception:
                     log.exception("alerter failed for %s", f.key)
                     state = "failed"
-                self.store.set_alert(f.occurrence_id, f.token, expect="playing", to=state)
+                self.store.claims.set_alert(f.occurrence_id, f.token, expect="playing", to=state)
                 self.events.emit(ev.ALERTED, f, state)
             except Exception:
                 log.exception("alert bookkeeping failed for %s; delivery goes on", f.key)
@@ -742,9 +742,9 @@ class Dispatcher:
         if not fresh and hit is not None and now - hit[1] < SESSION_TTL_US:
             return hit[0]
         if session_id is None:
-            sess = self.store.most_recent_session()
+            sess = self.store.sessions.most_recent_session()
         else:
-            sess = self.store.get_session(session_id, now_us=now)
+            sess = self.store.sessions.get_session(session_id, now_us=now)
         self._sessions[key] = (sess, now, next(self._epochs))
         return sess
 

@@ -52,7 +52,7 @@ class StatusWriter:
             return last + (self._gap_us if self._pending else int(HEARTBEAT_S * 1e6))
         began = time.perf_counter()
         try:
-            data = self.store.status_summary(now_us=t, max_sessions=MAX_SESSIONS)
+            data = self.store.reports.status_summary(now_us=t, max_sessions=MAX_SESSIONS)
             data.update(v=VERSION, written_us=t)
             write_status(self.path, data)
         except Exception as exc:  # a full disk or a store hiccup never stops the engine

@@ -179,7 +179,7 @@ class RemindkitMcp:
             self._attach(sid)
 
     def _define_session(self, sid: str) -> None:
-        existing = self.store.get_session(sid)
+        existing = self.store.sessions.get_session(sid)
         if existing is not None and existing.adapter not in (None, "mcp"):
             log.warning(
                 "session %s is a %s session; fires go there, not to this client",
@@ -192,7 +192,7 @@ class RemindkitMcp:
         if self.resume_argv:
             config["argv"] = list(self.resume_argv)
         if existing is None or existing.adapter != "mcp" or existing.config != config:
-            self.store.put_session(
+            self.store.sessions.put_session(
                 Session(
                     sid, adapter="mcp", config=config, title=existing.title if existing else None
                 ),
@@ -237,7 +237,7 @@ class RemindkitMcp:
             adapter.detach(sid)
         if self.engine is not None:
             with contextlib.suppress(Exception):
-                self.store.drop_lease(LEASE_PREFIX + sid, holder=self.engine.id)
+                self.store.coordination.drop_lease(LEASE_PREFIX + sid, holder=self.engine.id)
         self._lease_until = 0
 
     def _hold_lease(self, sid: str, *, force: bool = False) -> None:
@@ -249,7 +249,7 @@ class RemindkitMcp:
             return
         until = now + lease_us
         try:
-            self.store.hold_lease(
+            self.store.coordination.hold_lease(
                 LEASE_PREFIX + sid, holder=self.engine.id, priority=0, until_us=until, now_us=now
             )
             self._lease_until = until

@@ -59,7 +59,7 @@ class ChatView(anywidget.AnyWidget):
         # failed fired turns and replies that went to a fallback session, placed after their fired turn
         notes += [Line(e.seq, "note", e.text) for e in self.chat.delivery_notes()]
         if (last, len(notes)) != self._shown:
-            messages = self.chat.store.messages(self.chat.id, last=2 * TRANSCRIPT_LINES)
+            messages = self.chat.store.transcripts.messages(self.chat.id, last=2 * TRANSCRIPT_LINES)
             merged = sorted([*chat_lines(messages, self.zone), *notes], key=lambda ln: ln.seq)
             state = [ln.to_json() for ln in merged[-TRANSCRIPT_LINES:]]
             if state != self.lines:

@@ -88,7 +88,7 @@ class Panel(widgets.VBox):
     def stats_text(self) -> str:
         """The last day's fires of this panel's session(s): the counts of ``remindkit stats``."""
         now_us = to_us(self.api.clock.now())
-        data = self.api.store.fire_stats(
+        data = self.api.store.reports.fire_stats(
             since_us=now_us - 86_400_000_000, session=None if self.session is Any else self.session
         )
         return stats_text(data["all"])

@@ -79,7 +79,7 @@ class KernelRuntime:
         """Who plays alarms now: ``browser`` (this engine), ``tray``, another
         engine (its role), or ``nobody yet``."""
         try:
-            holder = self.store.lease_holder(ALERTER, now_us=now_us(self.clock))
+            holder = self.store.coordination.lease_holder(ALERTER, now_us=now_us(self.clock))
         except Exception:
             return "unknown"
         if holder is None:

@@ -122,7 +122,9 @@ class McpSessions:
             return False
         try:
             return (
-                self.store.lease_holder(LEASE_PREFIX + session_id, now_us=now_us(self.clock))
+                self.store.coordination.lease_holder(
+                    LEASE_PREFIX + session_id, now_us=now_us(self.clock)
+                )
                 is not None
             )
         except Exception:

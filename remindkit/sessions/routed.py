@@ -129,7 +129,7 @@ def fired_reply(store: SqlStore, session: str, keys: Sequence[str]) -> tuple[int
         m = t.messages.c
         seq = conn.execute(select(m.seq).where(m.id == row[0])).scalar_one()
     texts: list[str] = []
-    for msg in store.messages(session, after_seq=seq, limit=200):
+    for msg in store.transcripts.messages(session, after_seq=seq, limit=200):
         if msg.role == "user" and (msg.kind == FIRED_TURN or not msg.hidden):
             break  # the next turn
         if msg.role == "assistant" and msg.content:

@@ -20,20 +20,17 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Connection,
-    Engine,
     Text,
     bindparam,
     case,
-    delete,
     exists,
     func,
-    insert,
     or_,
     select,
     update,
@@ -57,57 +54,18 @@ from ..models import (
     Plan,
     PlannedFire,
     Reminder,
-    Session,
     WaitFor,
 )
 from . import schema as t
+from .coordination import PAUSED_ALL
+from .dialect import Dialect, chunks
 from .events import EventRow, defer_events, event_row, write_events
 from .projects import disabled_projects_sessions
-from .rows import reminder_from_row, reminder_to_row
+from .role import Role
+from .rows import FIRE_COLUMNS, fire_from_joined, fire_of, reminder_from_row, reminder_to_row
+from .turns import renew_leases
 
-PAUSED_ALL = "paused_all"
 log = logging.getLogger(__name__)
-
-
-_FIRE_COLUMNS = (
-    t.occurrences.c.id.label("occ_id"),
-    t.occurrences.c.due_at,
-    t.occurrences.c.token,
-    t.occurrences.c.missed,
-    t.occurrences.c.position,
-    t.occurrences.c.alert,
-    t.occurrences.c.fired_at,
-    t.occurrences.c.session_id.label("occ_session"),
-    t.occurrences.c.error.label("occ_error"),
-    t.occurrences.c.wait_for.label("occ_wait_for"),
-    t.reminders,
-)
-
-
-def _fire_from_joined(row: Any, token: str) -> Fire:
-    m = row._mapping
-    rem = reminder_from_row(row)
-    return Fire(
-        occurrence_id=m["occ_id"],
-        reminder_id=rem.id,
-        session=m["occ_session"],
-        due_at=from_us(m["due_at"]),
-        text=rem.text,
-        label=rem.label,
-        kind=rem.kind,
-        position=m["position"] or 1,
-        repeat=rem.schedule.repeat,
-        missed=m["missed"],
-        alarm=rem.alarm,
-        announce=rem.announce,
-        urgency=rem.urgency,
-        on_busy=rem.on_busy,
-        token=token,
-        fired_at=from_us(m["fired_at"]) if m["fired_at"] is not None else None,
-        alert=m["alert"],
-        every_s=rem.schedule.every_s,
-        wait_for=m["occ_wait_for"],
-    )
 
 
 def _not_claimed_yet():
@@ -131,22 +89,22 @@ def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) 
     values: dict[str, Any] = {"state": DONE, "next_fire_at": None, "version": c.version + 1}
     if now_us is not None:
         values["updated_at"] = now_us
-    for i in range(0, len(occurrence_ids), 500):
-        chunk = list(occurrence_ids[i : i + 500])
+    dialect = Dialect.of(conn)
+    for chunk in chunks(occurrence_ids):
         final = [
             c.state.in_((ACTIVE, PAUSED)),
             exists().where(
                 o.reminder_id == c.id,
                 o.due_at == c.next_fire_at,
-                o.id.in_(chunk),
+                o.id.in_(list(chunk)),
                 o.fired_at.is_not(None),
                 o.state.not_in((CLAIMED, WAITING)),
             ),
         ]
-        if conn.dialect.name == "postgresql":  # lock in id order, as every writer of reminders does
+        if dialect.locks_rows:  # lock in id order, as every writer of reminders does
             ids = [
                 r[0]
-                for r in conn.execute(select(c.id).where(*final).order_by(c.id).with_for_update())
+                for r in conn.execute(dialect.for_update(select(c.id).where(*final).order_by(c.id)))
             ]
             if not ids:
                 continue
@@ -229,7 +187,7 @@ def quarantine(conn: Connection, reminder_id: str, exc: BaseException, *, now_us
 
 def _readable_fire(conn: Connection, row: Any, token: str, now_us: int) -> Fire | None:
     try:
-        return _fire_from_joined(row, token)
+        return fire_from_joined(row, token)
     except Exception as exc:
         m = row._mapping
         quarantine(conn, m["id"], exc, now_us=now_us)
@@ -271,39 +229,9 @@ def _no_plan(rem: Reminder) -> Plan:
     raise AssertionError("warm() claims nothing")
 
 
-class ClaimOps:
-    """Occurrence and lease operations, mixed into SqlStore."""
-
-    if TYPE_CHECKING:
-
-        @property
-        def is_postgres(self) -> bool: ...
-
-        engine: Engine
-
-        def write(
-            self, *, notify: bool = True
-        ) -> contextlib.AbstractContextManager[Connection]: ...
-        def read(self) -> contextlib.AbstractContextManager[Connection]: ...
-        def _set_flag(self, conn: Connection, name: str, value: str, now_us: int) -> None: ...
-        def get_sessions(
-            self, session_ids: Iterable[str], *, now_us: int | None = None
-        ) -> dict[str, Session]: ...
-
-    def _locked(self, stmt):
-        """``SELECT … FOR UPDATE`` on PostgreSQL (SQLite holds the write lock already)."""
-        return stmt.with_for_update() if self.is_postgres else stmt
-
-    def _insert(self, table):
-        if (
-            self.is_postgres
-        ):  # each dialect loads on first use (the CLI on SQLite never needs PostgreSQL's)
-            from sqlalchemy.dialects import postgresql as pg_dialect
-
-            return pg_dialect.insert(table)
-        from sqlalchemy.dialects import sqlite as sqlite_dialect
-
-        return sqlite_dialect.insert(table)
+class Claims(Role):
+    """Claiming due reminders and waiting fires, leases on claims, re-basing and
+    acknowledging (``finish``)."""
 
     # -- claiming due reminders ----------------------------------------------------------
 
@@ -338,17 +266,11 @@ class ClaimOps:
             ]
             if leave_alerts:
                 due += [c.alarm.is_(False), c.announce.is_(None)]
-            stmt = select(t.reminders).where(*due).order_by(c.next_fire_at).limit(limit)
-            if self.is_postgres:
-                # The earliest due, then locked in id order (as every writer of reminders
-                # locks them), skipping rows another engine holds: engines never deadlock.
-                earliest = select(c.id).where(*due).order_by(c.next_fire_at).limit(limit)
-                stmt = (
-                    select(t.reminders)
-                    .where(c.id.in_(earliest.scalar_subquery()), *due)
-                    .order_by(c.id)
-                    .with_for_update(skip_locked=True)
-                )
+            # The earliest due (on PostgreSQL locked in id order, skipping rows another
+            # engine holds: engines never deadlock).
+            stmt = self.dialect.first_unlocked(
+                t.reminders, where=due, order_by=c.next_fire_at, limit=limit
+            )
             rems = []
             for r in conn.execute(stmt).all():
                 try:
@@ -456,31 +378,22 @@ class ClaimOps:
                 rem = by_id[rid]
                 row = by_key[(rid, due_us)]
                 fires.append(
-                    Fire(
+                    fire_of(
+                        rem,
                         occurrence_id=occ_id,
-                        reminder_id=rid,
                         session=rem.session,
-                        due_at=from_us(due_us),
-                        text=rem.text,
-                        label=rem.label,
-                        kind=rem.kind,
+                        due_us=due_us,
                         position=row["position"],
-                        repeat=rem.schedule.repeat,
                         missed=row["missed"],
-                        alarm=rem.alarm,
-                        announce=rem.announce,
-                        urgency=rem.urgency,
-                        on_busy=rem.on_busy,
                         token=token,
                         alert=row["alert"],
-                        every_s=rem.schedule.every_s,
                     )
                 )
         fires.sort(key=lambda f: (f.due_at, f.occurrence_id))
         return fires, len(rems)
 
     def _claim_insert(self):
-        ins = self._insert(t.occurrences).on_conflict_do_nothing(
+        ins = self.dialect.insert(t.occurrences).on_conflict_do_nothing(
             index_elements=["reminder_id", "due_at"]
         )
         return ins.returning(
@@ -507,7 +420,7 @@ class ClaimOps:
         o = t.occurrences.c
         token = uuid.uuid4().hex
         with self.write(notify=False) as conn:
-            stmt = select(*_FIRE_COLUMNS, o.token.label("old_token"), o.owner, o.lease_until).join(
+            stmt = select(*FIRE_COLUMNS, o.token.label("old_token"), o.owner, o.lease_until).join(
                 t.reminders, t.reminders.c.id == o.reminder_id
             )
             if ids is None:
@@ -515,8 +428,7 @@ class ClaimOps:
             else:
                 stmt = stmt.where(o.state == CLAIMED, o.owner == owner, o.id.in_(list(ids)))
             stmt = stmt.order_by(o.due_at).limit(limit)
-            if self.is_postgres:
-                stmt = stmt.with_for_update(of=t.occurrences, skip_locked=True)
+            stmt = self.dialect.skip_locked(stmt, of=t.occurrences)
             rows = conn.execute(stmt).all()
             if may_take is not None:
                 rows = [r for r in rows if may_take(r._mapping["owner"], r._mapping["lease_until"])]
@@ -525,11 +437,10 @@ class ClaimOps:
             # One set-based update (the rows are locked by our select on PostgreSQL and
             # under the write lock on SQLite), so the locks are held only briefly.
             by_id = {r._mapping["occ_id"]: r for r in rows}
-            for i in range(0, len(rows), 500):
-                chunk = list(by_id)[i : i + 500]
+            for chunk in chunks(list(by_id)):
                 conn.execute(
                     update(t.occurrences)
-                    .where(o.id.in_(chunk), o.state == CLAIMED)
+                    .where(o.id.in_(list(chunk)), o.state == CLAIMED)
                     .values(
                         owner=owner,
                         token=token,
@@ -565,7 +476,7 @@ class ClaimOps:
         token = uuid.uuid4().hex
         with self.write(notify=False) as conn:
             stmt = (
-                select(*_FIRE_COLUMNS)
+                select(*FIRE_COLUMNS)
                 .join(t.reminders, t.reminders.c.id == o.reminder_id)
                 .where(o.state == WAITING)
                 .order_by(o.due_at, o.id)
@@ -582,8 +493,7 @@ class ClaimOps:
                 if not conds:
                     return []
                 stmt = stmt.where(or_(*conds))
-            if self.is_postgres:
-                stmt = stmt.with_for_update(of=t.occurrences, skip_locked=True)
+            stmt = self.dialect.skip_locked(stmt, of=t.occurrences)
             rows = conn.execute(stmt).all()
             if not rows:
                 return []
@@ -619,25 +529,10 @@ class ClaimOps:
     ) -> dict[str, tuple[str | None, str | None, int, int]]:
         """Per reminder with fires that wait for their session: (wait_for, reason of the
         earliest, its due time, how many)."""
-        o = t.occurrences.c
-        out: dict[str, tuple[str | None, str | None, int, int]] = {}
         if not reminder_ids:
-            return out
+            return {}
         with self.read() as conn:
-            for i in range(0, len(reminder_ids), 500):
-                chunk = list(reminder_ids[i : i + 500])
-                rows = conn.execute(
-                    select(o.reminder_id, o.wait_for, o.error, o.due_at)
-                    .where(o.reminder_id.in_(chunk), o.state == WAITING)
-                    .order_by(o.reminder_id, o.due_at)
-                )
-                for rid, wait_for, error, due in rows:
-                    if rid in out:
-                        w, e, d, n = out[rid]
-                        out[rid] = (w, e, d, n + 1)
-                    else:
-                        out[rid] = (wait_for, error, due, 1)
-        return out
+            return waiting_of(conn, reminder_ids)
 
     def rebasing(self, reminder_ids: Iterable[str]) -> set[str]:
         """Which of these reminders have a fire waiting to be re-based."""
@@ -684,7 +579,9 @@ class ClaimOps:
         ]
         with self.write() as conn:
             rows = conn.execute(
-                self._locked(select(t.reminders).where(c.id.in_(sorted(first))).order_by(c.id))
+                self.dialect.for_update(
+                    select(t.reminders).where(c.id.in_(sorted(first))).order_by(c.id)
+                )
             ).all()
             ours = {f.occurrence_id for f in fires}
             cancelled: list[int] = []
@@ -748,21 +645,6 @@ class ClaimOps:
                     cancelled += ahead
             stale = self._finish(conn, outcomes, now_us)
         return stale, cancelled
-
-    def record_turn(self, session_id: str, *, ok: bool, error: str | None = None) -> None:
-        """Keep a session's streak of failed turns (its breaker) and the last reason."""
-        s = t.sessions.c
-        with self.write(notify=False) as conn:
-            if ok:
-                conn.execute(
-                    update(t.sessions).where(s.id == session_id, s.failures != 0).values(failures=0)
-                )
-            else:
-                conn.execute(
-                    update(t.sessions)
-                    .where(s.id == session_id)
-                    .values(failures=s.failures + 1, last_error=(error or "turn failed")[:500])
-                )
 
     # -- acknowledging -------------------------------------------------------------------
 
@@ -832,14 +714,14 @@ class ClaimOps:
         # lock on SQLite); the others were taken over or cancelled: refused.
         held: dict[int, Any] = {}
         ids = [r["b_id"] for r in rows]
-        for i in range(0, len(ids), 500):
+        for chunk in chunks(ids):
             q = (
                 select(o.id, o.token, o.fired_at, o.reminder_id, o.session_id, o.due_at, o.error)
-                .where(o.id.in_(ids[i : i + 500]), o.state == CLAIMED)
+                .where(o.id.in_(list(chunk)), o.state == CLAIMED)
                 .order_by(o.id)
             )
-            if self.is_postgres:
-                q = q.with_for_update()  # in id order, as every writer of these rows locks them
+            # in id order, as every writer of these rows locks them
+            q = self.dialect.for_update(q)
             held.update((row[0], row) for row in conn.execute(q))
         ok = [r for r in rows if (h := held.get(r["b_id"])) is not None and h.token == r["b_token"]]
         if ok:
@@ -880,9 +762,9 @@ class ClaimOps:
         tokens = {i: tok for i, tok, _f in items}
         fresh: dict[int, Any] = {}  # not yet marked: these get a `fired` event
         ids = sorted(tokens)
-        for k in range(0, len(ids), 500):
+        for chunk in chunks(ids):
             q = select(o.id, o.token, o.reminder_id, o.session_id, o.due_at).where(
-                o.id.in_(ids[k : k + 500]), o.fired_at.is_(None)
+                o.id.in_(list(chunk)), o.fired_at.is_(None)
             )
             fresh.update((row[0], row) for row in conn.execute(q) if row[1] == tokens[row[0]])
         conn.execute(
@@ -899,51 +781,8 @@ class ClaimOps:
         """Extend the owner's claims and session turns. ``turn_tokens``: only those
         turns (an engine renews the turns it is running, never one whose release
         failed, which must be left to expire)."""
-        o, s = t.occurrences.c, t.sessions.c
         with self.write(notify=False) as conn:
-            res = conn.execute(
-                update(t.occurrences)
-                .where(o.owner == owner, o.state == CLAIMED)
-                .values(lease_until=until_us)
-            )
-            tokens = None if turn_tokens is None else list(turn_tokens)
-            if tokens is None or tokens:
-                turns = update(t.sessions).where(s.turn_owner == owner)
-                if tokens:
-                    turns = turns.where(s.turn_token.in_(tokens))
-                conn.execute(turns.values(turn_until=until_us))
-            return res.rowcount
-
-    # -- session turns -------------------------------------------------------------------
-
-    def claim_turn(
-        self, session_id: str, *, owner: str, token: str, until_us: int, now_us: int
-    ) -> bool:
-        """Start a turn on an idle session (no external busy mark, no live turn)."""
-        s = t.sessions.c
-        with self.write(notify=False) as conn:
-            res = conn.execute(
-                update(t.sessions)
-                .where(
-                    s.id == session_id,
-                    s.busy_since.is_(None),
-                    or_(s.turn_token.is_(None), s.turn_until < now_us),
-                )
-                .values(
-                    turn_owner=owner, turn_token=token, turn_until=until_us, last_active_at=now_us
-                )
-            )
-            return res.rowcount == 1
-
-    def release_turn(self, session_id: str, token: str, *, now_us: int) -> bool:
-        s = t.sessions.c
-        with self.write() as conn:
-            res = conn.execute(
-                update(t.sessions)
-                .where(s.id == session_id, s.turn_token == token)
-                .values(turn_owner=None, turn_token=None, turn_until=None, last_active_at=now_us)
-            )
-            return res.rowcount == 1
+            return renew_leases(conn, owner=owner, until_us=until_us, turn_tokens=turn_tokens)
 
     # -- what to wait for ----------------------------------------------------------------
 
@@ -968,12 +807,12 @@ class ClaimOps:
         o = t.occurrences.c
         held: list[int] = []
         with self.read() as conn:
-            for i in range(0, len(ids), 500):
+            for chunk in chunks(ids):
                 held.extend(
                     r[0]
                     for r in conn.execute(
                         select(o.id).where(
-                            o.id.in_(list(ids[i : i + 500])), o.owner == owner, o.state == CLAIMED
+                            o.id.in_(list(chunk)), o.owner == owner, o.state == CLAIMED
                         )
                     )
                 )
@@ -985,58 +824,26 @@ class ClaimOps:
             return
         o = t.occurrences.c
         with self.write() as conn:
-            for i in range(0, len(ids), 500):
+            for chunk in chunks(ids):
                 conn.execute(
                     update(t.occurrences)
-                    .where(o.id.in_(list(ids[i : i + 500])), o.owner == owner, o.state == CLAIMED)
+                    .where(o.id.in_(list(chunk)), o.owner == owner, o.state == CLAIMED)
                     .values(lease_until=0)
                 )
 
-    # -- alerter lease and engine registry -----------------------------------------------
-
-    def hold_lease(
-        self, name: str, *, holder: str, priority: int, until_us: int, now_us: int
-    ) -> tuple[str, int, int]:
-        """Take or renew the named lease if it is free, expired, ours, or held at a lower
-        priority. Returns the (holder, priority, until) that holds it afterwards."""
-        lc = t.leases.c
-        with self.write(notify=False) as conn:
-            res = conn.execute(
-                update(t.leases)
-                .where(
-                    lc.name == name,
-                    or_(lc.holder == holder, lc.until < now_us, lc.priority < priority),
-                )
-                .values(holder=holder, priority=priority, until=until_us)
-            )
-            if res.rowcount == 0:
-                conn.execute(
-                    self._insert(t.leases)
-                    .values(name=name, holder=holder, priority=priority, until=until_us)
-                    .on_conflict_do_nothing(index_elements=["name"])
-                )
-            row = conn.execute(
-                select(lc.holder, lc.priority, lc.until).where(lc.name == name)
-            ).one()
-            return row[0], row[1], row[2]
-
-    def warm(self) -> None:
+    def warm(self, *also: Callable[[], object]) -> None:
         """Run an engine's first statements once, claiming nothing, so that SQLAlchemy
         has compiled them before a fire that is overdue when the engine starts needs
-        them (compiling them cold costs several milliseconds). Best effort."""
+        them (compiling them cold costs several milliseconds); ``also``: reads of other
+        roles the engine starts with. Best effort."""
         try:
-            if not self.is_postgres:
-                # Copy a write-ahead log left by an earlier process into the database now:
-                # the first commit would do it otherwise (the first claim, ~10 ms per 4 MB).
-                raw = self.engine.raw_connection()
-                try:
-                    raw.cursor().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                finally:
-                    raw.close()
+            # The first claim would copy a write-ahead log left by an earlier
+            # process into the database otherwise (~10 ms per 4 MB).
+            self.dialect.checkpoint(self.db.engine)
             self.next_due_us()
-            self.lease_holder("alerter", now_us=0)
             self.claim_due(now_us=0, horizon_us=-1, owner="", lease_us=0, limit=1, plan=_no_plan)
-            self.get_sessions(["-"], now_us=0)
+            for read in also:
+                read()
             # The claim's writes too (the call above found nothing to claim), rolled back.
             with contextlib.suppress(_Rollback), self.write(notify=False) as conn:
                 row = {
@@ -1073,70 +880,6 @@ class ClaimOps:
                 raise _Rollback
         except Exception as exc:
             log.debug("warming the store's statements failed: %s", exc)
-
-    def lease_holder(self, name: str, *, now_us: int) -> tuple[str, int] | None:
-        lc = t.leases.c
-        with self.read() as conn:
-            row = conn.execute(
-                select(lc.holder, lc.priority).where(lc.name == name, lc.until >= now_us)
-            ).first()
-        return None if row is None else (row[0], row[1])
-
-    def drop_lease(self, name: str, *, holder: str) -> None:
-        with self.write(notify=False) as conn:
-            conn.execute(
-                delete(t.leases).where(t.leases.c.name == name, t.leases.c.holder == holder)
-            )
-
-    def heartbeat(
-        self, *, engine_id: str, host: str, pid: int, role: str, priority: int, now_us: int
-    ) -> None:
-        e = t.engines.c
-        with self.write(notify=False) as conn:
-            res = conn.execute(
-                update(t.engines).where(e.id == engine_id).values(heartbeat_at=now_us)
-            )
-            if res.rowcount == 0:
-                conn.execute(
-                    insert(t.engines).values(
-                        id=engine_id,
-                        host=host,
-                        pid=pid,
-                        role=role,
-                        alert_priority=priority,
-                        started_at=now_us,
-                        heartbeat_at=now_us,
-                    )
-                )
-
-    def unregister_engine(self, engine_id: str) -> None:
-        with self.write(notify=False) as conn:
-            conn.execute(delete(t.engines).where(t.engines.c.id == engine_id))
-
-    def live_engines(self, *, since_us: int) -> list[dict[str, Any]]:
-        with self.read() as conn:
-            rows = conn.execute(select(t.engines).where(t.engines.c.heartbeat_at >= since_us)).all()
-        return [dict(r._mapping) for r in rows]
-
-    def set_paused_all(
-        self, paused: bool, *, now_us: int, surface: Surface | str = Surface.API
-    ) -> None:
-        """Pause or resume all firing; the event (``paused``/``resumed``, no reminder) says ``all``."""
-        with self.write() as conn:
-            self._set_flag(conn, PAUSED_ALL, "1" if paused else "0", now_us)
-            write_events(
-                conn,
-                [
-                    event_row(
-                        EventKind.PAUSED if paused else EventKind.RESUMED,
-                        surface,
-                        at_us=now_us,
-                        session=None,
-                        reminder_id=None,
-                        detail={"all": True},
-                    )
-                ],
-            )
 
 
 # Outcome events are built here without the general detail_json: a burst writes
@@ -1188,9 +931,30 @@ def _outcome_events(
     return out
 
 
+def waiting_of(
+    conn: Connection, reminder_ids: Sequence[str]
+) -> dict[str, tuple[str | None, str | None, int, int]]:
+    """:meth:`Claims.waiting_of` in the caller's transaction."""
+    o = t.occurrences.c
+    out: dict[str, tuple[str | None, str | None, int, int]] = {}
+    for chunk in chunks(reminder_ids):
+        rows = conn.execute(
+            select(o.reminder_id, o.wait_for, o.error, o.due_at)
+            .where(o.reminder_id.in_(list(chunk)), o.state == WAITING)
+            .order_by(o.reminder_id, o.due_at)
+        )
+        for rid, wait_for, error, due in rows:
+            if rid in out:
+                w, e, d, n = out[rid]
+                out[rid] = (w, e, d, n + 1)
+            else:
+                out[rid] = (wait_for, error, due, 1)
+    return out
+
+
 def _paused_all(conn: Connection) -> bool:
     value = conn.execute(select(t.flags.c.value).where(t.flags.c.name == PAUSED_ALL)).scalar()
     return value == "1"
 
 
-__all__ = ["ClaimOps", "Outcome", "Plan", "PlannedFire"]
+__all__ = ["Claims", "Outcome", "Plan", "PlannedFire", "settle", "waiting_of"]

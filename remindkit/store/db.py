@@ -17,14 +17,20 @@ import logging
 import os
 import re
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import NullPool, QueuePool
 
 from ..errors import StoreError
+from ..settings import Settings
+from .dialect import Dialect
+from .events import forget_deferred
+from .wake import Wake, make_wake
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -258,4 +264,66 @@ def dispose_quietly(engine: Engine) -> None:
         engine.dispose()
 
 
-__all__ = ["NullPool", "make_engine", "migrate", "sqlite_path"]
+# -- the shared plumbing of the store's roles ---------------------------------------------
+
+
+class Db:
+    """One open database: its engine, write and read transactions, wake-up hints to
+    engines after a commit, the origin those hints carry, its dialect and settings.
+    Every role of the store (``SqlStore.claims``, ``.reminders``, ...) shares one."""
+
+    def __init__(
+        self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None
+    ) -> None:
+        self.engine = engine
+        self.settings = settings or Settings.from_env()
+        self.dialect = Dialect.of(engine)
+        self.wake: Wake = wake if wake is not None else make_wake(engine)
+        self._origin = threading.local()
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @contextlib.contextmanager
+    def origin(self, name: str) -> Iterator[None]:
+        """Tag wake-up hints sent by this thread's writes (an engine ignores its own)."""
+        before = getattr(self._origin, "name", "")
+        self._origin.name = name
+        try:
+            yield
+        finally:
+            self._origin.name = before
+
+    @contextlib.contextmanager
+    def write(self, *, notify: bool = True) -> Iterator[Connection]:
+        """One write transaction; commits on success, hints engines afterwards."""
+        try:
+            with self.engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
+                forget_deferred(conn)  # left by a transaction that rolled back
+                yield conn
+        except IntegrityError:
+            raise
+        except DBAPIError as exc:
+            raise StoreError(
+                f"the store is unavailable: {exc.orig}", code="store_unavailable"
+            ) from exc
+        if notify:
+            self.wake.notify(getattr(self._origin, "name", ""))
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+        except DBAPIError as exc:
+            raise StoreError(
+                f"the store is unavailable: {exc.orig}", code="store_unavailable"
+            ) from exc
+
+    def close(self) -> None:
+        self.wake.close()
+        dispose_quietly(self.engine)
+
+
+__all__ = ["Db", "NullPool", "make_engine", "migrate", "sqlite_path"]

@@ -9,19 +9,20 @@ from that insert to the commit. SQLite writers are serialised anyway.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, select
 
 from ..audit import READ_MAX, Event, EventKind, Surface, detail_json
 from ..clock import from_us
 from ..errors import InvalidInput
 from . import schema as t
+from .dialect import Dialect, chunks
+from .role import Role
 
 log = logging.getLogger(__name__)
 _EVENTS_LOCK = int(hashlib.sha1(b"remindkit-events").hexdigest()[:15], 16)
@@ -69,14 +70,13 @@ def write_events(conn: Connection, rows: Sequence[EventRow]) -> None:
         rows = [*pending, *rows]
     if not rows:
         return
-    postgres = conn.dialect.name == "postgresql"
-    if postgres:
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _EVENTS_LOCK})
-    mark = "%s" if postgres else "?"
+    dialect = Dialect.of(conn)
+    dialect.advisory_xact_lock(conn, _EVENTS_LOCK)
+    mark = dialect.placeholder
     # Plain executemany: 10,000 outcomes at once must cost little beside their own writes.
     sql = f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join([mark] * len(_COLUMNS))})"
-    for i in range(0, len(rows), 5000):
-        conn.exec_driver_sql(sql, list(rows[i : i + 5000]))
+    for chunk in chunks(rows, 5000):
+        conn.exec_driver_sql(sql, list(chunk))
 
 
 def event_from_row(row: Any) -> Event:
@@ -112,12 +112,8 @@ def _check_limit(limit: object) -> int:
     return limit
 
 
-class EventOps:
-    """Reading the audit trail, mixed into SqlStore."""
-
-    if TYPE_CHECKING:
-
-        def read(self) -> contextlib.AbstractContextManager[Connection]: ...
+class Events(Role):
+    """Reading the audit trail."""
 
     def events_after(
         self,
@@ -190,7 +186,7 @@ def changes(
 
 
 __all__ = [
-    "EventOps",
+    "Events",
     "EventRow",
     "changes",
     "defer_events",

@@ -10,15 +10,15 @@ A token row holds the SHA-256 of the bearer token, never the token itself.
 
 from __future__ import annotations
 
-import contextlib
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 
 from ..errors import InvalidInput, NotFound
 from ..models import LIVE_STATES, SESSION_DELETED, Session
 from . import schema as t
+from .role import Role
 from .rows import session_from_row
 
 DEFAULT_PROJECT = "default"
@@ -56,14 +56,8 @@ def disabled_projects_sessions() -> Any:
     return select(s.id).join(t.projects, p.name == s.project).where(p.reminders.is_(False))
 
 
-class ProjectOps:
-    if TYPE_CHECKING:
-
-        def write(
-            self, *, notify: bool = True
-        ) -> contextlib.AbstractContextManager[Connection]: ...
-        def read(self) -> contextlib.AbstractContextManager[Connection]: ...
-        def for_update(self, stmt: Any) -> Any: ...
+class Projects(Role):
+    """Projects, their sessions, and API tokens."""
 
     # -- projects ------------------------------------------------------------------------
 

@@ -7,20 +7,20 @@ CLI, the tray and the notebook panel show the same numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import case, func, select
 
 from . import schema as t
+from .role import Role
 
 FAILED_WINDOW_US = 7 * 86_400 * 1_000_000  # `!` looks at the last week of fires
 STATS_STATES = ("delivered", "failed", "waiting", "skipped", "cancelled")
 
 
-class ReportOps:
-    read: Callable[[], AbstractContextManager[Connection]]
+class Reports(Role):
+    """Read-only summaries: the status line's counts and fire statistics."""
 
     def status_summary(self, *, now_us: int, max_sessions: int = 1_000) -> dict[str, Any]:
         """Per session and overall: active and paused counts, the next fire (µs), and
@@ -134,7 +134,7 @@ def _lateness(values: list[int]) -> dict[str, int | None]:
 
 
 def stats_text(entry: dict[str, Any], *, since: str = "24h") -> str:
-    """One line of :meth:`ReportOps.fire_stats` counts, as the tray menu and the notebook
+    """One line of :meth:`Reports.fire_stats` counts, as the tray menu and the notebook
     panel show them."""
     text = (
         f"last {since}: {entry['fires']} fires · {entry['delivered']} delivered · {entry['failed']} failed"

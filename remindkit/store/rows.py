@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from ..clock import from_us, to_us
-from ..models import Occurrence, Reminder, Session
+from ..models import SESSION_ACTIVE, Fire, Message, Occurrence, Reminder, Session
 from ..schedules import Schedule
 from . import schema as t
 
+log = logging.getLogger(__name__)
 _REMINDER_FIELDS = tuple(c.name for c in t.reminders.c)
 
 
@@ -90,6 +94,90 @@ def reminder_to_row(r: Reminder) -> dict[str, Any]:
     }
 
 
+def readable_reminders(rows: Iterable[Any]) -> list[Reminder]:
+    """Rows that map to reminders; an unreadable one is left out (and logged):
+    the engine quarantines it when it comes due, and `remindkit status` lists it."""
+    out = []
+    for row in rows:
+        try:
+            out.append(reminder_from_row(row))
+        except Exception as exc:
+            log.warning(
+                "reminder %s cannot be read: %s: %s", row._mapping["id"], type(exc).__name__, exc
+            )
+    return out
+
+
+# An occurrence joined with its reminder (``select(*FIRE_COLUMNS).join(...)``).
+FIRE_COLUMNS = (
+    t.occurrences.c.id.label("occ_id"),
+    t.occurrences.c.due_at,
+    t.occurrences.c.token,
+    t.occurrences.c.missed,
+    t.occurrences.c.position,
+    t.occurrences.c.alert,
+    t.occurrences.c.fired_at,
+    t.occurrences.c.session_id.label("occ_session"),
+    t.occurrences.c.error.label("occ_error"),
+    t.occurrences.c.wait_for.label("occ_wait_for"),
+    t.reminders,
+)
+
+
+def fire_of(
+    rem: Reminder,
+    *,
+    occurrence_id: int,
+    session: str | None,
+    due_us: int,
+    position: int,
+    missed: int,
+    token: str,
+    alert: str | None,
+    fired_at: datetime | None = None,
+    wait_for: str | None = None,
+) -> Fire:
+    """The fire of one occurrence of ``rem``."""
+    return Fire(
+        occurrence_id=occurrence_id,
+        reminder_id=rem.id,
+        session=session,
+        due_at=from_us(due_us),
+        text=rem.text,
+        label=rem.label,
+        kind=rem.kind,
+        position=position,
+        repeat=rem.schedule.repeat,
+        missed=missed,
+        alarm=rem.alarm,
+        announce=rem.announce,
+        urgency=rem.urgency,
+        on_busy=rem.on_busy,
+        token=token,
+        fired_at=fired_at,
+        alert=alert,
+        every_s=rem.schedule.every_s,
+        wait_for=wait_for,
+    )
+
+
+def fire_from_joined(row: Any, token: str) -> Fire:
+    """A row of ``FIRE_COLUMNS`` as the fire it is, under ``token``."""
+    m = row._mapping
+    return fire_of(
+        reminder_from_row(row),
+        occurrence_id=m["occ_id"],
+        session=m["occ_session"],
+        due_us=m["due_at"],
+        position=m["position"] or 1,
+        missed=m["missed"],
+        token=token,
+        alert=m["alert"],
+        fired_at=_dt(m["fired_at"]),
+        wait_for=m["occ_wait_for"],
+    )
+
+
 def occurrence_from_row(row: Any) -> Occurrence:
     m = row._mapping
     return Occurrence(
@@ -146,3 +234,55 @@ def session_to_row(s: Session) -> dict[str, Any]:
         "title": s.title,
         "fallback": s.fallback,
     }
+
+
+def new_session_row(session_id: str, now_us: int) -> dict[str, Any]:
+    """The row of a session made on first use (no adapter)."""
+    return {
+        "id": session_id,
+        "adapter": None,
+        "config": json.dumps({}),
+        "state": SESSION_ACTIVE,
+        "created_at": now_us,
+        "last_active_at": now_us,
+    }
+
+
+def message_from_row(row: Any) -> Message:
+    m = row._mapping
+    calls = json.loads(m["tool_calls"]) if m["tool_calls"] else []
+    return Message(
+        session=m["session_id"],
+        role=m["role"],
+        content=m["content"],
+        kind=m["kind"],
+        hidden=bool(m["hidden"]),
+        tool_calls=tuple(calls),
+        tool_call_id=m["tool_call_id"],
+        name=m["name"],
+        seq=m["seq"],
+        id=m["id"],
+        created_at=from_us(m["created_at"]),
+    )
+
+
+def message_to_row(msg: Message, session_id: str, seq: int, now_us: int) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "seq": seq,
+        "role": msg.role,
+        "kind": msg.kind,
+        "content": msg.content,
+        "hidden": msg.hidden,
+        "tool_calls": json.dumps(list(msg.tool_calls)) if msg.tool_calls else None,
+        "tool_call_id": msg.tool_call_id,
+        "name": msg.name,
+        "created_at": now_us,
+    }
+
+
+class MappedRow:
+    """A plain mapping that reads like a result row (``row._mapping``)."""
+
+    def __init__(self, mapping: dict[str, Any]) -> None:
+        self._mapping = mapping

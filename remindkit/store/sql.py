@@ -1,4 +1,10 @@
-"""SqlStore: reminders, sessions and flags on SQLite or PostgreSQL.
+"""SqlStore: the store on SQLite or PostgreSQL, as roles over one database.
+
+Each role holds the shared :class:`~remindkit.store.db.Db` (engine, transactions,
+wake-up hints, dialect, settings) and the operations of one part of the store:
+``store.reminders``, ``.sessions``, ``.claims``, ``.turns``, ``.transcripts``,
+``.coordination`` (engines, leases, flags), ``.events``, ``.reports`` and
+``.projects``. ``remindkit.store.roles`` names what callers use of each.
 
 Every mutation is one transaction that either commits whole or changes nothing.
 On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` (see ``db.py``); on
@@ -10,196 +16,96 @@ After a commit the store sends a wake-up hint to engines (``wake.py``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
-import operator
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import replace
-from typing import Any, NamedTuple
 
-from sqlalchemy import (
-    Connection,
-    Engine,
-    and_,
-    bindparam,
-    delete,
-    func,
-    insert,
-    or_,
-    select,
-    text,
-    update,
-)
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import OperationalError
 
-from ..audit import EventKind, Surface
-from ..clock import format_utc, from_us, to_us
-from ..errors import Conflict, InvalidInput, LimitExceeded, NotFound, StoreError
-from ..models import (
-    ACTIVE,
-    CANCELLED,
-    CLAIMED,
-    LIVE_STATES,
-    OCC_CANCELLED,
-    PAUSED,
-    SESSION_ACTIVE,
-    SESSION_DELETED,
-    WAITING,
-    Delivery,
-    Occurrence,
-    Reminder,
-    Session,
+from ..errors import StoreError
+from ..settings import Settings
+from .claims import Claims
+from .coordination import Coordination
+from .db import Db, dispose_quietly, make_engine, migrate
+from .dialect import Dialect
+from .events import Events
+from .projects import Projects
+from .reminders import Added, Reminders
+from .reports import Reports
+from .roles import (
+    ClaimStore,
+    CoordinationStore,
+    EventStore,
+    ProjectStore,
+    ReminderStore,
+    ReportStore,
+    SessionStore,
+    TranscriptStore,
+    TurnStore,
 )
-from ..settings import Limits, Settings
-from . import schema as t
-from .claims import ClaimOps
-from .db import WRITE, dispose_quietly, make_engine, migrate
-from .events import EventOps, EventRow, changes, event_row, forget_deferred, write_events
-from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION, ProjectOps
-from .reports import ReportOps
-from .rows import (
-    occurrence_from_row,
-    reminder_from_row,
-    reminder_to_row,
-    session_from_row,
-    session_to_row,
-)
-from .transcripts import TranscriptOps
-from .wake import Wake, make_wake
+from .sessions import Sessions
+from .transcripts import Transcripts
+from .turns import Turns
+from .wake import Wake
 
 log = logging.getLogger(__name__)
-_LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)
-PAUSED_ALL = "paused_all"
-
-# Statements on the create path, built once: building a statement per call costs
-# more than running it on SQLite (SQLAlchemy derives a cache key from each new one).
-_R = t.reminders.c
-_SESSION_STATE = select(t.sessions.c.state, t.sessions.c.project).where(
-    t.sessions.c.id == bindparam("sid")
-)
-_INSERT_SESSION = insert(t.sessions)
-_INSERT_REMINDER = insert(t.reminders)
-_LIVE_LABEL = select(_R.id).where(
-    _R.session_id == bindparam("sid"), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
-)
-_LIVE_LABEL_NO_SESSION = select(_R.id).where(
-    _R.session_id.is_(None), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
-)
-_COUNT_LIVE_IN_SESSION = (
-    select(func.count())
-    .select_from(t.reminders)
-    .where(_R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
-)
-_COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
-_LIVE_ENGINES = select(t.engines.c.host, t.engines.c.pid).where(
-    t.engines.c.heartbeat_at >= bindparam("since")
-)
 
 
-class Added(NamedTuple):
-    reminder: Reminder
-    replaced: list[str]
-    engines: list[tuple[str, int]]  # (host, pid) of live engines, when asked for
+class SqlStore:
+    """The store: its roles over one shared database."""
 
-
-def _check_import_limits(
-    conn: Connection, reminders: Sequence[Reminder], limits: Limits, lines: Sequence[int] | None
-) -> None:
-    live = [(i, r) for i, r in enumerate(reminders) if r.state in LIVE_STATES]
-    if not live:
-        return
-    total = int(conn.execute(_COUNT_LIVE).scalar_one())
-    per: dict[str, int] = {}
-    for i, rem in live:
-        total += 1
-        where = f"line {lines[i]}: " if lines is not None else ""
-        if limits.total is not None and total > limits.total:
-            raise InvalidInput(
-                f"{where}the store would have more than {limits.total} active reminders",
-                code="invalid_import",
-                limit=limits.total,
-                scope="total",
-            )
-        if rem.session is not None and limits.per_session is not None:
-            if rem.session not in per:
-                per[rem.session] = int(
-                    conn.execute(_COUNT_LIVE_IN_SESSION, {"sid": rem.session}).scalar_one()
-                )
-            per[rem.session] += 1
-            if per[rem.session] > limits.per_session:
-                raise InvalidInput(
-                    f"{where}session {rem.session!r} would have more than {limits.per_session} "
-                    "active reminders",
-                    code="invalid_import",
-                    limit=limits.per_session,
-                    scope="session",
-                )
-
-
-class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
     def __init__(
         self, engine: Engine, *, settings: Settings | None = None, wake: Wake | None = None
     ) -> None:
-        self.engine = engine
-        self.settings = settings or Settings.from_env()
-        self.dialect = engine.dialect.name
-        self.wake: Wake = wake if wake is not None else make_wake(engine)
-        self._origin = threading.local()
+        self.db = Db(engine, settings=settings, wake=wake)
+        self.reminders: ReminderStore = Reminders(self.db)
+        self.sessions: SessionStore = Sessions(self.db)
+        self.claims: ClaimStore = Claims(self.db)
+        self.turns: TurnStore = Turns(self.db)
+        self.transcripts: TranscriptStore = Transcripts(self.db)
+        self.coordination: CoordinationStore = Coordination(self.db)
+        self.events: EventStore = Events(self.db)
+        self.reports: ReportStore = Reports(self.db)
+        self.projects: ProjectStore = Projects(self.db)
 
-    # -- plumbing ------------------------------------------------------------------------
+    # -- plumbing (the shared Db's) ------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        return self.db.engine
+
+    @property
+    def settings(self) -> Settings:
+        return self.db.settings
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.db.dialect
+
+    @property
+    def wake(self) -> Wake:
+        return self.db.wake
+
+    @wake.setter
+    def wake(self, wake: Wake) -> None:
+        self.db.wake = wake
 
     @property
     def url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        return self.db.url
 
-    @property
-    def is_postgres(self) -> bool:
-        return self.dialect == "postgresql"
-
-    @contextlib.contextmanager
-    def origin(self, name: str) -> Iterator[None]:
+    def origin(self, name: str) -> contextlib.AbstractContextManager[None]:
         """Tag wake-up hints sent by this thread's writes (an engine ignores its own)."""
-        before = getattr(self._origin, "name", "")
-        self._origin.name = name
-        try:
-            yield
-        finally:
-            self._origin.name = before
+        return self.db.origin(name)
 
-    @contextlib.contextmanager
-    def write(self, *, notify: bool = True) -> Iterator[Connection]:
+    def write(self, *, notify: bool = True) -> contextlib.AbstractContextManager[Connection]:
         """One write transaction; commits on success, hints engines afterwards."""
-        try:
-            with self.engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
-                forget_deferred(conn)  # left by a transaction that rolled back
-                yield conn
-        except IntegrityError:
-            raise
-        except DBAPIError as exc:
-            raise StoreError(
-                f"the store is unavailable: {exc.orig}", code="store_unavailable"
-            ) from exc
-        if notify:
-            self.wake.notify(getattr(self._origin, "name", ""))
+        return self.db.write(notify=notify)
 
-    @contextlib.contextmanager
-    def read(self) -> Iterator[Connection]:
-        try:
-            with self.engine.connect() as conn, conn.begin():
-                yield conn
-        except DBAPIError as exc:
-            raise StoreError(
-                f"the store is unavailable: {exc.orig}", code="store_unavailable"
-            ) from exc
-
-    def for_update(self, stmt):
-        return stmt.with_for_update() if self.is_postgres else stmt
+    def read(self) -> contextlib.AbstractContextManager[Connection]:
+        return self.db.read()
 
     def close(self) -> None:
-        self.wake.close()
-        dispose_quietly(self.engine)
+        self.db.close()
 
     def __enter__(self) -> SqlStore:
         return self
@@ -207,696 +113,12 @@ class SqlStore(ClaimOps, TranscriptOps, EventOps, ReportOps, ProjectOps):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- reminders -----------------------------------------------------------------------
-
-    def add_reminder(
-        self,
-        rem: Reminder,
-        *,
-        limits: Limits,
-        now_us: int,
-        replace_label: bool = True,
-        surface: Surface | str = Surface.API,
-        alive_since_us: int | None = None,
-        project: str | None = None,
-    ) -> Added:
-        """Insert ``rem``; an active reminder with the same label in its session is
-        cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
-        Writes a ``created`` event (and ``replaced`` for each one replaced). With
-        ``alive_since_us``, also reads (host, pid) of the engines whose heartbeat is
-        that recent, in the same transaction (is the new reminder armed?). With
-        ``project``, a new session is made in that project, and a session of another
-        project is not found (``session_not_found``)."""
-        for attempt in range(3):
-            try:
-                with self.write() as conn:
-                    rem, replaced = self._add_reminder(
-                        conn,
-                        rem,
-                        limits=limits,
-                        now_us=now_us,
-                        replace_label=replace_label,
-                        project=project,
-                    )
-                    events = [
-                        event_row(
-                            EventKind.REPLACED,
-                            surface,
-                            at_us=now_us,
-                            session=rem.session,
-                            reminder_id=old,
-                            detail={"by": rem.id, "label": rem.label},
-                        )
-                        for old in replaced
-                    ]
-                    events.append(
-                        event_row(
-                            EventKind.CREATED,
-                            surface,
-                            at_us=now_us,
-                            session=rem.session,
-                            reminder_id=rem.id,
-                            detail=_created_detail(rem),
-                        )
-                    )
-                    write_events(conn, events)
-                    engines: list[tuple[str, int]] = []
-                    if alive_since_us is not None:
-                        engines = [
-                            (r[0], r[1])
-                            for r in conn.execute(_LIVE_ENGINES, {"since": alive_since_us})
-                        ]
-                    return Added(rem, replaced, engines)
-            except IntegrityError:
-                if attempt == 2:
-                    raise Conflict(
-                        "another process changed this label at the same moment; retry",
-                        code="conflict",
-                    ) from None
-        raise AssertionError("unreachable")
-
-    def _add_reminder(
-        self,
-        conn: Connection,
-        rem: Reminder,
-        *,
-        limits: Limits,
-        now_us: int,
-        replace_label: bool,
-        project: str | None = None,
-    ) -> tuple[Reminder, list[str]]:
-        if self.is_postgres:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LIMIT_LOCK})
-        replaced: list[str] = []
-        if rem.session is not None:
-            sess = conn.execute(_SESSION_STATE, {"sid": rem.session}).first()
-            if sess is None:
-                row = _new_session_row(rem.session, now_us)
-                if project is not None:
-                    row["project"] = project
-                conn.execute(_INSERT_SESSION, row)
-            elif project is not None and sess.project != project:
-                raise NotFound(
-                    f"No session by the id of {rem.session!r} in project {project!r} was found",
-                    code="session_not_found",
-                    session=rem.session,
-                )
-            elif sess.state == SESSION_DELETED:
-                raise Conflict(
-                    f"session {rem.session!r} was deleted",
-                    code="session_deleted",
-                    session=rem.session,
-                )
-        if rem.label is not None and replace_label:
-            if rem.session is None:
-                old = conn.execute(_LIVE_LABEL_NO_SESSION, {"label": rem.label}).all()
-            else:
-                old = conn.execute(_LIVE_LABEL, {"sid": rem.session, "label": rem.label}).all()
-            for (old_id,) in old:
-                conn.execute(
-                    update(t.reminders)
-                    .where(t.reminders.c.id == old_id)
-                    .values(
-                        state=CANCELLED,
-                        last_error=f"replaced by {rem.id}",
-                        next_fire_at=None,
-                        updated_at=now_us,
-                        version=t.reminders.c.version + 1,
-                    )
-                )
-                self._cancel_pending(conn, [old_id], now_us=now_us)
-                replaced.append(old_id)
-        if limits.per_session is not None and rem.session is not None:
-            n = conn.execute(_COUNT_LIVE_IN_SESSION, {"sid": rem.session}).scalar_one()
-            if n >= limits.per_session:
-                raise LimitExceeded(
-                    f"session {rem.session!r} already has {n} active reminders (limit {limits.per_session}); "
-                    "cancel one first",
-                    code="too_many_reminders",
-                    limit=limits.per_session,
-                    scope="session",
-                )
-        if limits.per_project is not None and rem.session is not None:
-            project = conn.execute(PROJECT_OF_SESSION, {"sid": rem.session}).scalar_one()
-            n = conn.execute(LIVE_IN_PROJECT, {"p": project}).scalar_one()
-            if n >= limits.per_project:
-                raise LimitExceeded(
-                    f"project {project!r} already has {n} active reminders (limit {limits.per_project})",
-                    code="too_many_reminders",
-                    limit=limits.per_project,
-                    scope="project",
-                )
-        if limits.total is not None:
-            n = conn.execute(_COUNT_LIVE).scalar_one()
-            if n >= limits.total:
-                raise LimitExceeded(
-                    f"the store already has {n} active reminders (limit {limits.total})",
-                    code="too_many_reminders",
-                    limit=limits.total,
-                    scope="total",
-                )
-        conn.execute(_INSERT_REMINDER, reminder_to_row(rem))
-        return rem, replaced
-
-    def import_rows(
-        self,
-        reminders: Sequence[Reminder],
-        sessions: Sequence[Session],
-        *,
-        replace_existing: bool,
-        now_us: int = 0,
-        surface: Surface | str = Surface.IMPORT,
-        limits: Limits | None = None,
-        lines: Sequence[int] | None = None,
-    ) -> int:
-        """Bulk insert in one transaction (``remindkit import``), with a ``created``
-        event per reminder. With ``limits``, the live reminders after the import stay
-        within them, as for ``remind``, else the whole import is refused
-        (``invalid_import`` naming the line, from ``lines``)."""
-        with self.write() as conn:
-            ids = [r.id for r in reminders]
-            existing: set[str] = set()
-            for chunk in _chunks(ids, 500):
-                existing.update(
-                    row[0]
-                    for row in conn.execute(
-                        select(t.reminders.c.id).where(t.reminders.c.id.in_(chunk))
-                    )
-                )
-            if existing and not replace_existing:
-                raise Conflict(
-                    f"{len(existing)} reminder ids already exist (e.g. {sorted(existing)[0]}); "
-                    "use --replace to overwrite them",
-                    code="already_exists",
-                )
-            if existing:
-                for chunk in _chunks(sorted(existing), 500):
-                    conn.execute(delete(t.reminders).where(t.reminders.c.id.in_(chunk)))
-            if limits is not None:
-                _check_import_limits(conn, reminders, limits, lines)
-            have_sessions = {row[0] for row in conn.execute(select(t.sessions.c.id))}
-            new_sessions = [session_to_row(s) for s in sessions if s.id not in have_sessions]
-            if new_sessions:
-                conn.execute(insert(t.sessions), new_sessions)
-            implied = (
-                {r.session for r in reminders if r.session}
-                - have_sessions
-                - {s.id for s in sessions}
-            )
-            if implied:
-                now = max((to_us(r.created_at) for r in reminders if r.created_at), default=0)
-                conn.execute(
-                    insert(t.sessions), [_new_session_row(s, now) for s in sorted(implied)]
-                )
-            rows = [reminder_to_row(r) for r in reminders]
-            if rows:
-                # Plain executemany: the rows are validated domain values already, and
-                # SQLAlchemy's per-row parameter processing would halve the rate.
-                cols = list(rows[0])
-                mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-                sql = f"INSERT INTO reminders ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
-                values = operator.itemgetter(*cols)
-                for chunk in _chunks(rows, 5000):
-                    conn.exec_driver_sql(sql, [values(r) for r in chunk])
-            # The same few details over and over: each is made (and encoded) once.
-            details: dict[tuple[str, bool], EventRow] = {}
-            events: list[EventRow] = []
-            for r in reminders:
-                key = (r.state, r.id in existing)
-                proto = details.get(key)
-                if proto is None:
-                    proto = details[key] = event_row(
-                        EventKind.CREATED,
-                        surface,
-                        at_us=now_us,
-                        session=None,
-                        reminder_id=None,
-                        detail={
-                            "imported": True,
-                            "state": r.state,
-                            **({"replaced_existing": True} if key[1] else {}),
-                        },
-                    )
-                events.append((proto[0], proto[1], proto[2], r.session, r.id, None, proto[6]))
-            write_events(conn, events)
-        return len(rows)
-
-    def get_reminder(self, reminder_id: str) -> Reminder | None:
-        with self.read() as conn:
-            row = conn.execute(select(t.reminders).where(t.reminders.c.id == reminder_id)).first()
-        if row is None:
-            return None
-        got = _readable([row])
-        if not got:
-            raise StoreError(
-                f"reminder {reminder_id} cannot be read (see `remindkit status`)",
-                code="unreadable_row",
-            )
-        return self._with_delivery(got)[0]
-
-    def find_reminders(
-        self,
-        *,
-        session: str | None | type[Any] = Any,
-        states: Iterable[str] | None = None,
-        label: str | None = None,
-        ids: Iterable[str] | None = None,
-        limit: int | None = None,
-        order: str = "created",
-    ) -> list[Reminder]:
-        stmt = select(t.reminders)
-        stmt = _filter(stmt, session=session, states=states, label=label, ids=ids)
-        if order == "next":
-            stmt = stmt.order_by(
-                t.reminders.c.next_fire_at.is_(None), t.reminders.c.next_fire_at, t.reminders.c.id
-            )
-        else:
-            stmt = stmt.order_by(t.reminders.c.created_at, t.reminders.c.id)
-        if limit is not None:
-            stmt = stmt.limit(limit)
-        with self.read() as conn:
-            found = _readable(conn.execute(stmt))
-        return self._with_delivery(found)
-
-    def _with_delivery(self, rems: list[Reminder]) -> list[Reminder]:
-        """Attach the fires that wait for their session to the live reminders they belong to."""
-        live = [r.id for r in rems if r.state in LIVE_STATES]
-        if not live:
-            return rems
-        waiting = self.waiting_of(live)
-        if not waiting:
-            return rems
-        out = []
-        for r in rems:
-            w = waiting.get(r.id)
-            if w is not None:
-                wait_for, reason, due_us, count = w
-                r = replace(r, delivery=Delivery(WAITING, wait_for, reason, from_us(due_us), count))
-            out.append(r)
-        return out
-
-    def count_reminders(
-        self, *, session: str | None | type[Any] = Any, states: Iterable[str] | None = None
-    ) -> int:
-        stmt = _filter(
-            select(func.count()).select_from(t.reminders), session=session, states=states
+    def warm(self) -> None:
+        """Run an engine's first statements once (see :meth:`Claims.warm`)."""
+        self.claims.warm(
+            lambda: self.coordination.lease_holder("alerter", now_us=0),
+            lambda: self.sessions.get_sessions(["-"], now_us=0),
         )
-        with self.read() as conn:
-            return int(conn.execute(stmt).scalar_one())
-
-    def modify(
-        self,
-        fn: Callable[[Reminder], Reminder | None],
-        *,
-        now_us: int,
-        ids: Sequence[str] | None = None,
-        session: str | None | type[Any] = Any,
-        label: str | None = None,
-        states: Iterable[str] | None = None,
-        require_all: bool = True,
-        event: EventKind = EventKind.MODIFIED,
-        surface: Surface | str = Surface.ENGINE,
-    ) -> list[tuple[Reminder, Reminder]]:
-        """Apply ``fn`` to each selected reminder under the write lock.
-
-        ``fn`` returns the new value, or None to leave it unchanged; it may raise
-        a ``RemindkitError``, which rolls everything back. Returns (old, new)
-        pairs of the reminders that changed. With ``ids`` and ``require_all``, an
-        unknown id raises ``not_found`` and nothing changes. Each change writes an
-        ``event`` (by ``surface``) in the same transaction. A new label that a live
-        reminder of the session has already raises ``already_exists``.
-        """
-        try:
-            return self._modify(
-                fn,
-                now_us=now_us,
-                ids=ids,
-                session=session,
-                label=label,
-                states=states,
-                require_all=require_all,
-                event=event,
-                surface=surface,
-            )
-        except IntegrityError:
-            raise Conflict(
-                "a live reminder of this session already has that label", code="already_exists"
-            ) from None
-
-    def _modify(
-        self,
-        fn: Callable[[Reminder], Reminder | None],
-        *,
-        now_us: int,
-        ids: Sequence[str] | None,
-        session: str | None | type[Any],
-        label: str | None,
-        states: Iterable[str] | None,
-        require_all: bool,
-        event: EventKind,
-        surface: Surface | str,
-    ) -> list[tuple[Reminder, Reminder]]:
-        with self.write() as conn:
-            stmt = _filter(
-                select(t.reminders), session=session, states=states, label=label, ids=ids
-            )
-            # Locked in id order, as every writer of reminders locks them (no deadlocks).
-            stmt = self.for_update(stmt.order_by(t.reminders.c.id))
-            current = sorted(
-                _readable(conn.execute(stmt)), key=lambda r: (r.created_at or from_us(0), r.id)
-            )
-            if ids is not None and require_all:
-                found = {r.id for r in current}
-                for rid in ids:
-                    if rid not in found:
-                        raise NotFound.reminder(rid)
-            changed: list[tuple[Reminder, Reminder]] = []
-            for old in current:
-                new = fn(old)
-                if new is None or new == old:
-                    continue
-                new = replace(new, updated_at=from_us(now_us), version=old.version + 1)
-                row = reminder_to_row(new)
-                result = conn.execute(
-                    update(t.reminders)
-                    .where(t.reminders.c.id == old.id, t.reminders.c.version == old.version)
-                    .values(**{k: v for k, v in row.items() if k not in ("id", "created_at")})
-                )
-                if result.rowcount != 1:
-                    raise Conflict(
-                        f"reminder {old.id} changed concurrently; retry", code="conflict"
-                    )
-                changed.append((old, new))
-            ended = [
-                new.id for old, new in changed if new.state == CANCELLED and old.state != CANCELLED
-            ]
-            if ended:
-                self._cancel_pending(conn, ended, now_us=now_us)
-            write_events(
-                conn,
-                [
-                    event_row(
-                        event,
-                        surface,
-                        at_us=now_us,
-                        session=new.session,
-                        reminder_id=new.id,
-                        detail={k: [_plain(a), _plain(b)] for k, (a, b) in changes(old, new)},
-                    )
-                    for old, new in changed
-                ],
-            )
-            return changed
-
-    def _cancel_pending(
-        self, conn: Connection, reminder_ids: Sequence[str], *, now_us: int
-    ) -> None:
-        """A cancelled reminder's fires that were not yet delivered are cancelled too:
-        waiting ones, and claimed ones that are not due yet. A claimed one whose due
-        time has come is firing (its engine records ``fired_at`` with its next batch),
-        so it is left to finish: a turn that cancels the reminder it was fired by
-        (seed 003's recipe) keeps that fire recorded as delivered."""
-        o = t.occurrences.c
-        for chunk in _chunks(list(reminder_ids), 500):
-            conn.execute(
-                update(t.occurrences)
-                .where(
-                    o.reminder_id.in_(chunk),
-                    or_(
-                        o.state == WAITING,
-                        and_(o.state == CLAIMED, o.fired_at.is_(None), o.due_at > now_us),
-                    ),
-                )
-                .values(
-                    state=OCC_CANCELLED,
-                    error="reminder cancelled",
-                    owner=None,
-                    token=None,
-                    lease_until=None,
-                )
-            )
-
-    # -- flags ---------------------------------------------------------------------------
-
-    def get_flag(self, name: str, default: str | None = None) -> str | None:
-        with self.read() as conn:
-            value = conn.execute(select(t.flags.c.value).where(t.flags.c.name == name)).scalar()
-        return default if value is None else str(value)
-
-    def set_flag(self, name: str, value: str, *, now_us: int) -> None:
-        with self.write() as conn:
-            self._set_flag(conn, name, value, now_us)
-
-    def _set_flag(self, conn: Connection, name: str, value: str, now_us: int) -> None:
-        done = conn.execute(
-            update(t.flags).where(t.flags.c.name == name).values(value=value, updated_at=now_us)
-        )
-        if done.rowcount == 0:
-            conn.execute(insert(t.flags).values(name=name, value=value, updated_at=now_us))
-
-    def paused_all(self) -> bool:
-        return self.get_flag(PAUSED_ALL, "0") == "1"
-
-    # -- sessions ------------------------------------------------------------------------
-
-    def put_session(self, sess: Session, *, now_us: int) -> Session:
-        """Create or update a session's adapter, config and title (not its busy state)."""
-        with self.write() as conn:
-            row = conn.execute(
-                self.for_update(select(t.sessions).where(t.sessions.c.id == sess.id))
-            ).first()
-            values = session_to_row(sess)
-            if row is None:
-                values["created_at"] = values["created_at"] or now_us
-                values["last_active_at"] = values["last_active_at"] or now_us
-                conn.execute(insert(t.sessions).values(**values))
-            else:
-                conn.execute(
-                    update(t.sessions)
-                    .where(t.sessions.c.id == sess.id)
-                    .values(
-                        adapter=values["adapter"],
-                        config=values["config"],
-                        title=values["title"],
-                        state=values["state"],
-                        parent_id=values["parent_id"],
-                        fallback=values["fallback"],
-                    )
-                )
-        got = self.get_session(sess.id)
-        assert got is not None
-        return got
-
-    def get_session(self, session_id: str, *, now_us: int | None = None) -> Session | None:
-        with self.read() as conn:
-            row = conn.execute(select(t.sessions).where(t.sessions.c.id == session_id)).first()
-        return None if row is None else session_from_row(row, now_us)
-
-    def get_sessions(
-        self, session_ids: Iterable[str], *, now_us: int | None = None
-    ) -> dict[str, Session]:
-        """Several sessions at once (missing ids are absent from the result)."""
-        ids = sorted(set(session_ids))
-        out: dict[str, Session] = {}
-        with self.read() as conn:
-            for chunk in _chunks(ids, 500):
-                for row in conn.execute(select(t.sessions).where(t.sessions.c.id.in_(chunk))):
-                    sess = session_from_row(row, now_us)
-                    out[sess.id] = sess
-        return out
-
-    def list_sessions(
-        self, *, include_deleted: bool = False, now_us: int | None = None
-    ) -> list[Session]:
-        stmt = select(t.sessions).order_by(t.sessions.c.last_active_at.desc(), t.sessions.c.id)
-        if not include_deleted:
-            stmt = stmt.where(t.sessions.c.state != SESSION_DELETED)
-        with self.read() as conn:
-            return [session_from_row(r, now_us) for r in conn.execute(stmt)]
-
-    def most_recent_session(self, *, exclude: Iterable[str] = ()) -> Session | None:
-        stmt = (
-            select(t.sessions)
-            .where(t.sessions.c.state == SESSION_ACTIVE, t.sessions.c.adapter.is_not(None))
-            .order_by(t.sessions.c.last_active_at.desc(), t.sessions.c.id)
-        )
-        excluded = list(exclude)
-        if excluded:
-            stmt = stmt.where(t.sessions.c.id.not_in(excluded))
-        with self.read() as conn:
-            row = conn.execute(stmt.limit(1)).first()
-        return None if row is None else session_from_row(row)
-
-    def set_session_busy(self, session_id: str, busy: bool, *, now_us: int) -> Session:
-        with self.write() as conn:
-            row = conn.execute(select(t.sessions.c.id).where(t.sessions.c.id == session_id)).first()
-            if row is None:
-                conn.execute(insert(t.sessions), _new_session_row(session_id, now_us))
-            conn.execute(
-                update(t.sessions)
-                .where(t.sessions.c.id == session_id)
-                .values(busy_since=now_us if busy else None, last_active_at=now_us)
-            )
-        got = self.get_session(session_id, now_us=now_us)
-        assert got is not None
-        return got
-
-    def delete_session(
-        self, session_id: str, *, now_us: int, surface: Surface | str = Surface.API
-    ) -> list[str]:
-        """Mark the session deleted and pause its live reminders (``last_error`` says why)."""
-        with self.write() as conn:
-            row = conn.execute(
-                self.for_update(select(t.sessions).where(t.sessions.c.id == session_id))
-            ).first()
-            if row is None:
-                raise NotFound(
-                    f"No session by the id of {session_id!r} was found", code="session_not_found"
-                )
-            conn.execute(
-                update(t.sessions)
-                .where(t.sessions.c.id == session_id)
-                .values(state=SESSION_DELETED)
-            )
-            ids = [
-                r[0]
-                for r in conn.execute(
-                    select(t.reminders.c.id).where(
-                        t.reminders.c.session_id == session_id, t.reminders.c.state == ACTIVE
-                    )
-                )
-            ]
-            if ids:
-                conn.execute(
-                    update(t.reminders)
-                    .where(t.reminders.c.id.in_(ids))
-                    .values(
-                        state=PAUSED,
-                        last_error=f"session {session_id} was deleted",
-                        updated_at=now_us,
-                        version=t.reminders.c.version + 1,
-                    )
-                )
-                write_events(
-                    conn,
-                    [
-                        event_row(
-                            EventKind.PAUSED,
-                            surface,
-                            at_us=now_us,
-                            session=session_id,
-                            reminder_id=rid,
-                            detail={"why": f"session {session_id} was deleted"},
-                        )
-                        for rid in ids
-                    ],
-                )
-            return ids
-
-    # -- history -------------------------------------------------------------------------
-
-    def history(
-        self,
-        *,
-        reminder_id: str | None = None,
-        session: str | None = None,
-        limit: int = 100,
-        states: Iterable[str] | None = None,
-    ) -> list[Occurrence]:
-        stmt = select(t.occurrences)
-        if reminder_id is not None:
-            stmt = stmt.where(t.occurrences.c.reminder_id == reminder_id)
-        if session is not None:
-            stmt = stmt.where(
-                or_(t.occurrences.c.session_id == session, t.occurrences.c.delivered_to == session)
-            )
-        if states is not None:
-            stmt = stmt.where(t.occurrences.c.state.in_(list(states)))
-        stmt = stmt.order_by(t.occurrences.c.due_at.desc(), t.occurrences.c.id.desc()).limit(limit)
-        with self.read() as conn:
-            return [occurrence_from_row(r) for r in conn.execute(stmt)]
-
-    def quarantined(self) -> list[tuple[str, str]]:
-        """(id, reason) of reminders set aside because their row could not be read."""
-        c = t.reminders.c
-        with self.read() as conn:
-            rows = conn.execute(
-                select(c.id, c.last_error)
-                .where(c.state == "failed", c.last_error.like("quarantined:%"))
-                .order_by(c.updated_at)
-            ).all()
-        return [(r[0], r[1]) for r in rows]
-
-    def export_rows(self) -> tuple[list[Reminder], list[Session]]:
-        with self.read() as conn:
-            rems = _readable(
-                conn.execute(
-                    select(t.reminders).order_by(t.reminders.c.created_at, t.reminders.c.id)
-                )
-            )
-            sess = [
-                session_from_row(r)
-                for r in conn.execute(select(t.sessions).order_by(t.sessions.c.id))
-            ]
-        return rems, sess
-
-
-def _readable(rows: Iterable[Any]) -> list[Reminder]:
-    """Rows that map to reminders; an unreadable one is left out (and logged):
-    the engine quarantines it when it comes due, and `remindkit status` lists it."""
-    out = []
-    for row in rows:
-        try:
-            out.append(reminder_from_row(row))
-        except Exception as exc:
-            log.warning(
-                "reminder %s cannot be read: %s: %s", row._mapping["id"], type(exc).__name__, exc
-            )
-    return out
-
-
-def _filter(stmt, *, session=Any, states=None, label=None, ids=None):
-    c = t.reminders.c
-    if session is not Any:
-        stmt = stmt.where(c.session_id.is_(None) if session is None else c.session_id == session)
-    if states is not None:
-        stmt = stmt.where(c.state.in_(list(states)))
-    if label is not None:
-        stmt = stmt.where(c.label == label)
-    if ids is not None:
-        stmt = stmt.where(c.id.in_(list(ids)))
-    return stmt
-
-
-def _created_detail(rem: Reminder) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "schedule": rem.schedule.describe(),
-        "next_fire_at": format_utc(rem.next_fire_at),
-        "source": rem.source,
-    }
-    if rem.label is not None:
-        out["label"] = rem.label
-    return out
-
-
-def _plain(value: Any) -> Any:
-    return format_utc(value) if hasattr(value, "tzinfo") else value
-
-
-def _new_session_row(session_id: str, now_us: int) -> dict[str, Any]:
-    return {
-        "id": session_id,
-        "adapter": None,
-        "config": json.dumps({}),
-        "state": SESSION_ACTIVE,
-        "created_at": now_us,
-        "last_active_at": now_us,
-    }
-
-
-def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 def open_store(
@@ -921,3 +143,6 @@ def open_store(
             f"cannot open the store at {engine.url!r}: {exc.orig}", code="store_unavailable"
         ) from exc
     return SqlStore(engine, settings=settings)
+
+
+__all__ = ["Added", "SqlStore", "open_store"]

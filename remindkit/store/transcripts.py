@@ -2,7 +2,7 @@
 and the occurrence keys each fired turn took.
 
 Appending is one write transaction that numbers the messages (``seq``, unique
-per session). :meth:`TranscriptOps.append_fired` also takes the occurrence keys
+per session). :meth:`Transcripts.append_fired` also takes the occurrence keys
 of a delivery in the same transaction: keys another turn already took are
 dropped, and when none is left nothing is appended, so the same occurrence is
 never run twice in a session, whichever engine or process tries. On PostgreSQL
@@ -12,64 +12,23 @@ which then retries and sees the other's work.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from ..clock import from_us
 from ..errors import Conflict
 from ..models import Message
 from . import schema as t
+from .dialect import chunks
+from .role import Role
+from .rows import MappedRow, message_from_row, message_to_row
 
 RETRIES = 5
 
 
-def message_from_row(row: Any) -> Message:
-    m = row._mapping
-    calls = json.loads(m["tool_calls"]) if m["tool_calls"] else []
-    return Message(
-        session=m["session_id"],
-        role=m["role"],
-        content=m["content"],
-        kind=m["kind"],
-        hidden=bool(m["hidden"]),
-        tool_calls=tuple(calls),
-        tool_call_id=m["tool_call_id"],
-        name=m["name"],
-        seq=m["seq"],
-        id=m["id"],
-        created_at=from_us(m["created_at"]),
-    )
-
-
-def _row(msg: Message, session_id: str, seq: int, now_us: int) -> dict[str, Any]:
-    return {
-        "session_id": session_id,
-        "seq": seq,
-        "role": msg.role,
-        "kind": msg.kind,
-        "content": msg.content,
-        "hidden": msg.hidden,
-        "tool_calls": json.dumps(list(msg.tool_calls)) if msg.tool_calls else None,
-        "tool_call_id": msg.tool_call_id,
-        "name": msg.name,
-        "created_at": now_us,
-    }
-
-
-class TranscriptOps:
-    """Transcript operations, mixed into SqlStore."""
-
-    if TYPE_CHECKING:
-
-        def write(
-            self, *, notify: bool = True
-        ) -> contextlib.AbstractContextManager[Connection]: ...
-        def read(self) -> contextlib.AbstractContextManager[Connection]: ...
+class Transcripts(Role):
+    """Transcripts of the sessions whose conversation remindkit keeps."""
 
     def append_messages(
         self, session_id: str, messages: Sequence[Message], *, now_us: int
@@ -181,9 +140,9 @@ class TranscriptOps:
         out: list[Message] = []
         for msg in messages:
             seq += 1
-            row = _row(msg, session_id, seq, now_us)
+            row = message_to_row(msg, session_id, seq, now_us)
             new_id = conn.execute(insert(t.messages).values(**row).returning(m.id)).scalar_one()
-            out.append(message_from_row(_Row({**row, "id": new_id})))
+            out.append(message_from_row(MappedRow({**row, "id": new_id})))
         return out
 
     def _taken(self, conn: Connection, session_id: str, keys: Sequence[str]) -> set[str]:
@@ -192,21 +151,16 @@ class TranscriptOps:
         k = t.message_keys.c
         taken: set[str] = set()
         unique = list(dict.fromkeys(keys))
-        for i in range(0, len(unique), 500):
+        for chunk in chunks(unique):
             taken.update(
                 r[0]
                 for r in conn.execute(
                     select(k.occurrence_key).where(
-                        k.session_id == session_id, k.occurrence_key.in_(unique[i : i + 500])
+                        k.session_id == session_id, k.occurrence_key.in_(list(chunk))
                     )
                 )
             )
         return taken
 
 
-class _Row:
-    def __init__(self, mapping: dict[str, Any]) -> None:
-        self._mapping = mapping
-
-
-__all__ = ["TranscriptOps", "message_from_row"]
+__all__ = ["Transcripts", "message_from_row"]

@@ -13,20 +13,101 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from sqlalchemy import Connection, or_, update
+
 from ..clock import Clock, now_us
+from ..models import CLAIMED
+from . import schema as t
+from .role import Role
 
 if TYPE_CHECKING:
-    from .sql import SqlStore
+    from .roles import TurnStore
 
 log = logging.getLogger(__name__)
+
+
+def renew_leases(
+    conn: Connection, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None
+) -> int:
+    """Extend the owner's claims and session turns (see :meth:`Claims.renew_leases`)."""
+    o, s = t.occurrences.c, t.sessions.c
+    res = conn.execute(
+        update(t.occurrences)
+        .where(o.owner == owner, o.state == CLAIMED)
+        .values(lease_until=until_us)
+    )
+    tokens = None if turn_tokens is None else list(turn_tokens)
+    if tokens is None or tokens:
+        turns = update(t.sessions).where(s.turn_owner == owner)
+        if tokens:
+            turns = turns.where(s.turn_token.in_(tokens))
+        conn.execute(turns.values(turn_until=until_us))
+    return res.rowcount
+
+
+class Turns(Role):
+    """Session turns: the lease delivery and the agent loop both take on a session,
+    and each session's streak of failed turns."""
+
+    def claim_turn(
+        self, session_id: str, *, owner: str, token: str, until_us: int, now_us: int
+    ) -> bool:
+        """Start a turn on an idle session (no external busy mark, no live turn)."""
+        s = t.sessions.c
+        with self.write(notify=False) as conn:
+            res = conn.execute(
+                update(t.sessions)
+                .where(
+                    s.id == session_id,
+                    s.busy_since.is_(None),
+                    or_(s.turn_token.is_(None), s.turn_until < now_us),
+                )
+                .values(
+                    turn_owner=owner, turn_token=token, turn_until=until_us, last_active_at=now_us
+                )
+            )
+            return res.rowcount == 1
+
+    def release_turn(self, session_id: str, token: str, *, now_us: int) -> bool:
+        s = t.sessions.c
+        with self.write() as conn:
+            res = conn.execute(
+                update(t.sessions)
+                .where(s.id == session_id, s.turn_token == token)
+                .values(turn_owner=None, turn_token=None, turn_until=None, last_active_at=now_us)
+            )
+            return res.rowcount == 1
+
+    def record_turn(self, session_id: str, *, ok: bool, error: str | None = None) -> None:
+        """Keep a session's streak of failed turns (its breaker) and the last reason."""
+        s = t.sessions.c
+        with self.write(notify=False) as conn:
+            if ok:
+                conn.execute(
+                    update(t.sessions).where(s.id == session_id, s.failures != 0).values(failures=0)
+                )
+            else:
+                conn.execute(
+                    update(t.sessions)
+                    .where(s.id == session_id)
+                    .values(failures=s.failures + 1, last_error=(error or "turn failed")[:500])
+                )
+
+    def renew_leases(
+        self, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None = None
+    ) -> int:
+        """Extend the owner's claims and session turns (``turn_tokens``: only those turns)."""
+        with self.write(notify=False) as conn:
+            return renew_leases(conn, owner=owner, until_us=until_us, turn_tokens=turn_tokens)
 
 
 class TurnLease:
     def __init__(
         self,
-        store: SqlStore,
+        turns: TurnStore,
         session_id: str,
         *,
         owner: str,
@@ -35,7 +116,7 @@ class TurnLease:
         held: set[str] | None = None,
         lock: threading.Lock | None = None,
     ) -> None:
-        self.store = store
+        self.turns = turns
         self.session_id = session_id
         self.owner = owner
         self.clock = clock
@@ -49,7 +130,7 @@ class TurnLease:
         """Take the turn if the session is idle. Store errors propagate (the caller
         decides whether its fires wait)."""
         now = now_us(self.clock)
-        got = self.store.claim_turn(
+        got = self.turns.claim_turn(
             self.session_id,
             owner=self.owner,
             token=self.token,
@@ -65,7 +146,7 @@ class TurnLease:
 
     def renew(self) -> None:
         now = now_us(self.clock)
-        self.store.renew_leases(
+        self.turns.renew_leases(
             owner=self.owner, until_us=now + self.lease_us, turn_tokens=[self.token]
         )
 
@@ -78,11 +159,11 @@ class TurnLease:
             with self._lock:
                 self._held.discard(self.token)  # released, or left to expire: no longer renewed
         try:
-            self.store.release_turn(self.session_id, self.token, now_us=now_us(self.clock))
+            self.turns.release_turn(self.session_id, self.token, now_us=now_us(self.clock))
         except Exception:
             log.exception(
                 "could not release the turn of %s (its lease will expire)", self.session_id
             )
 
 
-__all__ = ["TurnLease"]
+__all__ = ["TurnLease", "Turns", "renew_leases"]

@@ -48,7 +48,7 @@ def test_typed_and_fired_turns_send_the_sessions_one_system_prompt(
     sqlite_store, clock, settings
 ) -> None:  # type: ignore[no-untyped-def]
     with ModelServer("llama-cpp-python", lambda body: text("ok")) as server:
-        sqlite_store.put_session(
+        sqlite_store.sessions.put_session(
             Session(
                 "s",
                 adapter="openai",
@@ -149,7 +149,7 @@ def test_a_reply_from_the_fallback_session_shows_in_the_chat_that_asked(
         assert chat.send("hi").ok
         eng = run_engine(sqlite_store, clock, settings)
         rid = fire_one(eng, Reminders(sqlite_store, clock=clock, settings=settings), clock, "s")
-    (occ,) = sqlite_store.history(reminder_id=rid)
+    (occ,) = sqlite_store.reminders.history(reminder_id=rid)
     assert occ.state == "delivered" and occ.delivered_to.startswith("s~")
     (note,) = chat.delivery_notes()
     assert (

@@ -43,7 +43,7 @@ def test_tags_in_reply_are_carried_out(
         "tag",
     )
     assert rem.next_fire_at == clock.now() + timedelta(minutes=5)
-    roles = [(m.role, m.kind, m.hidden) for m in store.messages("s1")]
+    roles = [(m.role, m.kind, m.hidden) for m in store.transcripts.messages("s1")]
     assert roles == [("user", "chat", False), ("assistant", "chat", False)]
     assert model.calls[0][0]["role"] == "system" and "<schedule" in model.calls[0][0]["content"]
 
@@ -74,7 +74,13 @@ def test_errors_go_back_in_the_next_turn(
         if line.startswith("error_json")
     ]
     assert codes == ["unknown_attribute", "interval_too_short", "schedule_not_found"]
-    assert [m.kind for m in store.messages("s1")] == ["chat", "chat", "feedback", "chat", "chat"]
+    assert [m.kind for m in store.transcripts.messages("s1")] == [
+        "chat",
+        "chat",
+        "feedback",
+        "chat",
+        "chat",
+    ]
 
 
 def test_tool_rounds(store: SqlStore, clock: FakeClock, settings: Settings) -> None:
@@ -103,7 +109,7 @@ def test_model_failure_is_a_failed_turn(
     reply = conv(store, clock, settings, Script(RuntimeError("bug"))).send("hi")
     assert not reply.ok and not reply.instant and "bug" in (reply.error or "")
     assert (
-        store.get_session("s1") is not None and store.get_session("s1").idle
+        store.sessions.get_session("s1") is not None and store.sessions.get_session("s1").idle
     )  # the lease is released
 
 
@@ -135,7 +141,7 @@ def test_fired_turn_runs_once_per_key(
     assert sent.count("<schedule-fired ") == 2 and sent.index("text 0") < sent.index("text 1")
     again = conv(store, clock, settings, model).deliver("", fires)  # another engine, same keys
     assert again.duplicate and len(model.calls) == 1
-    [hidden] = [m for m in store.messages("s1") if m.kind == "fired"]
+    [hidden] = [m for m in store.transcripts.messages("s1") if m.kind == "fired"]
     assert hidden.hidden and hidden.role == "user"
     partial = c.deliver("", [fires[1], *fires_for(store, clock, settings, 1)])
     assert partial.ok and model.last_user().count("<schedule-fired ") == 1  # only the new key
@@ -152,7 +158,7 @@ def test_unanswered_fired_turn_is_completed_not_repeated(
     model = Script("answered")
     retry = conv(store, clock, settings, model).deliver("", fires)
     assert retry.ok and retry.text == "answered" and len(model.calls) == 1
-    assert [m.kind for m in store.messages("s1")] == ["fired", "chat"]
+    assert [m.kind for m in store.transcripts.messages("s1")] == ["fired", "chat"]
 
 
 def test_turn_lease_makes_the_session_busy(
@@ -165,7 +171,7 @@ def test_turn_lease_makes_the_session_busy(
     t = threading.Thread(target=lambda: results.append(c.send("hi")))
     t.start()
     assert model.entered.wait(5)
-    sess = store.get_session("s1", now_us=to_us(clock.now()))
+    sess = store.sessions.get_session("s1", now_us=to_us(clock.now()))
     assert sess is not None and sess.in_turn and not sess.idle
     with pytest.raises(SessionBusy) as info:
         conv(store, clock, settings, Script("x")).send("me too", wait_s=0)
@@ -173,4 +179,4 @@ def test_turn_lease_makes_the_session_busy(
     model.gate.set()
     t.join(5)
     assert results[0].ok
-    assert store.get_session("s1", now_us=to_us(clock.now())).idle
+    assert store.sessions.get_session("s1", now_us=to_us(clock.now())).idle

@@ -57,7 +57,9 @@ def make_rig(sqlite_store: SqlStore) -> Iterator[Callable[..., Rig]]:
 
     def make(config: AlertConfig | None = None, **kwargs: object) -> Rig:
         clock = SystemClock()
-        sqlite_store.put_session(Session(id="s1", adapter="python"), now_us=to_us(clock.now()))
+        sqlite_store.sessions.put_session(
+            Session(id="s1", adapter="python"), now_us=to_us(clock.now())
+        )
         alerter = LocalAlerter(config or AlertConfig(players=("simpleaudio",)), **kwargs)  # type: ignore[arg-type]
         engine = Engine(sqlite_store, clock=clock, alerter=alerter, role="tray", alert_priority=10)
         alerter.attach(engine)
@@ -166,7 +168,7 @@ def test_muted_or_quiet_means_no_sound_but_a_notification(
     notification_bus: NotificationBus,
     sqlite_store: SqlStore,
 ) -> None:
-    sw = Switches(sqlite_store, env={})
+    sw = Switches(sqlite_store.coordination, env={})
     now = datetime.now(UTC)
     if how == "mute":
         sw.set_muted(True, now_us=to_us(now))
@@ -252,7 +254,7 @@ def test_the_alarm_sounds_on_time_while_the_session_is_busy(
     make_rig: Callable[..., Rig], alsa_capture: Capture, sqlite_store: SqlStore
 ) -> None:
     rig = make_rig(AlertConfig(players=("simpleaudio",), notify=False))
-    sqlite_store.set_session_busy("s1", True, now_us=to_us(datetime.now(UTC)))
+    sqlite_store.sessions.set_session_busy("s1", True, now_us=to_us(datetime.now(UTC)))
     rem = rig.api.create("Busy", session="s1", in_="1s", alarm=True)
     deadline = time.monotonic() + 10
     while not rig.alerter.records and time.monotonic() < deadline:
@@ -263,7 +265,7 @@ def test_the_alarm_sounds_on_time_while_the_session_is_busy(
     assert (rec.at("alarm.start") - due).total_seconds() < 1.0  # type: ignore[operator]
     time.sleep(0.3)
     assert rig.api.history(rem.id)[0].state == "waiting" and not rig.turns
-    sqlite_store.set_session_busy("s1", False, now_us=to_us(datetime.now(UTC)))
+    sqlite_store.sessions.set_session_busy("s1", False, now_us=to_us(datetime.now(UTC)))
     occ = rig.wait_final(rem.id)
     assert occ.state == "delivered" and len(rig.turns) == 1
     assert alsa_capture.read() == wav_frames(ALARM_WAV)

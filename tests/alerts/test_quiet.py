@@ -69,8 +69,9 @@ def test_switches_live_in_the_store_for_every_process(
     from remindkit.store import open_store
 
     now = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
-    mine = Switches(sqlite_store, env={})
-    other = Switches(open_store(sqlite_url, settings=settings), env={})
+    mine = Switches(sqlite_store.coordination, env={})
+    other_store = open_store(sqlite_url, settings=settings)
+    other = Switches(other_store.coordination, env={})
     try:
         assert not other.silence(now, tz="UTC").silent
         mine.set_muted(True, now_us=to_us(now))
@@ -81,11 +82,14 @@ def test_switches_live_in_the_store_for_every_process(
         mine.set_quiet_hours(None, now_us=to_us(now))
         assert not other.silence(now, tz="UTC").silent
     finally:
-        other.store.close()  # type: ignore[union-attr]
+        other_store.close()
 
 
 def test_environment_defaults_and_store_wins(sqlite_store: SqlStore) -> None:
-    sw = Switches(sqlite_store, env={"REMINDKIT_MUTE": "1", "REMINDKIT_QUIET_HOURS": "01:00-02:00"})
+    sw = Switches(
+        sqlite_store.coordination,
+        env={"REMINDKIT_MUTE": "1", "REMINDKIT_QUIET_HOURS": "01:00-02:00"},
+    )
     assert sw.muted and str(sw.quiet_hours) == "01:00-02:00"
     sw.set_muted(False, now_us=0)
     assert not sw.muted

@@ -27,7 +27,7 @@ def test_a_disabled_project_refuses_and_does_not_fire_until_enabled(
             httpx.Client(base_url=srv.base_url, timeout=30) as http,
         ):
             held = client.session("p", "s1").reminders.create("held back", in_="6s")
-            store.set_feature(
+            store.projects.set_feature(
                 "p", "reminders", False, now_us=0
             )  # at once: engines claim a second ahead
             control = client.session("default", "s2").reminders.create("control", in_="6s")
@@ -45,11 +45,11 @@ def test_a_disabled_project_refuses_and_does_not_fire_until_enabled(
                     resp.status_code == 403 and resp.json()["error"]["code"] == "feature_disabled"
                 ), resp.text
             # the control reminder, due after the held one, fires; the held one does not
-            assert wait_for(lambda: store.history(reminder_id=control["id"]), 60), (
+            assert wait_for(lambda: store.reminders.history(reminder_id=control["id"]), 60), (
                 "the control reminder never fired"
             )
-            assert store.history(reminder_id=held["id"]) == []
-            assert store.get_reminder(held["id"]).state == "active"
+            assert store.reminders.history(reminder_id=held["id"]) == []
+            assert store.reminders.get_reminder(held["id"]).state == "active"
             on = cli(
                 "projects",
                 "features",
@@ -63,7 +63,9 @@ def test_a_disabled_project_refuses_and_does_not_fire_until_enabled(
             assert on.returncode == 0
             fired = wait_for(
                 lambda: (
-                    (h := store.history(reminder_id=held["id"])) and h[0].fired_at is not None and h
+                    (h := store.reminders.history(reminder_id=held["id"]))
+                    and h[0].fired_at is not None
+                    and h
                 ),
                 60,
             )

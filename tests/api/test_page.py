@@ -76,7 +76,9 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
             )
             # × cancels in the store
             page.click(".rk-pill[data-label='long'] .rk-cancel")
-            assert wait_for(lambda: store.get_reminder(long["id"]).state == "cancelled", 30)
+            assert wait_for(
+                lambda: store.reminders.get_reminder(long["id"]).state == "cancelled", 30
+            )
             # the add form; the pill comes from the event stream
             page.fill("#add input[name='prompt']", "stand up and stretch")
             page.fill("#add input[name='in']", "4s")
@@ -85,7 +87,9 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
             page.check("#add input[name='alarm']")
             page.click("#add button[type='submit']")
             page.wait_for_selector(".rk-pill[data-label='standup']", timeout=30_000)
-            made = [r for r in store.find_reminders(session="web") if r.label == "standup"]
+            made = [
+                r for r in store.reminders.find_reminders(session="web") if r.label == "standup"
+            ]
             assert len(made) == 1 and made[0].alarm and made[0].announce == "stand up now"
             # the fire: a banner, the alarm through <audio>, the announcement spoken
             banner = page.locator(".rk-alert[data-label='standup']")
@@ -108,9 +112,9 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
                 page.locator(".rk-chat .rk-line.rk-agent").text_content() or ""
             )
             page.screenshot(path=str(ARTIFACTS / "api-page.png"), full_page=True)
-            assert wait_for(lambda: store.get_reminder(made[0].id).state == "done", 30)
+            assert wait_for(lambda: store.reminders.get_reminder(made[0].id).state == "done", 30)
             page.click(".rk-alert[data-label='standup'] .rk-alert-snooze")
-            assert wait_for(lambda: store.get_reminder(made[0].id).state == "active", 30)
+            assert wait_for(lambda: store.reminders.get_reminder(made[0].id).state == "active", 30)
             page.wait_for_selector(".rk-pill[data-label='standup']", timeout=30_000)
             assert page.locator(".rk-alert").count() == 0
             assert not errors, errors

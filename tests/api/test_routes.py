@@ -74,7 +74,7 @@ def test_reminder_routes_and_their_statuses(api_server, sqlite_url, tmp_path):
         # the same store, the same object: the in-process API sees it
         store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path / "h"))
         try:
-            assert store.get_reminder(made["id"]).text == "check the deploy"
+            assert store.reminders.get_reminder(made["id"]).text == "check the deploy"
         finally:
             store.close()
         # PATCH: pause, resume, snooze, text and name, a stale version

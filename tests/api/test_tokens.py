@@ -12,11 +12,13 @@ pytestmark = pytest.mark.api
 
 
 def test_only_the_hash_is_stored_and_scopes_hold(store):
-    token_id, token = create_token(store, project="acme", session="s1", read_only=True, now_us=1)
-    rows = store.list_tokens()
+    token_id, token = create_token(
+        store.projects, project="acme", session="s1", read_only=True, now_us=1
+    )
+    rows = store.projects.list_tokens()
     assert [r["id"] for r in rows] == [token_id] and token not in repr(rows)
-    assert store.token_by_hash(digest(token))["scope"] == "session"
-    who = authenticate(store, token, open_when_none=True)
+    assert store.projects.token_by_hash(digest(token))["scope"] == "session"
+    who = authenticate(store.projects, token, open_when_none=True)
     who.may_use("acme", "s1")
     for project, session in (("acme", "s2"), ("acme", None), ("other", "s1")):
         with pytest.raises(Forbidden):
@@ -25,21 +27,21 @@ def test_only_the_hash_is_stored_and_scopes_hold(store):
         who.may_write()
     assert exc.value.code == "read_only"
     with pytest.raises(Unauthorized):  # a token exists: none is no longer enough
-        authenticate(store, None, open_when_none=True)
-    assert store.remove_token(token_id)
+        authenticate(store.projects, None, open_when_none=True)
+    assert store.projects.remove_token(token_id)
     with pytest.raises(Unauthorized):
-        authenticate(store, token, open_when_none=True)
-    assert authenticate(store, None, open_when_none=True).scope == "admin"
+        authenticate(store.projects, token, open_when_none=True)
+    assert authenticate(store.projects, None, open_when_none=True).scope == "admin"
     with pytest.raises(Unauthorized):
-        authenticate(store, None, open_when_none=False)
+        authenticate(store.projects, None, open_when_none=False)
 
 
 def test_agent_commands_get_a_token_of_their_own_session(store):
     Reminders(store).create("x", session="s9", in_="1h")
-    agents = AgentTokens(store)
+    agents = AgentTokens(store.projects)
     env = agents.env("s9", now_us=1)
     assert env == agents.env("s9", now_us=2)  # one per session
-    who = authenticate(store, env["REMINDKIT_TOKEN"], open_when_none=False)
+    who = authenticate(store.projects, env["REMINDKIT_TOKEN"], open_when_none=False)
     assert (who.scope, who.project, who.session, who.read_only) == (
         "session",
         "default",
@@ -47,7 +49,7 @@ def test_agent_commands_get_a_token_of_their_own_session(store):
         False,
     )
     agents.revoke_all()
-    assert store.list_tokens() == []
+    assert store.projects.list_tokens() == []
 
 
 AGENT = """

@@ -76,7 +76,7 @@ def test_a_conversation_with_a_reminder_that_fires_after_a_restart(
     wait_all_sent(botapi, sqlite_url, len(botapi.texts(CHAT)))
     store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path))
     try:
-        sess = store.get_session(f"tg:{CHAT}")
+        sess = store.sessions.get_session(f"tg:{CHAT}")
         assert sess is not None and sess.config["route"] == {
             "bot": 4242,
             "chat": CHAT,
@@ -87,7 +87,9 @@ def test_a_conversation_with_a_reminder_that_fires_after_a_restart(
         assert (
             TOKEN not in (tmp_path / "bot-0.log").read_text() + (tmp_path / "bot-1.log").read_text()
         )
-        dump = "".join(str(r) for r in store.list_sessions()) + "".join(str(r) for r in rows)
+        dump = "".join(str(r) for r in store.sessions.list_sessions()) + "".join(
+            str(r) for r in rows
+        )
         assert TOKEN not in dump and TOKEN.split(":")[1] not in dump
     finally:
         store.close()
@@ -172,7 +174,7 @@ def test_only_allowed_chats_get_an_agent(
     )
     store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path))
     try:
-        assert store.get_session("tg:999") is None
+        assert store.sessions.get_session("tg:999") is None
         assert not any(
             "let me in" in line for line in Path(bots.agent_log).read_text().splitlines()
         )
@@ -217,11 +219,11 @@ def test_a_thread_session_expires(botapi: BotAPI, bots, sqlite_url: str, tmp_pat
     botapi.wait_for(lambda: "You said: third" in botapi.texts(CHAT))
     store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path))
     try:
-        old = store.get_session(f"tg:{CHAT}")
-        new = store.get_session(f"tg:{CHAT}~2")
+        old = store.sessions.get_session(f"tg:{CHAT}")
+        new = store.sessions.get_session(f"tg:{CHAT}~2")
         assert old is not None and old.state == "deleted"
         assert new is not None and new.state == "active" and new.config["route"]["chat"] == CHAT
-        [rem] = store.find_reminders(session=f"tg:{CHAT}")
+        [rem] = store.reminders.find_reminders(session=f"tg:{CHAT}")
         assert (
             rem.state == "cancelled"
             and rem.last_error == f"session tg:{CHAT} expired after 4 messages"

@@ -111,7 +111,7 @@ def test_a_fire_is_posted_signed_and_its_reply_is_carried_out(live, monkeypatch)
     )
     engine = None
     try:
-        store.put_session(
+        store.sessions.put_session(
             Session(
                 "hook",
                 adapter="webhook",
@@ -132,7 +132,7 @@ def test_a_fire_is_posted_signed_and_its_reply_is_carried_out(live, monkeypatch)
         [row] = Outbox(store, "webhook").rows()
         assert row.state == "sent" and row.key == msg_id and row.attempts == 1
         assert occ.state == "delivered"
-        assert SECRET not in json.dumps([s.to_dict() for s in store.list_sessions()])
+        assert SECRET not in json.dumps([s.to_dict() for s in store.sessions.list_sessions()])
     finally:
         if engine is not None:
             engine.stop()
@@ -143,7 +143,7 @@ def test_a_receiver_down_for_a_minute_gets_the_fire_once_it_is_back(live, monkey
     store, api = live
     monkeypatch.setenv("REMINDKIT_WEBHOOK_RETRY_WINDOW", "600")
     port = free_port()
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "hook",
             adapter="webhook",
@@ -185,7 +185,7 @@ def test_a_receiver_down_for_a_minute_gets_the_fire_once_it_is_back(live, monkey
 def test_a_receiver_that_stays_down_is_failed_after_the_window(live, monkeypatch) -> None:
     store, api = live
     monkeypatch.setenv("REMINDKIT_WEBHOOK_RETRY_WINDOW", "4")
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "hook",
             adapter="webhook",
@@ -255,7 +255,7 @@ def test_fires_that_pile_up_while_the_receiver_is_down_go_out_together(live, mon
     store, api = live
     monkeypatch.setenv("REMINDKIT_WEBHOOK_RETRY_WINDOW", "600")
     port = free_port()
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "hook",
             adapter="webhook",

@@ -102,7 +102,7 @@ class Home:
             clock = FakeClock(datetime.now(timezone.utc) - timedelta(hours=2))
             api = Reminders(store, clock=clock, settings=settings)
             for name, argv in sessions.items():
-                store.put_session(
+                store.sessions.put_session(
                     Session(name, adapter="command", config={"argv": argv}),
                     now_us=to_us(clock.now()),
                 )

@@ -28,7 +28,7 @@ def test_settings_land_in_the_store_for_every_process(sqlite_url: str, settings)
         assert run("alerts", *argv, "--db", sqlite_url)[0] == 0
     store = open_store(sqlite_url, settings=settings)
     try:
-        sw = Switches(store, env={})
+        sw = Switches(store.coordination, env={})
         assert sw.muted and str(sw.quiet_hours) == "22:00-07:00"
         cfg = AlertConfig().with_store(store)
         assert (cfg.voice, cfg.rate) == ("en-us", 150)

@@ -99,7 +99,7 @@ def test_show_lists_the_reminders_events_and_log_prints_them_inert(rk, db):
         fires = []
         while not fires and time.monotonic() < deadline:  # claim it once it is due
             now = clock.now()
-            fires, _n = store.claim_due(
+            fires, _n = store.claims.claim_due(
                 now_us=to_us(now),
                 horizon_us=to_us(now),
                 owner="t",
@@ -111,7 +111,7 @@ def test_show_lists_the_reminders_events_and_log_prints_them_inert(rk, db):
         (f,) = fires
         t = to_us(clock.now())
         # an adapter's error can carry terminal escapes: they must not reach the terminal
-        store.finish(
+        store.claims.finish(
             [
                 Outcome(
                     f.occurrence_id,

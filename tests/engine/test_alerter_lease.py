@@ -31,7 +31,7 @@ def engines(
     sqlite_store: SqlStore, clock: FakeClock
 ) -> Iterator[tuple[Engine, Engine, Recorder, Recorder, list]]:
     delivered: list[str] = []
-    sqlite_store.put_session(Session(id="s1", adapter="python"), now_us=to_us(clock.now()))
+    sqlite_store.sessions.put_session(Session(id="s1", adapter="python"), now_us=to_us(clock.now()))
     tray_rec, serve_rec = Recorder("tray"), Recorder("serve")
     tray = Engine(
         sqlite_store,
@@ -87,9 +87,9 @@ def test_the_tray_alerts_while_it_runs_and_serve_takes_over_when_its_lease_ends(
     assert len(delivered) == 2 and any(k.startswith(plain.id) for k in delivered)
 
     # The tray dies (no shutdown) right after renewing its lease at t0+21.
-    holder = sqlite_store.lease_holder("alerter", now_us=to_us(clock.now()))
+    holder = sqlite_store.coordination.lease_holder("alerter", now_us=to_us(clock.now()))
     assert holder is not None and holder[0] == "tray"
-    lease_end = sqlite_store.hold_lease(
+    lease_end = sqlite_store.coordination.hold_lease(
         "alerter", holder="probe", priority=-1, until_us=0, now_us=to_us(clock.now())
     )[2]
     second = api.create("after the crash", session="s1", in_="5s", announce="after the crash")

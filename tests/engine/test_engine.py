@@ -39,7 +39,7 @@ def engine(store, clock, settings):
 @pytest.fixture
 def agent(store, clock, engine):
     rec = Recorder()
-    store.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
+    store.sessions.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
     engine.adapters.get("python").register("s1", rec)
     return rec
 
@@ -89,12 +89,12 @@ def test_repeat_count(api, engine, agent, clock):
 def test_busy_session_waits_then_one_turn_in_due_order(api, engine, agent, store, clock):
     a = api.create("first", session="s1", in_="1m")
     b = api.create("second", session="s1", in_="2m")
-    store.set_session_busy("s1", True, now_us=clock.now_us())
+    store.sessions.set_session_busy("s1", True, now_us=clock.now_us())
     run_until(engine, clock, clock.now() + timedelta(minutes=3))
     assert agent.turns == []
     assert {o.state for o in api.history()} == {"waiting"}
     assert all(o.fired_at is not None for o in api.history())  # fired (alerted) on time
-    store.set_session_busy("s1", False, now_us=clock.now_us())
+    store.sessions.set_session_busy("s1", False, now_us=clock.now_us())
     engine.notice_change()
     engine.tick(clock.now())
     ((msg, keys),) = agent.turns
@@ -105,7 +105,7 @@ def test_busy_session_waits_then_one_turn_in_due_order(api, engine, agent, store
 
 def test_busy_skip_policy_is_recorded(api, engine, agent, store, clock):
     api.create("rep", session="s1", every="1m", on_busy="skip")
-    store.set_session_busy("s1", True, now_us=clock.now_us())
+    store.sessions.set_session_busy("s1", True, now_us=clock.now_us())
     run_until(engine, clock, clock.now() + timedelta(minutes=2, seconds=1))
     hist = api.history()
     assert [o.state for o in hist] == ["skipped", "skipped"]
@@ -116,9 +116,9 @@ def test_busy_skip_policy_is_recorded(api, engine, agent, store, clock):
 def test_no_session_goes_to_the_most_recent(api, engine, store, clock):
     rec_old, rec_new = Recorder(), Recorder()
     py = engine.adapters.get("python")
-    store.put_session(Session("old", adapter="python"), now_us=clock.now_us())
+    store.sessions.put_session(Session("old", adapter="python"), now_us=clock.now_us())
     clock.advance(1)
-    store.put_session(Session("new", adapter="python"), now_us=clock.now_us())
+    store.sessions.put_session(Session("new", adapter="python"), now_us=clock.now_us())
     py.register("old", rec_old)
     py.register("new", rec_new)
     api.create("legacy", in_="1m")
@@ -129,7 +129,7 @@ def test_no_session_goes_to_the_most_recent(api, engine, store, clock):
 
 
 def test_unregistered_python_session_waits_until_it_registers(api, engine, store, clock):
-    store.put_session(Session("nb", adapter="python"), now_us=clock.now_us())
+    store.sessions.put_session(Session("nb", adapter="python"), now_us=clock.now_us())
     api.create("later", session="nb", in_="1m")
     run_until(engine, clock, clock.now() + timedelta(minutes=2))
     (occ,) = api.history()
@@ -145,7 +145,7 @@ def test_unregistered_python_session_waits_until_it_registers(api, engine, store
 def test_deleted_session_records_failure(api, engine, store, clock, agent):
     api.create("x", session="s1", in_="1m")
     engine.tick(clock.now())
-    store.delete_session("s1", now_us=clock.now_us())
+    store.sessions.delete_session("s1", now_us=clock.now_us())
     run_until(engine, clock, clock.now() + timedelta(minutes=2))
     # The reminder was paused by the deletion, so nothing fired and nothing is lost.
     assert api.history() == []
@@ -158,7 +158,7 @@ def test_command_session(api, engine, store, clock, tmp_path):
         "import json,os,sys; json.dump({'stdin': sys.stdin.read(), 'session': os.environ['REMINDKIT_SESSION'],"
         f"'keys': os.environ['REMINDKIT_OCCURRENCE_KEYS'], 'arg': sys.argv[1]}}, open({str(out)!r}, 'w'))"
     )
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "cmd", adapter="command", config={"argv": [sys.executable, "-c", script, "{session}"]}
         ),
@@ -174,7 +174,7 @@ def test_command_session(api, engine, store, clock, tmp_path):
 
 
 def test_failing_command_is_recorded(api, engine, store, clock):
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "bad",
             adapter="command",

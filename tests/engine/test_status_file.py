@@ -22,7 +22,7 @@ def test_summary_counts_per_session(store: SqlStore, settings: Settings) -> None
     c = api.create("c", session="s2", in_="2m")
     api.create("d", in_="3m")
     api.pause([c.id])
-    data = store.status_summary(now_us=to_us(clock.now()))
+    data = store.reports.status_summary(now_us=to_us(clock.now()))
     d = api.get(api.list(session=None)[0].id)  # the one without a session counts in "all" only
     assert data["all"] == {
         "active": 3,
@@ -39,7 +39,7 @@ def test_summary_counts_per_session(store: SqlStore, settings: Settings) -> None
     assert data["sessions"]["s2"] == {"active": 0, "paused": 1, "next_us": None, "failed": False}
     assert "None" not in json.dumps(data["sessions"]) and None not in data["sessions"]
     api.pause_all()
-    assert store.status_summary(now_us=to_us(clock.now()))["paused_all"] is True
+    assert store.reports.status_summary(now_us=to_us(clock.now()))["paused_all"] is True
 
 
 def test_writes_are_spaced_and_kept_alive(store: SqlStore, settings: Settings) -> None:

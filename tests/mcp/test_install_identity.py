@@ -163,12 +163,12 @@ def test_resume_command_delivers_while_no_server_is_connected(tmp_path: Path) ->
     )
     api = Reminders(store, clock=SystemClock())
     out = tmp_path / "turns.txt"
-    store.put_session(
+    store.sessions.put_session(
         Session("cc", adapter="mcp", config={"argv": ["sh", "-c", f"cat >> {out}; echo done"]}),
         now_us=now_us(api.clock),
     )
     holder = "another-process"
-    store.hold_lease(
+    store.coordination.hold_lease(
         LEASE_PREFIX + "cc",
         holder=holder,
         priority=0,
@@ -184,7 +184,7 @@ def test_resume_command_delivers_while_no_server_is_connected(tmp_path: Path) ->
             lambda: [o for o in api.history(session="cc") if o.state == "waiting"], 60, "waiting"
         )
         assert not out.exists()
-        store.drop_lease(LEASE_PREFIX + "cc", holder=holder)  # the server went away
+        store.coordination.drop_lease(LEASE_PREFIX + "cc", holder=holder)  # the server went away
         engine.notice_change()
         wait_for(
             lambda: out.exists() and "while the server runs" in out.read_text(),

@@ -180,12 +180,18 @@ def test_sigterm_gives_the_session_back_at_once(db: str, home: Path) -> None:
     store = open_store(db, settings=Settings.from_env({"REMINDKIT_HOME": str(home)}))
     try:
         deadline = time.monotonic() + 60
-        while store.lease_holder(LEASE_PREFIX + "term", now_us=now_us(SystemClock())) is None:
+        while (
+            store.coordination.lease_holder(LEASE_PREFIX + "term", now_us=now_us(SystemClock()))
+            is None
+        ):
             assert time.monotonic() < deadline, "the server never held its session"
             time.sleep(0.05)
         s.proc.send_signal(signal.SIGTERM)
         assert s.proc.wait(60) == 0
-        assert store.lease_holder(LEASE_PREFIX + "term", now_us=now_us(SystemClock())) is None
+        assert (
+            store.coordination.lease_holder(LEASE_PREFIX + "term", now_us=now_us(SystemClock()))
+            is None
+        )
     finally:
         store.close()
         s.close_stdin_and_wait()

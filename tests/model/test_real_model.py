@@ -56,7 +56,7 @@ def store(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def test_a_tool_call_turn_is_accepted_by_llama_cpp_python(llama_server, store) -> None:  # type: ignore[no-untyped-def]
     """The request that was a 500 ("Input should be a valid string") before."""
-    store.append_messages(
+    store.transcripts.append_messages(
         "t",
         [
             Message("t", "user", "what reminders do I have?"),
@@ -91,14 +91,14 @@ def test_a_tool_call_turn_is_accepted_by_llama_cpp_python(llama_server, store) -
     reply = Conversation(store, "t", model, settings=store.settings).send("thanks", wait_s=5)
     print(f"\ntyped turn after a tool-call turn: {time.monotonic() - start:.1f}s")
     assert reply.ok, reply.error
-    assert store.messages("t")[-1].role == "assistant"
+    assert store.transcripts.messages("t")[-1].role == "assistant"
 
 
 def test_fired_turns_reach_the_model_replies_are_stored_and_a_tag_is_carried_out(
     llama_server, store
 ) -> None:  # type: ignore[no-untyped-def]
     settings = store.settings
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "m",
             adapter="openai",
@@ -124,9 +124,9 @@ def test_fired_turns_reach_the_model_replies_are_stored_and_a_tag_is_carried_out
                 all(
                     o.state in ("delivered", "failed")
                     for rid in ids
-                    for o in store.history(reminder_id=rid)
+                    for o in store.reminders.history(reminder_id=rid)
                 )
-                and all(store.history(reminder_id=rid) for rid in ids)
+                and all(store.reminders.history(reminder_id=rid) for rid in ids)
             ),
             600,
         )
@@ -135,13 +135,13 @@ def test_fired_turns_reach_the_model_replies_are_stored_and_a_tag_is_carried_out
         engine.stop()
         engine.close()
     print(f"\ntwo fires due in 1 s, delivered to SmolLM2 through llama_cpp.server in {took:.1f}s")
-    outcomes = [o for rid in ids for o in store.history(reminder_id=rid)]
+    outcomes = [o for rid in ids for o in store.reminders.history(reminder_id=rid)]
     assert [o.state for o in outcomes] == ["delivered", "delivered"], [o.error for o in outcomes]
-    fired = [m for m in store.messages("m") if m.kind == FIRED_TURN]
+    fired = [m for m in store.transcripts.messages("m") if m.kind == FIRED_TURN]
     keys = [o.key for o in outcomes]
     for key in keys:  # each occurrence handed over exactly once
         assert sum(fired_keys(m.content or "").count(key) for m in fired) == 1
-    replies = [m for m in store.messages("m") if m.role == "assistant"]
+    replies = [m for m in store.transcripts.messages("m") if m.role == "assistant"]
     assert len(replies) == len(fired) and all(TAG in (m.content or "") for m in replies)
     again = [r for r in api.list(session="m") if r.label == "again"]
     assert len(again) == 1 and again[0].state == "active"  # the tag the model wrote was carried out
@@ -150,7 +150,7 @@ def test_fired_turns_reach_the_model_replies_are_stored_and_a_tag_is_carried_out
 def test_llm_cli_as_a_command_session(llm_cli, store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     exe, env = llm_cli
     settings = store.settings
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "cli",
             adapter="command",
@@ -166,8 +166,8 @@ def test_llm_cli_as_a_command_session(llm_cli, store, tmp_path: Path) -> None:  
         ids = [api.create(f"water the plants {i}", session="cli", in_="1s").id for i in range(2)]
         wait_for(
             lambda: all(
-                store.history(reminder_id=rid)
-                and store.history(reminder_id=rid)[0].state in ("delivered", "failed")
+                store.reminders.history(reminder_id=rid)
+                and store.reminders.history(reminder_id=rid)[0].state in ("delivered", "failed")
                 for rid in ids
             ),
             600,
@@ -177,7 +177,7 @@ def test_llm_cli_as_a_command_session(llm_cli, store, tmp_path: Path) -> None:  
         engine.stop()
         engine.close()
     print(f"\ntwo fires answered by `llm -m SmolLM2` in {took:.1f}s")
-    outcomes = [o for rid in ids for o in store.history(reminder_id=rid)]
+    outcomes = [o for rid in ids for o in store.reminders.history(reminder_id=rid)]
     assert [o.state for o in outcomes] == ["delivered", "delivered"], [o.error for o in outcomes]
     logs = subprocess.run(
         [exe, "logs", "--json", "-n", "0"],

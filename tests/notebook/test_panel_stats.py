@@ -25,7 +25,9 @@ def test_panel_shows_the_stats_counts(runtime: Any, clock: FakeClock) -> None:
     clock.advance(5)
     runtime.engine.tick()
     panel.sync()
-    data = runtime.store.fire_stats(since_us=to_us(clock.now()) - 86_400_000_000, session="c1")
+    data = runtime.store.reports.fire_stats(
+        since_us=to_us(clock.now()) - 86_400_000_000, session="c1"
+    )
     assert data["all"]["fires"] == 1 and data["all"]["delivered"] == 1
     assert panel.stats.value == stats_text(data["all"]).replace("&", "&amp;")
     assert "1 fires · 1 delivered · 0 failed" in panel.stats.value

@@ -39,7 +39,7 @@ def test_kernel_engine_leaves_alerts_to_the_tray(
     store, api = runtime.store, _api(runtime)
     panel = Panel(runtime, session="s1")
     t = to_us(clock.now())
-    store.hold_lease(
+    store.coordination.hold_lease(
         "alerter", holder=TRAY, priority=TRAY_ALERT_PRIORITY, until_us=t + 120_000_000, now_us=t
     )
     loud = api.create(
@@ -56,7 +56,7 @@ def test_kernel_engine_leaves_alerts_to_the_tray(
     assert panel.pills.alerts == "the tray"
 
     # the tray quits and drops its lease: the kernel engine alerts from its next housekeeping on
-    store.drop_lease("alerter", holder=TRAY)
+    store.coordination.drop_lease("alerter", holder=TRAY)
     clock.advance(runtime.settings.lease_s / 3 + 1)
     runtime.engine.tick()
     assert runtime.engine.is_alerter
@@ -76,7 +76,7 @@ def test_the_tray_takes_alerting_over_from_the_kernel(
     assert runtime.engine.is_alerter  # no tray: the kernel engine alerts
     assert NOTEBOOK_ALERT_PRIORITY < TRAY_ALERT_PRIORITY
     t = to_us(clock.now())
-    holder, _prio, _until = store.hold_lease(
+    holder, _prio, _until = store.coordination.hold_lease(
         "alerter", holder=TRAY, priority=TRAY_ALERT_PRIORITY, until_us=t + 120_000_000, now_us=t
     )
     assert holder == TRAY  # a higher priority takes the lease at once
@@ -310,7 +310,10 @@ def test_a_kernel_with_no_panel_leaves_alerting_to_an_engine_that_can(
         serve.tick()  # a `serve` engine runs on the store; the kernel starts its engine
         runtime.engine.tick()
         assert not runtime.engine.is_alerter and serve.is_alerter and runtime.engine.leave_alerts
-        assert store.lease_holder("alerter", now_us=to_us(clock.now())) == (serve.id, 0)
+        assert store.coordination.lease_holder("alerter", now_us=to_us(clock.now())) == (
+            serve.id,
+            0,
+        )
         loud = api.create("Stand up", session="s1", label="stretch", in_="2s", alarm=True)
         clock.advance(2)
         for engine in (runtime.engine, serve):  # the store's hint, as a running engine gets it
@@ -329,7 +332,10 @@ def test_a_kernel_with_no_panel_leaves_alerting_to_an_engine_that_can(
         )  # somewhere to play: the kernel engine (priority 5) takes over
         runtime.engine.tick()
         assert runtime.engine.is_alerter
-        assert store.lease_holder("alerter", now_us=to_us(clock.now()))[0] == runtime.engine.id
+        assert (
+            store.coordination.lease_holder("alerter", now_us=to_us(clock.now()))[0]
+            == runtime.engine.id
+        )
 
         panel.close()  # nowhere again: the lease is given back at the next step, not at its expiry
         runtime.engine.tick()

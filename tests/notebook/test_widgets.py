@@ -344,7 +344,7 @@ def test_chat_view_shows_a_failed_fired_turn(runtime: Any, clock: FakeClock) -> 
     runtime.engine.notice_change()
     runtime.engine.tick()
     panel.sync()
-    assert [o.state for o in runtime.store.history(reminder_id=rid)] == ["failed"]
+    assert [o.state for o in runtime.store.reminders.history(reminder_id=rid)] == ["failed"]
     assert panel.chat_view is not None
     lines = panel.chat_view.lines
     assert [ln["who"] for ln in lines][-2:] == ["fired", "note"]

@@ -96,7 +96,7 @@ def serves(tmp_path):
 
 def add_ledger_sessions(store, ids, ledger: Path, now_us: int) -> None:
     for sid in ids:
-        store.put_session(
+        store.sessions.put_session(
             Session(
                 sid,
                 adapter="command",

@@ -27,7 +27,7 @@ def url(request, tmp_path):
 
 
 def all_delivered(store, n):
-    hist = store.history(limit=n + 10)
+    hist = store.reminders.history(limit=n + 10)
     return hist if len(hist) == n and {o.state for o in hist} == {"delivered"} else None
 
 
@@ -83,7 +83,7 @@ def test_sigkill_mid_burst_loses_nothing(url, settings, serves, tmp_path):
     from remindkit.models import Session
 
     for sid in sessions:
-        store.put_session(
+        store.sessions.put_session(
             Session(
                 sid,
                 adapter="command",
@@ -118,7 +118,7 @@ def test_sigkill_mid_burst_loses_nothing(url, settings, serves, tmp_path):
     lost = expected - set(c)
     assert not lost, f"lost {len(lost)} after SIGKILL: " + "; ".join(
         f"{o.key} {o.state} attempts={o.attempts} {o.error or ''}"
-        for o in store.history(limit=1000)
+        for o in store.reminders.history(limit=1000)
         if o.key in lost
     )
     # Repeats are possible only for turns the victim had run but not yet recorded
@@ -134,7 +134,7 @@ def test_sigkill_mid_burst_loses_nothing(url, settings, serves, tmp_path):
     ]
     repeated_turns = [t for t in victim_turns if set(t.split(" ", 1)[1].split(",")) & repeats]
     assert len(repeated_turns) <= len(sessions)
-    hist = wait_for(lambda: all_delivered(store, 400), 10) or store.history(limit=1000)
+    hist = wait_for(lambda: all_delivered(store, 400), 10) or store.reminders.history(limit=1000)
     assert len(hist) == 400 and {o.state for o in hist} == {"delivered"}
     took_over = [o for o in hist if o.attempts > 1]
     assert took_over, "the survivors should have taken over some of the victim's claims"
@@ -160,7 +160,10 @@ def test_reminder_made_by_another_process_just_before_due(url, settings, serves,
         )
         assert hit, "not delivered"
         (occ,) = wait_for(
-            lambda r=r: [o for o in store.history(reminder_id=r.id) if o.state == "delivered"], 5
+            lambda r=r: [
+                o for o in store.reminders.history(reminder_id=r.id) if o.state == "delivered"
+            ],
+            5,
         )
         late.append(occ.late_ms)
         time.sleep(0.3)

@@ -179,7 +179,9 @@ def test_the_units_execstart_is_an_engine_that_fires(tmp_path, env, db):
         assert rem.armed is True
         fired = wait_for(
             lambda: [
-                e for e in store.recent_events(reminder_id=rem.reminder.id) if e.kind == "fired"
+                e
+                for e in store.events.recent_events(reminder_id=rem.reminder.id)
+                if e.kind == "fired"
             ],
             60,
         )

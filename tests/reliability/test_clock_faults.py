@@ -35,7 +35,7 @@ def rig(store, clock, settings):  # type: ignore[no-untyped-def]
     api = Reminders(store, clock=clock, settings=settings)
     engine = Engine(store, clock=clock, settings=settings, inline=True, alerter=NullAlerter())
     keys = Keys()
-    store.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
+    store.sessions.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
     engine.adapters.get("python").register("s1", keys)
     yield api, engine, keys
     engine.shutdown()
@@ -79,7 +79,9 @@ def test_forward_jump_follows_each_policy(rig, clock, jump):  # type: ignore[no-
     assert sk.state == "skipped" and sk.missed == missed
     assert len(by[every.id]) == 5 and sum(o.missed for o in by[every.id]) == missed - 5
     assert len(keys.seen) == len(set(keys.seen))
-    record(f"clock +{jump} (fake clock), {api.store.dialect}: per policy", 1 + 1 + 5, keys.seen)
+    record(
+        f"clock +{jump} (fake clock), {api.store.dialect.name}: per policy", 1 + 1 + 5, keys.seen
+    )
 
 
 @pytest.mark.parametrize("back", [timedelta(hours=1), timedelta(days=3)], ids=["1h", "3d"])
@@ -99,7 +101,7 @@ def test_backward_jump_never_fires_twice(rig, clock, back):  # type: ignore[no-u
     # Time then catches up with where it was, and the series goes on from there.
     assert len(keys.seen) > len(fired)
     record(
-        f"clock -{back} (fake clock), {api.store.dialect}: no double fire",
+        f"clock -{back} (fake clock), {api.store.dialect.name}: no double fire",
         len(keys.seen),
         keys.seen,
     )
@@ -119,7 +121,7 @@ def test_frozen_engine_catches_up_within_its_cap(rig, clock):  # type: ignore[no
     assert wake - clock.now() <= timedelta(seconds=engine.settings.wait_cap_s)
     (rep,) = [o for o in api.history() if o.missed]
     assert rep.missed == 4
-    record(f"suspended 10 min (fake clock), {api.store.dialect}", 6, keys.seen)
+    record(f"suspended 10 min (fake clock), {api.store.dialect.name}", 6, keys.seen)
 
 
 # -- real processes with libfaketime ------------------------------------------------------
@@ -142,7 +144,7 @@ def recent(c) -> str:  # type: ignore[no-untyped-def]
     """The latest occurrences in the store, for a failure message."""
     return "\n".join(
         f"  {o.key} {o.state} fired={o.fired_at} delivered={o.delivered_at} {o.error or ''}"
-        for o in c.store.history(limit=8)
+        for o in c.store.reminders.history(limit=8)
     )
 
 
@@ -181,7 +183,7 @@ def test_real_engine_clock_back_then_forward(any_url, cluster_factory, tmp_path)
     jumped: list = []
     while time.monotonic() < deadline and not any(o.missed > 200_000 for o in jumped):
         time.sleep(0.2)
-        jumped = c.store.history(reminder_id="rem_tick00000000", limit=5)
+        jumped = c.store.reminders.history(reminder_id="rem_tick00000000", limit=5)
     assert any(o.missed > 200_000 for o in jumped), [o.missed for o in jumped]
     assert engine.alive()
     keys = [k for t in ledger.turns() for k in t["keys"]]
@@ -214,7 +216,7 @@ def test_three_days_without_an_engine(any_url, cluster_factory, tmp_path):  # no
     # wait (bounded) until no occurrence is still in hand, then check what was kept.
     deadline = time.monotonic() + 15
     while True:
-        everything = c.store.history(limit=200)
+        everything = c.store.reminders.history(limit=200)
         if (
             all(o.state not in ("claimed", "waiting") for o in everything)
             or time.monotonic() > deadline
@@ -222,9 +224,9 @@ def test_three_days_without_an_engine(any_url, cluster_factory, tmp_path):  # no
             break
         time.sleep(0.2)
     hist = {o.reminder_id: o for o in everything}
-    lat = [o for o in c.store.history(reminder_id="rem_lat00000000")]
-    skp = [o for o in c.store.history(reminder_id="rem_skp00000000")]
-    alls = [o for o in c.store.history(reminder_id="rem_all00000000")]
+    lat = [o for o in c.store.reminders.history(reminder_id="rem_lat00000000")]
+    skp = [o for o in c.store.reminders.history(reminder_id="rem_skp00000000")]
+    alls = [o for o in c.store.reminders.history(reminder_id="rem_all00000000")]
     assert len(lat) == 1 and lat[0].state == "delivered" and lat[0].missed >= 70, lat
     assert len(skp) == 1 and skp[0].state == "skipped" and skp[0].missed >= 71, skp
     assert len(alls) == 10 and sum(o.missed for o in alls) >= 61, alls  # the cap is 10

@@ -70,7 +70,7 @@ def test_sigkill_at_failpoint(any_url, cluster_factory, point, extra):  # noqa: 
     assert ledger.wait_for(expected, 40), "survivors did not finish the work after the lease"
     ledger.verdict(f"SIGKILL {point}, {backend(any_url)}", expected, killed={victim.pid})
     assert all(e.alive() for e in survivors)
-    hist = c.store.history(limit=1000)
+    hist = c.store.reminders.history(limit=1000)
     assert {o.state for o in hist} <= {
         "delivered",
         "claimed",
@@ -126,7 +126,7 @@ def test_sigstop_past_lease_then_refused_ack(any_url, cluster_factory):  # noqa:
     while "refused" not in slow.text() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "refused" in slow.text(), slow.text()[-2000:]
-    (occ,) = c.store.history(limit=5)
+    (occ,) = c.store.reminders.history(limit=5)
     assert occ.state == "delivered" and occ.attempts >= 2
     ledger.verdict(f"SIGSTOP past the lease, {backend(any_url)}", expected, killed={slow.pid})
 

@@ -207,7 +207,7 @@ def test_fired_into_an_echoing_agent_schedules_nothing(
     new is scheduled, nothing is cancelled, and every text arrives intact."""
     clock = api.clock
     assert isinstance(clock, FakeClock)
-    store.put_session(Session("s1", adapter="python"), now_us=to_us(clock.now()))
+    store.sessions.put_session(Session("s1", adapter="python"), now_us=to_us(clock.now()))
     witness = api.create(
         "keep me", session="s1", label="y", in_="2h"
     )  # what a fake cancel would hit

@@ -121,7 +121,7 @@ class Cli:
             eng.tick(later.now())
         finally:
             eng.close()
-        assert self.two.theirs.id in {o.reminder_id for o in self.store.history()}
+        assert self.two.theirs.id in {o.reminder_id for o in self.store.reminders.history()}
 
     def run(self, *argv: str, scope: str | None = None) -> tuple[int, str, str]:
         if scope is None:

@@ -210,7 +210,7 @@ def test_engine_is_not_held_by_a_decade_of_catch_up(env: dict[str, str], tmp_pat
     settings = Settings.from_env(env={}, home=tmp_path, tz="UTC")
     store = open_store(env["REMINDKIT_DB"], settings=settings)
     try:
-        store.import_rows([minutely_since_2016()], [], replace_existing=False)
+        store.reminders.import_rows([minutely_since_2016()], [], replace_existing=False)
     finally:
         store.close()
     engine = Serve(
@@ -263,7 +263,7 @@ def test_engine_quarantines_a_row_past_its_catch_up_cap(tmp_path: Path) -> None:
             ),
             minutely_since_2016(id="rem_fine"),
         ]
-        store.import_rows(rows, [], replace_existing=False)
+        store.reminders.import_rows(rows, [], replace_existing=False)
         api = Reminders(store, clock=SystemClock(), settings=settings)
         engine = Engine(store, clock=SystemClock(), settings=settings, can_alert=False)
         try:
@@ -271,7 +271,7 @@ def test_engine_quarantines_a_row_past_its_catch_up_cap(tmp_path: Path) -> None:
                 engine.tick()
         finally:
             engine.close()
-        quarantined = dict(store.quarantined())
+        quarantined = dict(store.reminders.quarantined())
         assert set(quarantined) == {"rem_bigcap", "rem_negative"}, quarantined
         assert all("refused plan" in why for why in quarantined.values())
         assert api.get("rem_fine").state == "active" and len(api.history("rem_fine")) == 10

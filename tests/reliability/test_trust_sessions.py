@@ -171,7 +171,7 @@ def test_engine_allowlist_pins_commands_and_another_engine_takes_it(home: dict[s
     store = open_store(home["url"], settings=Settings.from_env(env={}, home=tmp, tz="UTC"))
     try:
         now = SystemClock().now()
-        store.put_session(
+        store.sessions.put_session(
             Session("s1", adapter="command", config={"argv": ["sh", "-c", f"touch {ran}"]}),
             now_us=to_us(now),
         )
@@ -210,7 +210,7 @@ def test_openai_key_env_allowlist_and_extra_cannot_replace_model(home: dict[str,
         store = open_store(home["url"], settings=Settings.from_env(env={}, home=tmp, tz="UTC"))
         try:
             now = to_us(SystemClock().now())
-            store.put_session(
+            store.sessions.put_session(
                 Session(
                     "steal",
                     adapter="openai",
@@ -222,7 +222,7 @@ def test_openai_key_env_allowlist_and_extra_cannot_replace_model(home: dict[str,
                 ),
                 now_us=now,
             )
-            store.put_session(
+            store.sessions.put_session(
                 Session(
                     "swap",
                     adapter="openai",
@@ -305,7 +305,7 @@ def test_command_environment_is_an_allowlist(home: dict[str, Any]) -> None:
     script = f"import json, os; json.dump(dict(os.environ), open({str(dump)!r}, 'w'))"
     store = open_store(home["url"], settings=Settings.from_env(env={}, home=tmp, tz="UTC"))
     try:
-        store.put_session(
+        store.sessions.put_session(
             Session(
                 "s1",
                 adapter="command",

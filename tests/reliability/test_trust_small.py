@@ -75,7 +75,7 @@ def test_a_fired_message_past_128_kib_goes_on_stdin(env: dict[str, str], tmp_pat
     settings = Settings.from_env(env={}, home=tmp_path, tz="UTC")
     store = open_store(env["REMINDKIT_DB"], settings=settings)
     try:
-        store.put_session(
+        store.sessions.put_session(
             Session(
                 "c1",
                 adapter="command",
@@ -133,7 +133,7 @@ def test_a_long_session_id_gets_a_fresh_session_it_can_use(
     settings = Settings.from_env(env={}, home=tmp_path, tz="UTC")
     store = open_store(env["REMINDKIT_DB"], settings=settings)
     try:
-        store.put_session(
+        store.sessions.put_session(
             Session(
                 sid,
                 adapter="command",
@@ -150,7 +150,9 @@ def test_a_long_session_id_gets_a_fresh_session_it_can_use(
         finally:
             engine.stop()
         assert follow, [
-            (m.kind, m.content) for s in store.list_sessions() for m in store.messages(s.id, last=5)
+            (m.kind, m.content)
+            for s in store.sessions.list_sessions()
+            for m in store.transcripts.messages(s.id, last=5)
         ]
         fresh = follow[0].session
         assert (
@@ -184,9 +186,9 @@ def _store_nasty_rows(url: str, home: Path) -> None:
     store = open_store(url, settings=settings)
     try:
         now = SystemClock().now()
-        store.put_session(Session(NASTY, adapter=NASTY, config={}), now_us=to_us(now))
+        store.sessions.put_session(Session(NASTY, adapter=NASTY, config={}), now_us=to_us(now))
         sched = Schedule("at", "UTC", first_at=now + timedelta(hours=1))
-        store.import_rows(
+        store.reminders.import_rows(
             [
                 Reminder(
                     id="rem_" + NASTY,

@@ -61,7 +61,7 @@ def settings_for(tmp_path: Path) -> Settings:
 
 def arm(store: SqlStore, session: Session) -> Reminders:
     api = Reminders(store, clock=SystemClock())
-    store.put_session(session, now_us=to_us(SystemClock().now()))
+    store.sessions.put_session(session, now_us=to_us(SystemClock().now()))
     api.create("keep me", session=session.id, label="witness", in_="2h")
     api.create(HIDDEN, session=session.id, label="deploy", in_="1s")
     return api
@@ -72,7 +72,7 @@ def check_outcome(store: SqlStore, api: Reminders, sid: str) -> None:
     assert "worm" not in labels, "the echoed <schedule> ran"
     assert labels["witness"].state == "active", "the echoed <cancel-schedule> ran"
     assert "followup" in labels, "the agent's own tag was not carried out"
-    feedback = [m.content for m in store.messages(sid, last=20) if m.kind == FEEDBACK]
+    feedback = [m.content for m in store.transcripts.messages(sid, last=20) if m.kind == FEEDBACK]
     assert feedback and feedback[-1].count("echoed_reminder_tag") == 2, feedback
 
 
@@ -88,7 +88,9 @@ def test_model_presenting_the_reminder_runs_none_of_its_tags(tmp_path: Path) -> 
         try:
             assert wait_for(lambda: any(decoded(r) for r in server.requests), 60, 0.1)
             assert wait_for(
-                lambda: any(m.kind == FEEDBACK for m in store.messages("m1", last=20)), 30, 0.1
+                lambda: any(m.kind == FEEDBACK for m in store.transcripts.messages("m1", last=20)),
+                30,
+                0.1,
             )
         finally:
             engine.close()
@@ -116,7 +118,9 @@ def test_command_agent_presenting_the_reminder_runs_none_of_its_tags(tmp_path: P
         try:
             engine.wait_ready()
             assert wait_for(
-                lambda: any(m.kind == FEEDBACK for m in store.messages("c1", last=20)), 60, 0.2
+                lambda: any(m.kind == FEEDBACK for m in store.transcripts.messages("c1", last=20)),
+                60,
+                0.2,
             )
         finally:
             engine.stop()

@@ -100,7 +100,7 @@ def test_unreadable_row_is_quarantined_not_deleted(
     store, clock, settings, name, change, monkeypatch, tmp_path
 ):
     api = Reminders(store, clock=clock, settings=settings)
-    store.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
+    store.sessions.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
     good = api.create("fine", session="s1", in_="1m")
     bad = api.create("to be damaged", session="s1", in_="1m")
     with store.engine.begin() as conn:
@@ -116,7 +116,7 @@ def test_unreadable_row_is_quarantined_not_deleted(
     engine.tick(clock.now())
     engine.shutdown()
     assert got == [good.id], "the damaged row must not stop the good one"
-    ((qid, why),) = store.quarantined()
+    ((qid, why),) = store.reminders.quarantined()
     assert qid == bad.id and why.startswith("quarantined: unreadable row")
     with store.engine.connect() as conn:  # still there, untouched apart from its state
         row = conn.execute(
@@ -124,7 +124,7 @@ def test_unreadable_row_is_quarantined_not_deleted(
         ).one()
     assert row.spec == change["spec"] and row.state == "failed"
     assert engine.errors == 0
-    if store.dialect == "sqlite":  # and the command line reports it
+    if store.dialect.name == "sqlite":  # and the command line reports it
         monkeypatch.setenv("REMINDKIT_HOME", str(tmp_path / "h"))
         out = io.StringIO()
         assert (

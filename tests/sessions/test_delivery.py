@@ -45,7 +45,7 @@ def step(eng: Engine, clock: FakeClock, seconds: float = 0) -> None:
 
 
 def outcomes(store: SqlStore, rid: str) -> list[tuple[str, str | None]]:
-    return [(o.state, o.delivered_to) for o in reversed(store.history(reminder_id=rid))]
+    return [(o.state, o.delivered_to) for o in reversed(store.reminders.history(reminder_id=rid))]
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_busy_session_holds_the_fire_until_the_turn_ends(store, clock, settings,
     step(eng, clock, 1)
     assert outcomes(store, rid) == [("delivered", "s1")]
     assert "check the oven" in model.last_user() and "<schedule-fired" in model.last_user()
-    occ = store.history(reminder_id=rid)[0]
+    occ = store.reminders.history(reminder_id=rid)[0]
     assert occ.fired_at == occ.due_at + timedelta(
         seconds=1
     )  # fired (alerted) at the tick during the turn
@@ -84,7 +84,7 @@ def test_externally_busy_then_several_in_one_turn(store, clock, settings, api) -
     eng = engine(store, clock, settings)
     model = Script("ok")
     ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
-    store.set_session_busy("s1", True, now_us=to_us(clock.now()))
+    store.sessions.set_session_busy("s1", True, now_us=to_us(clock.now()))
     second = api.create("second", session="s1", in_="2m").id
     first = api.create("first", session="s1", in_="1m").id
     skipped = api.create("skip me", session="s1", in_="90s", on_busy="skip").id
@@ -95,7 +95,7 @@ def test_externally_busy_then_several_in_one_turn(store, clock, settings, api) -
     ]
     assert outcomes(store, skipped) == [("skipped", None)]
     assert model.calls == []
-    store.set_session_busy("s1", False, now_us=to_us(clock.now()))
+    store.sessions.set_session_busy("s1", False, now_us=to_us(clock.now()))
     step(eng, clock, 1)
     assert len(model.calls) == 1
     msg = model.last_user()
@@ -132,7 +132,7 @@ def test_rebase_pushes_one_full_delay_after_the_turn(store, clock, settings, api
     (rem,) = api.list(session="s1")
     assert rem.next_fire_at == start + timedelta(seconds=100)  # one full delay after the turn
     assert rem.fired_count == 1 and rem.remaining == 2  # the re-based fire did not count
-    assert [o.state for o in reversed(store.history(reminder_id=rem.id))] == [
+    assert [o.state for o in reversed(store.reminders.history(reminder_id=rem.id))] == [
         "delivered",
         "skipped",
     ]
@@ -166,7 +166,7 @@ def command_engine(store, clock, settings) -> tuple[Engine, list]:  # type: igno
 
 def test_fresh_session_fallback(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     eng, failed = command_engine(store, clock, settings)
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "old", adapter="command", config={"argv": sh(FAIL_AGENT), "fresh_argv": sh(OK_AGENT)}
         ),
@@ -176,14 +176,14 @@ def test_fresh_session_fallback(store, clock, settings, api) -> None:  # type: i
     step(eng, clock, 60)
     [(state, to)] = outcomes(store, rid)
     assert state == "delivered" and to is not None and to.startswith("old~")
-    fresh = store.get_session(to)
+    fresh = store.sessions.get_session(to)
     assert (
         fresh.parent_id == "old"
         and fresh.adapter == "command"
         and fresh.config["fallback_for"] == "old"
     )
-    assert [m.role for m in store.messages(to)] == ["user", "assistant"]
-    assert store.messages(to)[1].content.strip() == "fresh agent got 1"
+    assert [m.role for m in store.transcripts.messages(to)] == ["user", "assistant"]
+    assert store.transcripts.messages(to)[1].content.strip() == "fresh agent got 1"
     assert failed == []
     rid2 = api.create("again", session="old", in_="1m").id
     step(eng, clock, 60)
@@ -195,7 +195,7 @@ FAIL_FRESH = "import sys; sys.stderr.write('no fresh sessions today'); sys.exit(
 
 def test_both_fail_is_recorded_and_told(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     eng, failed = command_engine(store, clock, settings)
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "old", adapter="command", config={"argv": sh(FAIL_AGENT), "fresh_argv": sh(FAIL_FRESH)}
         ),
@@ -203,7 +203,7 @@ def test_both_fail_is_recorded_and_told(store, clock, settings, api) -> None:  #
     )
     rid = api.create("follow up", session="old", in_="1m").id
     step(eng, clock, 60)
-    (occ,) = store.history(reminder_id=rid)
+    (occ,) = store.reminders.history(reminder_id=rid)
     assert occ.state == "failed"
     assert "session old: exit status 3: cannot resume this session" in occ.error
     assert "fresh session old~" in occ.error and "no fresh sessions today" in occ.error
@@ -215,12 +215,12 @@ def test_both_fail_is_recorded_and_told(store, clock, settings, api) -> None:  #
 def test_error_result_is_a_failed_turn(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     eng, failed = command_engine(store, clock, settings)
     err = 'print(\'{"type": "result", "is_error": true, "result": "No conversation found"}\')'
-    store.put_session(
+    store.sessions.put_session(
         Session("s", adapter="command", config={"argv": sh(err)}), now_us=to_us(clock.now())
     )
     rid = api.create("x", session="s", in_="1m").id
     step(eng, clock, 60)
-    (occ,) = store.history(reminder_id=rid)
+    (occ,) = store.reminders.history(reminder_id=rid)
     assert occ.state == "failed" and "No conversation found" in occ.error
 
 
@@ -233,7 +233,7 @@ def test_command_reply_tags_are_carried_out_and_feedback_returns(
         'print(\'<schedule label="next" delay="2m">again</schedule><schedule label="bad">x</schedule>\' '
         "if 'feedback' not in d else 'saw feedback')"
     )
-    store.put_session(
+    store.sessions.put_session(
         Session("c", adapter="command", config={"argv": sh(agent)}), now_us=to_us(clock.now())
     )
     api.create("first", session="c", in_="1m")
@@ -241,9 +241,9 @@ def test_command_reply_tags_are_carried_out_and_feedback_returns(
     nxt = [r for r in api.list(session="c") if r.label == "next"]
     assert nxt and nxt[0].source == "tag"
     step(eng, clock, 120)
-    last = store.messages("c")[-1]
+    last = store.transcripts.messages("c")[-1]
     assert last.role == "assistant" and last.content.strip() == "saw feedback"
-    handed = [m for m in store.messages("c") if m.kind == "fired"]
+    handed = [m for m in store.transcripts.messages("c") if m.kind == "fired"]
     assert len(handed) == 2
 
 
@@ -257,7 +257,7 @@ def test_command_turn_cut_short_hands_its_keys_over_again(
 
     log = tmp_path / "handed"
     agent = f"import os; open({str(log)!r}, 'a').write(os.environ['REMINDKIT_OCCURRENCE_KEYS'] + '\\n'); print('ok')"
-    store.put_session(
+    store.sessions.put_session(
         Session("c", adapter="command", config={"argv": sh(agent)}), now_us=to_us(clock.now())
     )
     due = clock.now() + timedelta(minutes=1)
@@ -266,22 +266,22 @@ def test_command_turn_cut_short_hands_its_keys_over_again(
     assert (
         dying.begin("c", fires) is not None
     )  # the engine is killed here, before the command answers
-    assert store.taken_keys("c", [f.key for f in fires]) == set()
+    assert store.transcripts.taken_keys("c", [f.key for f in fires]) == set()
     again = CommandSession(turns=ExternalTurns(store, clock=clock, settings=settings))
-    first = again.run_turn(store.get_session("c", now_us=to_us(clock.now())), "", fires)
+    first = again.run_turn(store.sessions.get_session("c", now_us=to_us(clock.now())), "", fires)
     assert first.ok and not first.duplicate
     assert log.read_text().split() == [",".join(f.key for f in fires)]
-    repeat = again.run_turn(store.get_session("c", now_us=to_us(clock.now())), "", fires)
+    repeat = again.run_turn(store.sessions.get_session("c", now_us=to_us(clock.now())), "", fires)
     assert repeat.ok and repeat.duplicate  # its acknowledgement was lost: not handed a second time
     assert len(log.read_text().split()) == 1
-    handed = [m for m in store.messages("c") if m.kind == "fired"]
+    handed = [m for m in store.transcripts.messages("c") if m.kind == "fired"]
     assert len(handed) == 1 and all(f.key in fired_keys(handed[0].content or "") for f in fires)
-    assert store.messages("c")[-1].role == "assistant"
+    assert store.transcripts.messages("c")[-1].role == "assistant"
 
 
 def test_python_session_registered_later(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     eng = engine(store, clock, settings)
-    store.put_session(Session("nb", adapter="python"), now_us=to_us(clock.now()))
+    store.sessions.put_session(Session("nb", adapter="python"), now_us=to_us(clock.now()))
     rid = api.create("x", session="nb", in_="1m").id
     step(eng, clock, 60)
     assert outcomes(store, rid) == [("waiting", None)]
@@ -292,7 +292,7 @@ def test_python_session_registered_later(store, clock, settings, api) -> None:  
     eng.notice_change()
     step(eng, clock, 1)
     assert outcomes(store, rid) == [("delivered", "nb")] and len(got) == 1
-    assert store.messages("nb")[-1].content == "thanks"
+    assert store.transcripts.messages("nb")[-1].content == "thanks"
 
 
 def test_no_session_goes_to_the_most_recent(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
@@ -306,7 +306,7 @@ def test_no_session_goes_to_the_most_recent(store, clock, settings, api) -> None
 
 def test_deleted_session_pauses_its_reminders(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     rid = api.create("x", session="gone", in_="1m").id
-    store.delete_session("gone", now_us=to_us(clock.now()))
+    store.sessions.delete_session("gone", now_us=to_us(clock.now()))
     rem = api.get(rid)
     assert rem.state == "paused" and rem.last_error == "session gone was deleted"
 
@@ -337,7 +337,7 @@ def test_two_engines_share_the_store_and_run_each_turn_once(store, clock, settin
         )
         for _ in range(2)
     ]
-    store.put_session(
+    store.sessions.put_session(
         Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
         now_us=to_us(clock.now()),
     )
@@ -357,7 +357,7 @@ def test_two_engines_share_the_store_and_run_each_turn_once(store, clock, settin
         ]
     assert sorted(set(keys)) == sorted(keys)  # no occurrence key handed over twice
     assert all(outcomes(store, r)[0][0] == "delivered" for r in ids)
-    fired = [m for m in store.messages("o") if m.kind == "fired"]
+    fired = [m for m in store.transcripts.messages("o") if m.kind == "fired"]
     assert sum(m.content.count("<schedule-fired ") for m in fired) == 5
 
 
@@ -376,7 +376,7 @@ def openai_engine(store, clock, settings, handler) -> tuple[Engine, list]:  # ty
     )
     failed: list = []
     eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))
-    store.put_session(
+    store.sessions.put_session(
         Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
         now_us=to_us(clock.now()),
     )
@@ -402,12 +402,12 @@ def test_model_server_down_then_up_waits_and_retries_with_back_off(
     eng, failed = openai_engine(store, clock, settings, handler)
     rid = api.create("stretch", session="o", in_="1m").id
     step(eng, clock, 60)
-    (occ,) = store.history(reminder_id=rid)
+    (occ,) = store.reminders.history(reminder_id=rid)
     assert occ.state == "waiting" and "model_unreachable" in occ.error and len(calls) == 1
     second = api.create("water", session="o", in_="1s").id
     step(eng, clock, 1)  # within the 2 s back-off: not called again, and a new fire waits too
-    assert len(calls) == 1 and store.history(reminder_id=rid)[0].state == "waiting"
-    assert "unreachable; trying again in 1s" in store.history(reminder_id=second)[0].error
+    assert len(calls) == 1 and store.reminders.history(reminder_id=rid)[0].state == "waiting"
+    assert "unreachable; trying again in 1s" in store.reminders.history(reminder_id=second)[0].error
     step(eng, clock, 1.5)  # tried again, still down: the back-off doubles to 4 s
     assert len(calls) == 2
     step(eng, clock, 3)
@@ -419,9 +419,9 @@ def test_model_server_down_then_up_waits_and_retries_with_back_off(
         and len(calls) == 3
         and not failed
     )
-    fired = [m.content for m in store.messages("o") if m.kind == "fired"]
+    fired = [m.content for m in store.transcripts.messages("o") if m.kind == "fired"]
     assert sum(text.count("<schedule-fired ") for text in fired) == 2  # each key handed over once
-    assert store.messages("o")[-1].role == "assistant"
+    assert store.transcripts.messages("o")[-1].role == "assistant"
 
 
 def test_model_server_down_for_an_hour_is_recorded_failed(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
@@ -436,7 +436,7 @@ def test_model_server_down_for_an_hour_is_recorded_failed(store, clock, settings
         step(eng, clock, 100)
         if failed:
             break
-    (occ,) = store.history(reminder_id=rid)
+    (occ,) = store.reminders.history(reminder_id=rid)
     assert occ.state == "failed" and "given up" in occ.error and "model_unreachable" in occ.error
     assert len(failed) == 1
 
@@ -459,7 +459,7 @@ def test_openai_session_unresumable_goes_to_a_fresh_one(store, clock, settings, 
         store, clock=clock, settings=settings, transport=httpx.MockTransport(handler)
     )
     eng = engine(store, clock, settings, adapters=Adapters(adapter))
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "long", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}
         ),
@@ -467,7 +467,7 @@ def test_openai_session_unresumable_goes_to_a_fresh_one(store, clock, settings, 
     )
     from remindkit.models import Message
 
-    store.append_messages(
+    store.transcripts.append_messages(
         "long",
         [Message("long", "user", "hi"), Message("long", "assistant", "hello")],
         now_us=to_us(clock.now()),
@@ -476,8 +476,8 @@ def test_openai_session_unresumable_goes_to_a_fresh_one(store, clock, settings, 
     step(eng, clock, 60)
     [(state, to)] = outcomes(store, rid)
     assert state == "delivered" and to.startswith("long~") and len(calls) == 2
-    assert store.get_session(to).config["model"] == "m"
-    assert [m.role for m in store.messages(to)] == ["user", "assistant"]
+    assert store.sessions.get_session(to).config["model"] == "m"
+    assert [m.role for m in store.transcripts.messages(to)] == ["user", "assistant"]
 
 
 class _SeesItselfMidTurn:
@@ -514,7 +514,7 @@ def test_own_finished_turn_seen_in_the_cache_does_not_hold_the_next_fire(
     settings = settings.with_limits(min_period_s=1)
     probe = _SeesItselfMidTurn()
     eng = engine(store, clock, settings, adapters=Adapters(probe))
-    store.put_session(Session("p", adapter="probe"), now_us=to_us(clock.now()))
+    store.sessions.put_session(Session("p", adapter="probe"), now_us=to_us(clock.now()))
     Reminders(store, clock=clock, settings=settings).create(
         "tick", session="p", in_="2s", every="1s"
     )
@@ -535,4 +535,4 @@ def test_own_finished_turn_seen_in_the_cache_does_not_hold_the_next_fire(
     clock.advance(0.1)
     eng.store_step(to_us(clock.now()))
     eng.store_step(to_us(clock.now()), flush_only=True)
-    assert len(probe.turns) == 2, [(o.state, o.error) for o in store.history()]
+    assert len(probe.turns) == 2, [(o.state, o.error) for o in store.reminders.history()]

@@ -23,7 +23,7 @@ def test_one_shot_due_while_busy_is_listed_and_cancellable(store, clock, setting
     eng = engine(store, clock, settings)
     model = Script("ok")
     ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
-    store.set_session_busy("s1", True, now_us=to_us(clock.now()))
+    store.sessions.set_session_busy("s1", True, now_us=to_us(clock.now()))
     rid = api.create("x", session="s1", in_="1s").id
     other = api.create("y", session="s1", in_="1s").id
     third = api.create("z", session="s1", in_="1s", label="zed").id
@@ -52,7 +52,7 @@ def test_one_shot_due_while_busy_is_listed_and_cancellable(store, clock, setting
     for r in (rid, other, third):
         assert outcomes(store, r) == [("cancelled", None)]
     assert api.get(rid).state == "cancelled"
-    store.set_session_busy("s1", False, now_us=to_us(clock.now()))
+    store.sessions.set_session_busy("s1", False, now_us=to_us(clock.now()))
     step(eng, clock, 1)
     step(eng, clock, 1)
     assert model.calls == []  # never delivered
@@ -77,9 +77,9 @@ def test_rebased_callback_positions_each_once_in_order(store, clock, settings) -
     for i in range(1, 200):  # 40 s in steps of 0.2 s, as a running engine would see them
         t = i * 0.2
         if abs(t - 6.0) < 1e-6:
-            store.set_session_busy("s1", True, now_us=to_us(clock.now()))
+            store.sessions.set_session_busy("s1", True, now_us=to_us(clock.now()))
         if abs(t - 14.6) < 1e-6:
-            store.set_session_busy("s1", False, now_us=to_us(clock.now()))
+            store.sessions.set_session_busy("s1", False, now_us=to_us(clock.now()))
         before = len(model.calls)
         step(eng, clock, 0.2)
         for call in model.calls[before:]:
@@ -98,7 +98,7 @@ def test_failing_session_pauses_its_reminder_and_resume_clears_it(store, clock, 
     api = Reminders(store, clock=clock, settings=settings)
     eng, _failed = command_engine(store, clock, settings)
     argv = [sys.executable, "-c", FAIL_AGENT]
-    store.put_session(
+    store.sessions.put_session(
         Session("bad", adapter="command", config={"argv": argv}), now_us=to_us(clock.now())
     )
     rid = api.create("x", session="bad", every="1m", repeat=None).id
@@ -107,12 +107,12 @@ def test_failing_session_pauses_its_reminder_and_resume_clears_it(store, clock, 
     assert outcomes(store, rid)[0][0] == "failed"
     assert rem.state == "paused" and "cannot resume" in (rem.last_error or "")
     assert "same command" in (rem.last_error or "")  # no fresh_argv: the fallback would repeat it
-    assert [s.id for s in store.list_sessions()] == ["bad"]  # no spurious fresh session
-    sess = store.get_session("bad")
+    assert [s.id for s in store.sessions.list_sessions()] == ["bad"]  # no spurious fresh session
+    sess = store.sessions.get_session("bad")
     assert sess.failures == 1 and "cannot resume" in (sess.last_error or "")
     step(eng, clock, 60)
     step(eng, clock, 60)
-    assert len(store.history(reminder_id=rid)) == 1  # paused: not fired at forever
+    assert len(store.reminders.history(reminder_id=rid)) == 1  # paused: not fired at forever
     resumed = api.resume([rid])[0]
     assert resumed.state == "active" and resumed.last_error is None
 
@@ -121,7 +121,7 @@ def test_fallback_none_is_a_session_setting(store, clock, settings) -> None:  # 
     api = Reminders(store, clock=clock, settings=settings)
     eng, _failed = command_engine(store, clock, settings)
     ok = [sys.executable, "-c", "print('fresh ok')"]
-    store.put_session(
+    store.sessions.put_session(
         Session(
             "b",
             adapter="command",
@@ -145,7 +145,7 @@ def test_breaker_tries_the_fresh_session_first(store, clock, settings, tmp_path)
     agent = f"import os, sys; sys.stdin.read(); sys.exit(0 if os.path.exists({str(mark)!r}) else 3)"
     primary = [sys.executable, "-c", agent, "primary"]
     fresh = [sys.executable, "-c", agent, "fresh"]
-    store.put_session(
+    store.sessions.put_session(
         Session("c", adapter="command", config={"argv": primary, "fresh_argv": fresh}),
         now_us=to_us(clock.now()),
     )
@@ -153,7 +153,7 @@ def test_breaker_tries_the_fresh_session_first(store, clock, settings, tmp_path)
         rid = api.create("x", session="c", in_="1m").id
         step(eng, clock, 60)
         assert outcomes(store, rid)[0][0] == "failed"
-    assert store.get_session("c").failures == 2
+    assert store.sessions.get_session("c").failures == 2
     mark.write_text("")  # both would work now
     rid = api.create("third", session="c", in_="1m").id
     step(eng, clock, 60)

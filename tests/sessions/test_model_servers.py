@@ -128,7 +128,7 @@ def openai_engine(
     )
     failed: list[str] = []
     eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))
-    store.put_session(
+    store.sessions.put_session(
         Session("o", adapter="openai", config={"base_url": url, "model": "m", "timeout": 30}),
         now_us=to_us(clock.now()),
     )
@@ -154,12 +154,12 @@ def test_5xx_and_429_wait_and_retry_honouring_retry_after(
         api = Reminders(sqlite_store, clock=clock, settings=settings)
         rid = api.create("stretch", session="o", in_="1m").id
         step(eng, clock, 60)
-        (occ,) = sqlite_store.history(reminder_id=rid)
+        (occ,) = sqlite_store.reminders.history(reminder_id=rid)
         assert occ.state == "waiting" and "model_unavailable" in (occ.error or "") and not failed
         step(eng, clock, wait - 0.5)  # inside the back-off (or what the server asked): left alone
         assert len(server.completions()) == 1
         step(eng, clock, 1)
-        (occ,) = sqlite_store.history(reminder_id=rid)
+        (occ,) = sqlite_store.reminders.history(reminder_id=rid)
         assert occ.state == "delivered" and [s.status for s in server.completions()] == [
             status,
             200,
@@ -167,7 +167,7 @@ def test_5xx_and_429_wait_and_retry_honouring_retry_after(
         assert (
             sum(
                 m.content.count("<schedule-fired ")
-                for m in sqlite_store.messages("o")
+                for m in sqlite_store.transcripts.messages("o")
                 if m.kind == "fired"
             )
             == 1
@@ -184,7 +184,7 @@ def long_history(store: SqlStore, clock: FakeClock, session: str, turns: int, si
             Message(session, "user", f"question {i} " + "q" * size),
             Message(session, "assistant", f"answer {i} " + "a" * size),
         ]
-    store.append_messages(session, rows, now_us=to_us(clock.now()))
+    store.transcripts.append_messages(session, rows, now_us=to_us(clock.now()))
 
 
 @pytest.mark.parametrize("style", ["llama-cpp-python", "llama.cpp-400", "openai"])
@@ -239,7 +239,7 @@ def test_a_long_session_never_dies(sqlite_store, clock, settings) -> None:  # ty
     assert {s.body["max_tokens"] for s in seen} == {512}
     assert seen[-1].body["messages"][-1]["content"].startswith("turn 24 ")
     assert (
-        len(sqlite_store.messages("s")) == 50
+        len(sqlite_store.transcripts.messages("s")) == 50
     )  # nothing is deleted from the store, only left out of requests
 
 
@@ -286,14 +286,14 @@ def test_a_huge_answer_is_dropped_unread(sqlite_store, clock, settings) -> None:
     with ModelServer("openai", behaviour=Behaviour(huge_bytes=20_000_000)) as server:
         reply = conversation(sqlite_store, clock, settings, server.base_url).send("hello")
     assert not reply.ok and reply.code == "model_response_too_large"
-    assert [m.role for m in sqlite_store.messages("s")] == ["user"]
+    assert [m.role for m in sqlite_store.transcripts.messages("s")] == ["user"]
 
 
 def test_a_long_reply_is_stored_truncated_with_a_marker(sqlite_store, clock, settings) -> None:  # type: ignore[no-untyped-def]
     with ModelServer("openai", lambda body: text("y" * 200_000)) as server:
         reply = conversation(sqlite_store, clock, settings, server.base_url).send("hello")
     assert reply.ok
-    stored = sqlite_store.messages("s")[-1].content or ""
+    stored = sqlite_store.transcripts.messages("s")[-1].content or ""
     assert len(stored) < 32_100 and stored.startswith("y" * 32_000)
     assert stored.endswith("[remindkit: truncated, 168000 more characters not kept]")
 
@@ -315,7 +315,9 @@ def test_at_most_n_tool_calls_run_per_completion(sqlite_store, clock, settings) 
         took = time.monotonic() - start
     assert reply.ok
     results = [
-        json.loads(m.content or "{}") for m in sqlite_store.messages("s") if m.role == "tool"
+        json.loads(m.content or "{}")
+        for m in sqlite_store.transcripts.messages("s")
+        if m.role == "tool"
     ]
     assert len(results) == 500
     refused = [r for r in results if r.get("error", {}).get("code") == "too_many_tool_calls"]

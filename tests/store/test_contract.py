@@ -22,7 +22,7 @@ def api(store, clock, settings):
 
 def claim(store, clock, owner="e1", lookahead=0.0, limit=100, lease_s=30):
     now = clock.now()
-    fires, _n = store.claim_due(
+    fires, _n = store.claims.claim_due(
         now_us=to_us(now),
         horizon_us=to_us(now) + int(lookahead * 1e6),
         owner=owner,
@@ -42,10 +42,10 @@ def test_create_and_read_back(api, store):
         alarm=True,
         announce="Deploy check",
     )
-    got = store.get_reminder(r.id)
+    got = store.reminders.get_reminder(r.id)
     assert got == r
     assert got.next_fire_at == api.clock.now() + timedelta(minutes=5)
-    assert store.get_session("s1") is not None
+    assert store.sessions.get_session("s1") is not None
 
 
 def test_label_replaces_live_reminder(api):
@@ -70,11 +70,11 @@ def test_limits_refuse_and_change_nothing(store, clock, settings, scope):
     api = Reminders(store, clock=clock, settings=settings.with_limits(**limits))
     for i in range(3):
         api.create(f"r{i}", session="s1" if scope == "session" else f"s{i}", in_="5m")
-    before = store.count_reminders()
+    before = store.reminders.count_reminders()
     with pytest.raises(LimitExceeded) as exc:
         api.create("one too many", session="s1", in_="5m")
     assert exc.value.code == "too_many_reminders"
-    assert store.count_reminders() == before
+    assert store.reminders.count_reminders() == before
     # A cancelled one frees a slot.
     api.cancel([api.list()[0].id])
     api.create("fits again", session="s1", in_="5m")
@@ -107,7 +107,7 @@ def test_claim_once_and_advance(api, store, clock):
     pending = api.get(one.id)
     assert pending.state == ACTIVE and pending.next_fire_at == one.next_fire_at
     (f1,) = [f for f in fires if f.reminder_id == one.id]
-    store.finish(
+    store.claims.finish(
         [
             Outcome(
                 f1.occurrence_id,
@@ -125,16 +125,22 @@ def test_claim_once_and_advance(api, store, clock):
     (f2,) = claim(store, clock)
     assert f2.position == 2
     assert api.get(rep.id).state == ACTIVE
-    store.mark_fired([(f2.occurrence_id, f2.token, clock.now_us())])  # fired, delivery pending
+    store.claims.mark_fired(
+        [(f2.occurrence_id, f2.token, clock.now_us())]
+    )  # fired, delivery pending
     assert api.get(rep.id).state == ACTIVE  # still the user's until its delivery has an outcome
-    store.finish([Outcome(f2.occurrence_id, f2.token, WAITING, wait_for="idle", error="busy")])
+    store.claims.finish(
+        [Outcome(f2.occurrence_id, f2.token, WAITING, wait_for="idle", error="busy")]
+    )
     waiting = api.get(rep.id)
     assert waiting.state == ACTIVE and waiting.delivery is not None
     assert waiting.delivery.wait_for == "idle" and waiting.delivery.reason == "busy"
-    (f3,) = store.claim_waiting(
+    (f3,) = store.claims.claim_waiting(
         now_us=clock.now_us(), owner="e1", lease_us=30_000_000, sessions=None
     )
-    store.finish([Outcome(f3.occurrence_id, f3.token, DELIVERED, delivered_at_us=clock.now_us())])
+    store.claims.finish(
+        [Outcome(f3.occurrence_id, f3.token, DELIVERED, delivered_at_us=clock.now_us())]
+    )
     assert api.get(rep.id).state == DONE
 
 
@@ -144,21 +150,21 @@ def test_outcome_needs_the_token(api, store, clock):
     (fire,) = claim(store, clock, lease_s=1)
     # The lease runs out; another engine takes it over with a new token.
     clock.advance(5)
-    (taken,) = store.reclaim_expired(
+    (taken,) = store.claims.reclaim_expired(
         now_us=clock.now_us(), owner="e2", lease_us=30_000_000, limit=10
     )
     assert taken.occurrence_id == fire.occurrence_id and taken.token != fire.token
-    stale = store.finish(
+    stale = store.claims.finish(
         [Outcome(fire.occurrence_id, fire.token, DELIVERED, delivered_at_us=clock.now_us())]
     )
     assert stale == [fire.occurrence_id]
     assert (
-        store.finish(
+        store.claims.finish(
             [Outcome(taken.occurrence_id, taken.token, DELIVERED, delivered_at_us=clock.now_us())]
         )
         == []
     )
-    (occ,) = store.history()
+    (occ,) = store.reminders.history()
     assert occ.state == DELIVERED and occ.attempts == 2
 
 
@@ -166,18 +172,19 @@ def test_waiting_then_claimed_for_delivery(api, store, clock):
     api.create("one", session="s1", in_="1m")
     clock.advance(61)
     (fire,) = claim(store, clock)
-    store.finish(
+    store.claims.finish(
         [Outcome(fire.occurrence_id, fire.token, WAITING, fired_at_us=clock.now_us(), error="busy")]
     )
-    assert store.waiting_sessions() == ["s1"]
-    (again,) = store.claim_waiting(
+    assert store.claims.waiting_sessions() == ["s1"]
+    (again,) = store.claims.claim_waiting(
         now_us=clock.now_us(), owner="e2", lease_us=10**7, sessions=["s1"]
     )
     assert again.occurrence_id == fire.occurrence_id
     assert (
-        store.claim_waiting(now_us=clock.now_us(), owner="e3", lease_us=10**7, sessions=None) == []
+        store.claims.claim_waiting(now_us=clock.now_us(), owner="e3", lease_us=10**7, sessions=None)
+        == []
     )
-    (occ,) = store.history()
+    (occ,) = store.reminders.history()
     assert occ.state == CLAIMED and occ.fired_at is not None
 
 
@@ -190,7 +197,7 @@ def test_paused_all_blocks_claims_and_persists(store_url, settings, clock):
     s2 = open_store(store_url, settings=settings)
     try:
         clock.advance(120)
-        assert s2.paused_all()
+        assert s2.coordination.paused_all()
         assert claim(s2, clock) == []
         Reminders(s2, clock=clock, settings=settings).resume_all()
         assert len(claim(s2, clock)) == 1
@@ -213,7 +220,7 @@ def test_snooze_brings_back_a_fired_one_shot(api, store, clock):
     r = api.create("one", session="s1", in_="1m")
     clock.advance(61)
     (f,) = claim(store, clock)
-    store.finish(
+    store.claims.finish(
         [
             Outcome(
                 f.occurrence_id,
@@ -230,15 +237,17 @@ def test_snooze_brings_back_a_fired_one_shot(api, store, clock):
     clock.advance(timedelta(minutes=10))
     (f,) = claim(store, clock)
     assert f.reminder_id == r.id
-    store.finish([], fired=[(f.occurrence_id, f.token, clock.now_us())])
+    store.claims.finish([], fired=[(f.occurrence_id, f.token, clock.now_us())])
     assert api.get(r.id).state == ACTIVE  # fired, its delivery not yet settled
-    store.finish([Outcome(f.occurrence_id, f.token, DELIVERED, delivered_at_us=clock.now_us())])
+    store.claims.finish(
+        [Outcome(f.occurrence_id, f.token, DELIVERED, delivered_at_us=clock.now_us())]
+    )
     assert api.get(r.id).state == DONE
 
 
 def test_delete_session_pauses_its_reminders(api, store, clock):
     r = api.create("one", session="s1", in_="5m")
-    store.delete_session("s1", now_us=clock.now_us())
+    store.sessions.delete_session("s1", now_us=clock.now_us())
     got = api.get(r.id)
     assert got.state == PAUSED and "deleted" in got.last_error
     with pytest.raises(Conflict) as exc:
@@ -253,7 +262,7 @@ def test_export_import_roundtrip(api, store, store_url, settings, clock, tmp_pat
     api.create("two", session="s2", cron="0 9 * * 1-5", tz="Europe/Berlin")
     done = api.create("three", session="s1", in_="1m")
     api.cancel([done.id])
-    store.put_session(
+    store.sessions.put_session(
         Session("s1", adapter="command", config={"argv": ["true"]}), now_us=clock.now_us()
     )
     lines = list(api.export())
@@ -264,11 +273,11 @@ def test_export_import_roundtrip(api, store, store_url, settings, clock, tmp_pat
         assert [r.to_dict() for r in api2.list(all=True)] == [
             r.to_dict() for r in api.list(all=True)
         ]
-        assert other.get_session("s1").config == {"argv": ["true"]}
+        assert other.sessions.get_session("s1").config == {"argv": ["true"]}
         with pytest.raises(Conflict):
             api2.import_(lines)  # ids exist: refused whole
         assert api2.import_(lines, replace_existing=True) == 3
-        assert other.count_reminders() == 3
+        assert other.reminders.count_reminders() == 3
     finally:
         other.close()
 
@@ -284,33 +293,41 @@ def test_import_rejects_a_bad_line_and_writes_nothing(api, store):
     with pytest.raises(InvalidInput) as exc:
         api.import_(broken)
     assert exc.value.code == "invalid_import" and "line" in exc.value.message
-    assert store.count_reminders() == 1
+    assert store.reminders.count_reminders() == 1
     assert good  # header only
 
 
 def test_hold_lease_priority(store, clock):
     now = clock.now_us()
     assert (
-        store.hold_lease("alerter", holder="serve", priority=0, until_us=now + 10, now_us=now)[0]
+        store.coordination.hold_lease(
+            "alerter", holder="serve", priority=0, until_us=now + 10, now_us=now
+        )[0]
         == "serve"
     )
     assert (
-        store.hold_lease("alerter", holder="nb", priority=0, until_us=now + 10, now_us=now)[0]
+        store.coordination.hold_lease(
+            "alerter", holder="nb", priority=0, until_us=now + 10, now_us=now
+        )[0]
         == "serve"
     )
     assert (
-        store.hold_lease("alerter", holder="tray", priority=10, until_us=now + 10, now_us=now)[0]
+        store.coordination.hold_lease(
+            "alerter", holder="tray", priority=10, until_us=now + 10, now_us=now
+        )[0]
         == "tray"
     )
     assert (
-        store.hold_lease("alerter", holder="serve", priority=0, until_us=now + 10, now_us=now)[0]
+        store.coordination.hold_lease(
+            "alerter", holder="serve", priority=0, until_us=now + 10, now_us=now
+        )[0]
         == "tray"
     )
     later = now + 11
     assert (
-        store.hold_lease("alerter", holder="serve", priority=0, until_us=later + 10, now_us=later)[
-            0
-        ]
+        store.coordination.hold_lease(
+            "alerter", holder="serve", priority=0, until_us=later + 10, now_us=later
+        )[0]
         == "serve"
     )
 
@@ -329,13 +346,13 @@ def test_unique_occurrence_key(store, api, clock):
     r = api.create("one", session="s1", in_="1m")
     clock.advance(61)
     (f,) = claim(store, clock)
-    store.modify(
+    store.reminders.modify(
         lambda x: replace(x, state=ACTIVE, next_fire_at=r.next_fire_at),
         now_us=clock.now_us(),
         ids=[r.id],
     )
     assert claim(store, clock, owner="e2") == []
-    assert len(store.history(reminder_id=r.id)) == 1
+    assert len(store.reminders.history(reminder_id=r.id)) == 1
 
 
 def test_a_claimed_final_occurrence_can_still_be_cancelled(api, store, clock):
@@ -346,9 +363,9 @@ def test_a_claimed_final_occurrence_can_still_be_cancelled(api, store, clock):
     (f,) = claim(store, clock, lookahead=1.0)
     (cancelled,) = api.cancel([r.id])
     assert cancelled.state == CANCELLED
-    stale = store.finish(
+    stale = store.claims.finish(
         [Outcome(f.occurrence_id, f.token, DELIVERED, delivered_at_us=clock.now_us())]
     )
     assert stale == [f.occurrence_id]  # its outcome is refused: it was cancelled
-    (occ,) = store.history()
+    (occ,) = store.reminders.history()
     assert occ.state == "cancelled"

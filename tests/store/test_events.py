@@ -27,13 +27,13 @@ def api(store, clock, settings):
 def kinds(store, reminder_id=None):
     return [
         (str(e.kind), str(e.surface))
-        for e in store.recent_events(limit=READ_MAX, reminder_id=reminder_id)
+        for e in store.events.recent_events(limit=READ_MAX, reminder_id=reminder_id)
     ]
 
 
 def claim(store, clock, owner="e1"):
     now = clock.now()
-    fires, _n = store.claim_due(
+    fires, _n = store.claims.claim_due(
         now_us=to_us(now),
         horizon_us=to_us(now),
         owner=owner,
@@ -59,7 +59,7 @@ def test_every_change_is_recorded_with_its_surface(api, store, clock):
         ("snoozed", "cli"),
         ("cancelled", "tool"),
     ]
-    events = store.events_after(0, limit=READ_MAX)
+    events = store.events.events_after(0, limit=READ_MAX)
     assert [e.id for e in events] == sorted({e.id for e in events})  # ids only grow
     created = events[0]
     assert (
@@ -70,7 +70,7 @@ def test_every_change_is_recorded_with_its_surface(api, store, clock):
     assert cancelled.detail["state"] == ["active", "cancelled"]
     # pausing everything is recorded without a reminder
     api.pause_all()
-    (last,) = store.events_after(cancelled.id)
+    (last,) = store.events.events_after(cancelled.id)
     assert (last.kind, last.reminder_id, last.detail) == (EventKind.PAUSED, None, {"all": True})
 
 
@@ -78,7 +78,7 @@ def test_refused_changes_write_no_event(api, store, clock, settings):
     r = api.create("one", session="s1", in_="5m")
     api.cancel([r.id])
     other = api.create("two", session="s1", in_="5m")
-    before = store.last_event_id()
+    before = store.events.last_event_id()
     with pytest.raises(Conflict):
         api.cancel([r.id])  # not active
     with pytest.raises(NotFound):
@@ -90,14 +90,14 @@ def test_refused_changes_write_no_event(api, store, clock, settings):
         small.create("over the limit", session="s1", in_="5m")
     with pytest.raises(InvalidInput):
         api.import_(['{"type": "reminder", "id": "rem_x"}'])
-    assert store.last_event_id() == before
+    assert store.events.last_event_id() == before
     assert api.get(other.id).state == "active"
 
 
 def test_no_change_without_its_event(api, store, clock):
     """When the event cannot be written, the change it records is rolled back."""
     r = api.create("kept", session="s1", in_="5m")
-    n = store.count_reminders()
+    n = store.reminders.count_reminders()
     with store.write() as conn:
         conn.execute(text("ALTER TABLE events RENAME TO events_away"))
     try:
@@ -108,7 +108,7 @@ def test_no_change_without_its_event(api, store, clock):
     finally:
         with store.write() as conn:
             conn.execute(text("ALTER TABLE events_away RENAME TO events"))
-    assert store.count_reminders() == n
+    assert store.reminders.count_reminders() == n
     assert api.get(r.id).state == "active"
     assert kinds(store) == [("created", "cli")]
 
@@ -119,12 +119,12 @@ def test_engine_outcomes_are_recorded_with_them(api, store, clock):
     clock.advance(2)
     fires = {f.reminder_id: f for f in claim(store, clock)}
     t = to_us(clock.now())
-    store.mark_fired([(fires[one.id].occurrence_id, fires[one.id].token, t)])
-    store.mark_fired(
+    store.claims.mark_fired([(fires[one.id].occurrence_id, fires[one.id].token, t)])
+    store.claims.mark_fired(
         [(fires[one.id].occurrence_id, fires[one.id].token, t + 5)]
     )  # already marked: no event
     assert (
-        store.finish(
+        store.claims.finish(
             [
                 Outcome(
                     fires[one.id].occurrence_id,
@@ -152,33 +152,37 @@ def test_engine_outcomes_are_recorded_with_them(api, store, clock):
         ("delivered", "engine"),
     ]
     assert kinds(store, two.id) == [("created", "cli"), ("fired", "engine"), ("waiting", "engine")]
-    fired = store.recent_events(reminder_id=one.id)[1]
+    fired = store.events.recent_events(reminder_id=one.id)[1]
     assert fired.detail["late_ms"] == 1000 and fired.session == "s1"
     # taken again and still waiting for the same reason: no second event; a new reason: one
-    (again,) = store.claim_waiting(now_us=t, owner="e1", lease_us=30_000_000, sessions=["s2"])
-    store.finish(
+    (again,) = store.claims.claim_waiting(
+        now_us=t, owner="e1", lease_us=30_000_000, sessions=["s2"]
+    )
+    store.claims.finish(
         [Outcome(again.occurrence_id, again.token, WAITING, error="s2 is busy")], now_us=t + 20
     )
     assert kinds(store, two.id)[-1] == ("waiting", "engine") and len(kinds(store, two.id)) == 3
-    (again,) = store.claim_waiting(now_us=t, owner="e1", lease_us=30_000_000, sessions=["s2"])
-    store.finish(
+    (again,) = store.claims.claim_waiting(
+        now_us=t, owner="e1", lease_us=30_000_000, sessions=["s2"]
+    )
+    store.claims.finish(
         [Outcome(again.occurrence_id, again.token, "failed", error="\x1b[2J boom")], now_us=t + 30
     )
-    last = store.recent_events(reminder_id=two.id)[-1]
+    last = store.events.recent_events(reminder_id=two.id)[-1]
     assert (last.kind, last.detail["error"]) == (EventKind.FAILED, "\x1b[2J boom")
     # a refused outcome (stale token) writes no event
-    before = store.last_event_id()
-    assert store.finish(
+    before = store.events.last_event_id()
+    assert store.claims.finish(
         [Outcome(again.occurrence_id, "stale", "delivered", delivered_at_us=t)]
     ) == [again.occurrence_id]
-    assert store.last_event_id() == before
+    assert store.events.last_event_id() == before
 
 
 def test_skipped_by_policy_at_claim_time(api, store, clock):
     r = api.create("every minute", session="s1", every="1m", misfire="skip")
     clock.advance(60 * 5 + 30)  # half a period after the latest missed one
     now = clock.now()
-    store.claim_due(
+    store.claims.claim_due(
         now_us=to_us(now),
         horizon_us=to_us(now),
         owner="e1",
@@ -195,7 +199,7 @@ def test_import_records_each_reminder(api, store, clock):
     api.cancel([a.id])
     assert api.import_(lines, replace_existing=True) == 1
     assert api.get(a.id).state == "active"
-    last = store.recent_events(reminder_id=a.id)[-1]
+    last = store.events.recent_events(reminder_id=a.id)[-1]
     assert (last.kind, last.surface, last.detail["imported"]) == (
         EventKind.CREATED,
         Surface.IMPORT,
@@ -206,15 +210,15 @@ def test_import_records_each_reminder(api, store, clock):
 def test_reading_is_bounded(api, store):
     for i in range(5):
         api.create(f"r{i}", session="s1", in_="5m")
-    first = store.events_after(0, limit=2)
+    first = store.events.events_after(0, limit=2)
     assert len(first) == 2
-    rest = store.events_after(first[-1].id, limit=10)
-    assert [e.id for e in first + rest] == [e.id for e in store.events_after(0, limit=10)]
+    rest = store.events.events_after(first[-1].id, limit=10)
+    assert [e.id for e in first + rest] == [e.id for e in store.events.events_after(0, limit=10)]
     for bad in (0, READ_MAX + 1, True, "5"):
         with pytest.raises(InvalidInput):
-            store.events_after(0, limit=bad)
+            store.events.events_after(0, limit=bad)
     with pytest.raises(InvalidInput):
-        store.events_after(-1)
+        store.events.events_after(-1)
 
 
 def test_detail_is_bounded():
@@ -245,7 +249,7 @@ def test_a_tailing_reader_misses_no_event(store_url, settings, clock):
         last = 0
         while True:
             stop = done.is_set()
-            got = s.events_after(last, limit=7)
+            got = s.events.events_after(last, limit=7)
             seen.extend(e.id for e in got)
             last = got[-1].id if got else last
             if stop and not got:
@@ -262,7 +266,7 @@ def test_a_tailing_reader_misses_no_event(store_url, settings, clock):
         done.set()
         reader.join(60)
         assert not errors
-        every = [e.id for e in stores[0].events_after(0, limit=READ_MAX)]
+        every = [e.id for e in stores[0].events.events_after(0, limit=READ_MAX)]
         assert len(every) == 60
         assert seen == every
     finally:

@@ -156,7 +156,7 @@ def test_a_fire_sounds_the_alarm_notifies_and_is_delivered(
     x, bus = desktop
     url, store, api = tray_store
     inbox = tmp_path / "inbox.txt"
-    store.put_session(
+    store.sessions.put_session(
         Session(id="s1", adapter="command", config={"argv": ["sh", "-c", f"cat >> {inbox}"]}),
         now_us=to_us(api.clock.now()),
     )

@@ -19,8 +19,8 @@ def test_recent_fires_starts_with_the_stats(home: Home) -> None:  # noqa: F811
     store = home.store()
     try:
         now = datetime.now(timezone.utc)
-        data = store.fire_stats(since_us=to_us(now) - 86_400_000_000)
-        fires = store.history(limit=5)
+        data = store.reports.fire_stats(since_us=to_us(now) - 86_400_000_000)
+        fires = store.reminders.history(limit=5)
     finally:
         store.close()
     assert data["all"] == cli["all"]

@@ -103,7 +103,7 @@ class TelegramBridge:
             now = now_us(self.api.clock)
             try:
                 holder, _prio, _until = await asyncio.to_thread(
-                    self.store.hold_lease,
+                    self.store.coordination.hold_lease,
                     f"telegram:{self.bot_id}:poller",
                     holder=self.owner,
                     priority=0,
@@ -132,7 +132,9 @@ class TelegramBridge:
                 await self._polling.wait()
                 continue
             if not offset:  # (again) the poller: go on from the offset the last poller confirmed
-                offset = int(await asyncio.to_thread(self.store.get_flag, flag, "0") or 0)
+                offset = int(
+                    await asyncio.to_thread(self.store.coordination.get_flag, flag, "0") or 0
+                )
             try:
                 updates = await self.bot.get_updates(
                     offset=offset or None,
@@ -157,7 +159,10 @@ class TelegramBridge:
                     log.warning("update %s: %s", update.update_id, exc)
                 offset = update.update_id + 1
                 await asyncio.to_thread(
-                    self.store.set_flag, flag, str(offset), now_us=now_us(self.api.clock)
+                    self.store.coordination.set_flag,
+                    flag,
+                    str(offset),
+                    now_us=now_us(self.api.clock),
                 )
 
     async def _sweep_loop(self, stop: asyncio.Event) -> None:

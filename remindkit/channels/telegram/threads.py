@@ -59,8 +59,8 @@ class Threads:
     def current(self, chat: int, thread: int | None) -> Session | None:
         """The live session of the thread (None: none yet, or it just expired)."""
         route = self.route(chat, thread)
-        sid = self.store.get_flag(self._flag(route)) or base_id(chat, thread)
-        sess = self.store.get_session(sid)
+        sid = self.store.coordination.get_flag(self._flag(route)) or base_id(chat, thread)
+        sess = self.store.sessions.get_session(sid)
         if sess is None or sess.state != SESSION_ACTIVE:
             return None
         if self.expire_if_due(sess):
@@ -76,7 +76,7 @@ class Threads:
         base = base_id(chat, thread)
         sid, n = base, 1
         while True:
-            existing = self.store.get_session(sid)
+            existing = self.store.sessions.get_session(sid)
             if existing is None:
                 break
             if existing.state == SESSION_ACTIVE and not self.expire_if_due(existing):
@@ -85,15 +85,15 @@ class Threads:
             sid = f"{base}~{n}"
         now = now_us(self.api.clock)
         config = {**self.agent, "route": route}
-        sess = self.store.put_session(
+        sess = self.store.sessions.put_session(
             Session(sid, adapter="telegram", config=config, title=title), now_us=now
         )
-        self.store.set_flag(self._flag(route), sid, now_us=now)
+        self.store.coordination.set_flag(self._flag(route), sid, now_us=now)
         return sess
 
     def expire_if_due(self, sess: Session) -> bool:
         now = self.api.clock.now()
-        count = self.store.last_seq(sess.id)
+        count = self.store.transcripts.last_seq(sess.id)
         age = (now - sess.created_at).total_seconds() if sess.created_at is not None else 0.0
         if count >= self.expiry.max_messages:
             why = f"session {sess.id} expired after {count} messages"
@@ -104,13 +104,13 @@ class Threads:
         live = [r.id for r in self.api.list(session=sess.id, states=LIVE_STATES)]
         if live:
             self.api.cancel(live, session=sess.id, reason=why)
-        self.store.delete_session(sess.id, now_us=now_us(self.api.clock))
+        self.store.sessions.delete_session(sess.id, now_us=now_us(self.api.clock))
         return True
 
     def sweep(self) -> list[str]:
         """Expire this bot's sessions that are due (age); returns their ids."""
         out = []
-        for sess in self.store.list_sessions():
+        for sess in self.store.sessions.list_sessions():
             route = sess.config.get("route")
             if (
                 sess.adapter == "telegram"

@@ -1,0 +1,107 @@
+"""What differs between SQLite and PostgreSQL, in one place.
+
+SQLite serialises writers (a write transaction holds the database's write lock from
+``BEGIN IMMEDIATE``, see ``db.py``), so row locks and advisory locks are no-ops
+there; PostgreSQL locks rows ``FOR UPDATE`` (``SKIP LOCKED`` where engines compete
+for work) and takes transaction advisory locks for checks that span rows.
+
+:func:`chunks` cuts long ``IN (...)`` lists: SQLite allows few bound parameters
+per statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, Select, Table, select, text
+
+IN_CHUNK = 500
+T = TypeVar("T")
+
+
+def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
+    """``items`` in slices of at most ``size``."""
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class Dialect:
+    """The statements and locks of one database backend (``Dialect.of(conn)``)."""
+
+    def __init__(self, name: str, paramstyle: str) -> None:
+        self.name = name
+        self.locks_rows = name == "postgresql"
+        # For plain executemany through the driver (exec_driver_sql).
+        self.placeholder = "?" if paramstyle == "qmark" else "%s"
+
+    @classmethod
+    def of(cls, bind: Engine | Connection) -> Dialect:
+        d = bind.dialect
+        key = (d.name, d.paramstyle)
+        found = _KNOWN.get(key)
+        if found is None:
+            found = _KNOWN[key] = cls(d.name, d.paramstyle)
+        return found
+
+    def __repr__(self) -> str:
+        return f"Dialect({self.name!r})"
+
+    def for_update(self, stmt: Any) -> Any:
+        """``SELECT ... FOR UPDATE`` where rows are locked (SQLite holds the write lock)."""
+        return stmt.with_for_update() if self.locks_rows else stmt
+
+    def skip_locked(self, stmt: Any, *, of: Table | None = None) -> Any:
+        """``FOR UPDATE SKIP LOCKED`` (of ``of``'s rows): rows another engine holds are
+        left to it."""
+        return stmt.with_for_update(of=of, skip_locked=True) if self.locks_rows else stmt
+
+    def first_unlocked(
+        self, table: Table, *, where: Sequence[Any], order_by: Any, limit: int
+    ) -> Select[Any]:
+        """The first ``limit`` rows of ``table`` by ``order_by``. Where rows are locked:
+        those rows locked in id order (as every writer of them locks them), skipping
+        rows another engine holds, so engines never deadlock."""
+        first = select(table).where(*where).order_by(order_by).limit(limit)
+        if not self.locks_rows:
+            return first
+        key = table.c.id
+        earliest = select(key).where(*where).order_by(order_by).limit(limit)
+        return (
+            select(table)
+            .where(key.in_(earliest.scalar_subquery()), *where)
+            .order_by(key)
+            .with_for_update(skip_locked=True)
+        )
+
+    def advisory_xact_lock(self, conn: Connection, key: int) -> None:
+        """Hold the advisory lock ``key`` until the transaction ends."""
+        if self.locks_rows:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+
+    def insert(self, table: Table) -> Any:
+        """The dialect's own ``INSERT`` (``on_conflict_do_nothing`` and friends). Each
+        dialect loads on first use (the CLI on SQLite never needs PostgreSQL's)."""
+        if self.locks_rows:
+            from sqlalchemy.dialects import postgresql as pg_dialect
+
+            return pg_dialect.insert(table)
+        from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+        return sqlite_dialect.insert(table)
+
+    def checkpoint(self, engine: Engine) -> None:
+        """Copy a write-ahead log left by an earlier process into the database now
+        (SQLite; the first commit would do it otherwise)."""
+        if self.locks_rows:
+            return
+        raw = engine.raw_connection()
+        try:
+            raw.cursor().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            raw.close()
+
+
+_KNOWN: dict[tuple[str, str], Dialect] = {}
+
+__all__ = ["IN_CHUNK", "Dialect", "chunks"]

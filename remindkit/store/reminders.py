@@ -1,0 +1,641 @@
+"""The reminders of the store: adding (with label replacement and limits), finding,
+counting, modifying, importing and exporting them, and their fires' history.
+
+Every mutation is one transaction that either commits whole or changes nothing.
+On SQLite a write transaction starts with ``BEGIN IMMEDIATE`` (see ``db.py``); on
+PostgreSQL rows are locked ``FOR UPDATE`` and limit checks take a transaction
+advisory lock, so two processes cannot both pass a limit or a label check.
+After a commit the store sends a wake-up hint to engines (``wake.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+from sqlalchemy import (
+    Connection,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+
+from ..audit import EventKind, Surface
+from ..clock import format_utc, from_us, to_us
+from ..errors import Conflict, InvalidInput, LimitExceeded, NotFound, StoreError
+from ..models import (
+    CANCELLED,
+    CLAIMED,
+    LIVE_STATES,
+    OCC_CANCELLED,
+    SESSION_DELETED,
+    WAITING,
+    Delivery,
+    Occurrence,
+    Reminder,
+    Session,
+)
+from ..settings import Limits
+from . import schema as t
+from .claims import waiting_of
+from .dialect import chunks
+from .events import EventRow, changes, event_row, write_events
+from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION
+from .role import Role
+from .rows import (
+    new_session_row as _new_session_row,
+)
+from .rows import (
+    occurrence_from_row,
+    readable_reminders,
+    reminder_to_row,
+    session_from_row,
+    session_to_row,
+)
+
+log = logging.getLogger(__name__)
+_LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)
+
+# Statements on the create path, built once: building a statement per call costs
+# more than running it on SQLite (SQLAlchemy derives a cache key from each new one).
+_R = t.reminders.c
+_SESSION_STATE = select(t.sessions.c.state, t.sessions.c.project).where(
+    t.sessions.c.id == bindparam("sid")
+)
+_INSERT_SESSION = insert(t.sessions)
+_INSERT_REMINDER = insert(t.reminders)
+_LIVE_LABEL = select(_R.id).where(
+    _R.session_id == bindparam("sid"), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
+)
+_LIVE_LABEL_NO_SESSION = select(_R.id).where(
+    _R.session_id.is_(None), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
+)
+_COUNT_LIVE_IN_SESSION = (
+    select(func.count())
+    .select_from(t.reminders)
+    .where(_R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
+)
+_COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
+_LIVE_ENGINES = select(t.engines.c.host, t.engines.c.pid).where(
+    t.engines.c.heartbeat_at >= bindparam("since")
+)
+
+
+class Added(NamedTuple):
+    reminder: Reminder
+    replaced: list[str]
+    engines: list[tuple[str, int]]  # (host, pid) of live engines, when asked for
+
+
+def _check_import_limits(
+    conn: Connection, reminders: Sequence[Reminder], limits: Limits, lines: Sequence[int] | None
+) -> None:
+    live = [(i, r) for i, r in enumerate(reminders) if r.state in LIVE_STATES]
+    if not live:
+        return
+    total = int(conn.execute(_COUNT_LIVE).scalar_one())
+    per: dict[str, int] = {}
+    for i, rem in live:
+        total += 1
+        where = f"line {lines[i]}: " if lines is not None else ""
+        if limits.total is not None and total > limits.total:
+            raise InvalidInput(
+                f"{where}the store would have more than {limits.total} active reminders",
+                code="invalid_import",
+                limit=limits.total,
+                scope="total",
+            )
+        if rem.session is not None and limits.per_session is not None:
+            if rem.session not in per:
+                per[rem.session] = int(
+                    conn.execute(_COUNT_LIVE_IN_SESSION, {"sid": rem.session}).scalar_one()
+                )
+            per[rem.session] += 1
+            if per[rem.session] > limits.per_session:
+                raise InvalidInput(
+                    f"{where}session {rem.session!r} would have more than {limits.per_session} "
+                    "active reminders",
+                    code="invalid_import",
+                    limit=limits.per_session,
+                    scope="session",
+                )
+
+
+class Reminders(Role):
+    """Reminders and their history."""
+
+    def add_reminder(
+        self,
+        rem: Reminder,
+        *,
+        limits: Limits,
+        now_us: int,
+        replace_label: bool = True,
+        surface: Surface | str = Surface.API,
+        alive_since_us: int | None = None,
+        project: str | None = None,
+    ) -> Added:
+        """Insert ``rem``; an active reminder with the same label in its session is
+        cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
+        Writes a ``created`` event (and ``replaced`` for each one replaced). With
+        ``alive_since_us``, also reads (host, pid) of the engines whose heartbeat is
+        that recent, in the same transaction (is the new reminder armed?). With
+        ``project``, a new session is made in that project, and a session of another
+        project is not found (``session_not_found``)."""
+        for attempt in range(3):
+            try:
+                with self.write() as conn:
+                    rem, replaced = self._add_reminder(
+                        conn,
+                        rem,
+                        limits=limits,
+                        now_us=now_us,
+                        replace_label=replace_label,
+                        project=project,
+                    )
+                    events = [
+                        event_row(
+                            EventKind.REPLACED,
+                            surface,
+                            at_us=now_us,
+                            session=rem.session,
+                            reminder_id=old,
+                            detail={"by": rem.id, "label": rem.label},
+                        )
+                        for old in replaced
+                    ]
+                    events.append(
+                        event_row(
+                            EventKind.CREATED,
+                            surface,
+                            at_us=now_us,
+                            session=rem.session,
+                            reminder_id=rem.id,
+                            detail=_created_detail(rem),
+                        )
+                    )
+                    write_events(conn, events)
+                    engines: list[tuple[str, int]] = []
+                    if alive_since_us is not None:
+                        engines = [
+                            (r[0], r[1])
+                            for r in conn.execute(_LIVE_ENGINES, {"since": alive_since_us})
+                        ]
+                    return Added(rem, replaced, engines)
+            except IntegrityError:
+                if attempt == 2:
+                    raise Conflict(
+                        "another process changed this label at the same moment; retry",
+                        code="conflict",
+                    ) from None
+        raise AssertionError("unreachable")
+
+    def _add_reminder(
+        self,
+        conn: Connection,
+        rem: Reminder,
+        *,
+        limits: Limits,
+        now_us: int,
+        replace_label: bool,
+        project: str | None = None,
+    ) -> tuple[Reminder, list[str]]:
+        self.dialect.advisory_xact_lock(conn, _LIMIT_LOCK)
+        replaced: list[str] = []
+        if rem.session is not None:
+            sess = conn.execute(_SESSION_STATE, {"sid": rem.session}).first()
+            if sess is None:
+                row = _new_session_row(rem.session, now_us)
+                if project is not None:
+                    row["project"] = project
+                conn.execute(_INSERT_SESSION, row)
+            elif project is not None and sess.project != project:
+                raise NotFound(
+                    f"No session by the id of {rem.session!r} in project {project!r} was found",
+                    code="session_not_found",
+                    session=rem.session,
+                )
+            elif sess.state == SESSION_DELETED:
+                raise Conflict(
+                    f"session {rem.session!r} was deleted",
+                    code="session_deleted",
+                    session=rem.session,
+                )
+        if rem.label is not None and replace_label:
+            if rem.session is None:
+                old = conn.execute(_LIVE_LABEL_NO_SESSION, {"label": rem.label}).all()
+            else:
+                old = conn.execute(_LIVE_LABEL, {"sid": rem.session, "label": rem.label}).all()
+            for (old_id,) in old:
+                conn.execute(
+                    update(t.reminders)
+                    .where(t.reminders.c.id == old_id)
+                    .values(
+                        state=CANCELLED,
+                        last_error=f"replaced by {rem.id}",
+                        next_fire_at=None,
+                        updated_at=now_us,
+                        version=t.reminders.c.version + 1,
+                    )
+                )
+                self._cancel_pending(conn, [old_id], now_us=now_us)
+                replaced.append(old_id)
+        if limits.per_session is not None and rem.session is not None:
+            n = conn.execute(_COUNT_LIVE_IN_SESSION, {"sid": rem.session}).scalar_one()
+            if n >= limits.per_session:
+                raise LimitExceeded(
+                    f"session {rem.session!r} already has {n} active reminders (limit {limits.per_session}); "
+                    "cancel one first",
+                    code="too_many_reminders",
+                    limit=limits.per_session,
+                    scope="session",
+                )
+        if limits.per_project is not None and rem.session is not None:
+            project = conn.execute(PROJECT_OF_SESSION, {"sid": rem.session}).scalar_one()
+            n = conn.execute(LIVE_IN_PROJECT, {"p": project}).scalar_one()
+            if n >= limits.per_project:
+                raise LimitExceeded(
+                    f"project {project!r} already has {n} active reminders (limit {limits.per_project})",
+                    code="too_many_reminders",
+                    limit=limits.per_project,
+                    scope="project",
+                )
+        if limits.total is not None:
+            n = conn.execute(_COUNT_LIVE).scalar_one()
+            if n >= limits.total:
+                raise LimitExceeded(
+                    f"the store already has {n} active reminders (limit {limits.total})",
+                    code="too_many_reminders",
+                    limit=limits.total,
+                    scope="total",
+                )
+        conn.execute(_INSERT_REMINDER, reminder_to_row(rem))
+        return rem, replaced
+
+    def import_rows(
+        self,
+        reminders: Sequence[Reminder],
+        sessions: Sequence[Session],
+        *,
+        replace_existing: bool,
+        now_us: int = 0,
+        surface: Surface | str = Surface.IMPORT,
+        limits: Limits | None = None,
+        lines: Sequence[int] | None = None,
+    ) -> int:
+        """Bulk insert in one transaction (``remindkit import``), with a ``created``
+        event per reminder. With ``limits``, the live reminders after the import stay
+        within them, as for ``remind``, else the whole import is refused
+        (``invalid_import`` naming the line, from ``lines``)."""
+        with self.write() as conn:
+            ids = [r.id for r in reminders]
+            existing: set[str] = set()
+            for chunk in chunks(ids):
+                existing.update(
+                    row[0]
+                    for row in conn.execute(
+                        select(t.reminders.c.id).where(t.reminders.c.id.in_(chunk))
+                    )
+                )
+            if existing and not replace_existing:
+                raise Conflict(
+                    f"{len(existing)} reminder ids already exist (e.g. {sorted(existing)[0]}); "
+                    "use --replace to overwrite them",
+                    code="already_exists",
+                )
+            if existing:
+                for chunk in chunks(sorted(existing)):
+                    conn.execute(delete(t.reminders).where(t.reminders.c.id.in_(chunk)))
+            if limits is not None:
+                _check_import_limits(conn, reminders, limits, lines)
+            have_sessions = {row[0] for row in conn.execute(select(t.sessions.c.id))}
+            new_sessions = [session_to_row(s) for s in sessions if s.id not in have_sessions]
+            if new_sessions:
+                conn.execute(insert(t.sessions), new_sessions)
+            implied = (
+                {r.session for r in reminders if r.session}
+                - have_sessions
+                - {s.id for s in sessions}
+            )
+            if implied:
+                now = max((to_us(r.created_at) for r in reminders if r.created_at), default=0)
+                conn.execute(
+                    insert(t.sessions), [_new_session_row(s, now) for s in sorted(implied)]
+                )
+            rows = [reminder_to_row(r) for r in reminders]
+            if rows:
+                # Plain executemany: the rows are validated domain values already, and
+                # SQLAlchemy's per-row parameter processing would halve the rate.
+                cols = list(rows[0])
+                mark = self.dialect.placeholder
+                sql = f"INSERT INTO reminders ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
+                values = operator.itemgetter(*cols)
+                for batch in chunks(rows, 5000):
+                    conn.exec_driver_sql(sql, [values(r) for r in batch])
+            # The same few details over and over: each is made (and encoded) once.
+            details: dict[tuple[str, bool], EventRow] = {}
+            events: list[EventRow] = []
+            for r in reminders:
+                key = (r.state, r.id in existing)
+                proto = details.get(key)
+                if proto is None:
+                    proto = details[key] = event_row(
+                        EventKind.CREATED,
+                        surface,
+                        at_us=now_us,
+                        session=None,
+                        reminder_id=None,
+                        detail={
+                            "imported": True,
+                            "state": r.state,
+                            **({"replaced_existing": True} if key[1] else {}),
+                        },
+                    )
+                events.append((proto[0], proto[1], proto[2], r.session, r.id, None, proto[6]))
+            write_events(conn, events)
+        return len(rows)
+
+    def get_reminder(self, reminder_id: str) -> Reminder | None:
+        with self.read() as conn:
+            row = conn.execute(select(t.reminders).where(t.reminders.c.id == reminder_id)).first()
+        if row is None:
+            return None
+        got = readable_reminders([row])
+        if not got:
+            raise StoreError(
+                f"reminder {reminder_id} cannot be read (see `remindkit status`)",
+                code="unreadable_row",
+            )
+        return self._with_delivery(got)[0]
+
+    def find_reminders(
+        self,
+        *,
+        session: str | None | type[Any] = Any,
+        states: Iterable[str] | None = None,
+        label: str | None = None,
+        ids: Iterable[str] | None = None,
+        limit: int | None = None,
+        order: str = "created",
+    ) -> list[Reminder]:
+        stmt = select(t.reminders)
+        stmt = _filter(stmt, session=session, states=states, label=label, ids=ids)
+        if order == "next":
+            stmt = stmt.order_by(
+                t.reminders.c.next_fire_at.is_(None), t.reminders.c.next_fire_at, t.reminders.c.id
+            )
+        else:
+            stmt = stmt.order_by(t.reminders.c.created_at, t.reminders.c.id)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self.read() as conn:
+            found = readable_reminders(conn.execute(stmt))
+        return self._with_delivery(found)
+
+    def _with_delivery(self, rems: list[Reminder]) -> list[Reminder]:
+        """Attach the fires that wait for their session to the live reminders they belong to."""
+        live = [r.id for r in rems if r.state in LIVE_STATES]
+        if not live:
+            return rems
+        with self.read() as conn:
+            waiting = waiting_of(conn, live)
+        if not waiting:
+            return rems
+        out = []
+        for r in rems:
+            w = waiting.get(r.id)
+            if w is not None:
+                wait_for, reason, due_us, count = w
+                r = replace(r, delivery=Delivery(WAITING, wait_for, reason, from_us(due_us), count))
+            out.append(r)
+        return out
+
+    def count_reminders(
+        self, *, session: str | None | type[Any] = Any, states: Iterable[str] | None = None
+    ) -> int:
+        stmt = _filter(
+            select(func.count()).select_from(t.reminders), session=session, states=states
+        )
+        with self.read() as conn:
+            return int(conn.execute(stmt).scalar_one())
+
+    def modify(
+        self,
+        fn: Callable[[Reminder], Reminder | None],
+        *,
+        now_us: int,
+        ids: Sequence[str] | None = None,
+        session: str | None | type[Any] = Any,
+        label: str | None = None,
+        states: Iterable[str] | None = None,
+        require_all: bool = True,
+        event: EventKind = EventKind.MODIFIED,
+        surface: Surface | str = Surface.ENGINE,
+    ) -> list[tuple[Reminder, Reminder]]:
+        """Apply ``fn`` to each selected reminder under the write lock.
+
+        ``fn`` returns the new value, or None to leave it unchanged; it may raise
+        a ``RemindkitError``, which rolls everything back. Returns (old, new)
+        pairs of the reminders that changed. With ``ids`` and ``require_all``, an
+        unknown id raises ``not_found`` and nothing changes. Each change writes an
+        ``event`` (by ``surface``) in the same transaction. A new label that a live
+        reminder of the session has already raises ``already_exists``.
+        """
+        try:
+            return self._modify(
+                fn,
+                now_us=now_us,
+                ids=ids,
+                session=session,
+                label=label,
+                states=states,
+                require_all=require_all,
+                event=event,
+                surface=surface,
+            )
+        except IntegrityError:
+            raise Conflict(
+                "a live reminder of this session already has that label", code="already_exists"
+            ) from None
+
+    def _modify(
+        self,
+        fn: Callable[[Reminder], Reminder | None],
+        *,
+        now_us: int,
+        ids: Sequence[str] | None,
+        session: str | None | type[Any],
+        label: str | None,
+        states: Iterable[str] | None,
+        require_all: bool,
+        event: EventKind,
+        surface: Surface | str,
+    ) -> list[tuple[Reminder, Reminder]]:
+        with self.write() as conn:
+            stmt = _filter(
+                select(t.reminders), session=session, states=states, label=label, ids=ids
+            )
+            # Locked in id order, as every writer of reminders locks them (no deadlocks).
+            stmt = self.dialect.for_update(stmt.order_by(t.reminders.c.id))
+            current = sorted(
+                readable_reminders(conn.execute(stmt)),
+                key=lambda r: (r.created_at or from_us(0), r.id),
+            )
+            if ids is not None and require_all:
+                found = {r.id for r in current}
+                for rid in ids:
+                    if rid not in found:
+                        raise NotFound.reminder(rid)
+            changed: list[tuple[Reminder, Reminder]] = []
+            for old in current:
+                new = fn(old)
+                if new is None or new == old:
+                    continue
+                new = replace(new, updated_at=from_us(now_us), version=old.version + 1)
+                row = reminder_to_row(new)
+                result = conn.execute(
+                    update(t.reminders)
+                    .where(t.reminders.c.id == old.id, t.reminders.c.version == old.version)
+                    .values(**{k: v for k, v in row.items() if k not in ("id", "created_at")})
+                )
+                if result.rowcount != 1:
+                    raise Conflict(
+                        f"reminder {old.id} changed concurrently; retry", code="conflict"
+                    )
+                changed.append((old, new))
+            ended = [
+                new.id for old, new in changed if new.state == CANCELLED and old.state != CANCELLED
+            ]
+            if ended:
+                self._cancel_pending(conn, ended, now_us=now_us)
+            write_events(
+                conn,
+                [
+                    event_row(
+                        event,
+                        surface,
+                        at_us=now_us,
+                        session=new.session,
+                        reminder_id=new.id,
+                        detail={k: [_plain(a), _plain(b)] for k, (a, b) in changes(old, new)},
+                    )
+                    for old, new in changed
+                ],
+            )
+            return changed
+
+    def _cancel_pending(
+        self, conn: Connection, reminder_ids: Sequence[str], *, now_us: int
+    ) -> None:
+        """A cancelled reminder's fires that were not yet delivered are cancelled too:
+        waiting ones, and claimed ones that are not due yet. A claimed one whose due
+        time has come is firing (its engine records ``fired_at`` with its next batch),
+        so it is left to finish: a turn that cancels the reminder it was fired by
+        (seed 003's recipe) keeps that fire recorded as delivered."""
+        o = t.occurrences.c
+        for chunk in chunks(list(reminder_ids)):
+            conn.execute(
+                update(t.occurrences)
+                .where(
+                    o.reminder_id.in_(chunk),
+                    or_(
+                        o.state == WAITING,
+                        and_(o.state == CLAIMED, o.fired_at.is_(None), o.due_at > now_us),
+                    ),
+                )
+                .values(
+                    state=OCC_CANCELLED,
+                    error="reminder cancelled",
+                    owner=None,
+                    token=None,
+                    lease_until=None,
+                )
+            )
+
+    # -- history -------------------------------------------------------------------------
+
+    def history(
+        self,
+        *,
+        reminder_id: str | None = None,
+        session: str | None = None,
+        limit: int = 100,
+        states: Iterable[str] | None = None,
+    ) -> list[Occurrence]:
+        stmt = select(t.occurrences)
+        if reminder_id is not None:
+            stmt = stmt.where(t.occurrences.c.reminder_id == reminder_id)
+        if session is not None:
+            stmt = stmt.where(
+                or_(t.occurrences.c.session_id == session, t.occurrences.c.delivered_to == session)
+            )
+        if states is not None:
+            stmt = stmt.where(t.occurrences.c.state.in_(list(states)))
+        stmt = stmt.order_by(t.occurrences.c.due_at.desc(), t.occurrences.c.id.desc()).limit(limit)
+        with self.read() as conn:
+            return [occurrence_from_row(r) for r in conn.execute(stmt)]
+
+    def quarantined(self) -> list[tuple[str, str]]:
+        """(id, reason) of reminders set aside because their row could not be read."""
+        c = t.reminders.c
+        with self.read() as conn:
+            rows = conn.execute(
+                select(c.id, c.last_error)
+                .where(c.state == "failed", c.last_error.like("quarantined:%"))
+                .order_by(c.updated_at)
+            ).all()
+        return [(r[0], r[1]) for r in rows]
+
+    def export_rows(self) -> tuple[list[Reminder], list[Session]]:
+        with self.read() as conn:
+            rems = readable_reminders(
+                conn.execute(
+                    select(t.reminders).order_by(t.reminders.c.created_at, t.reminders.c.id)
+                )
+            )
+            sess = [
+                session_from_row(r)
+                for r in conn.execute(select(t.sessions).order_by(t.sessions.c.id))
+            ]
+        return rems, sess
+
+
+def _filter(stmt, *, session=Any, states=None, label=None, ids=None):
+    c = t.reminders.c
+    if session is not Any:
+        stmt = stmt.where(c.session_id.is_(None) if session is None else c.session_id == session)
+    if states is not None:
+        stmt = stmt.where(c.state.in_(list(states)))
+    if label is not None:
+        stmt = stmt.where(c.label == label)
+    if ids is not None:
+        stmt = stmt.where(c.id.in_(list(ids)))
+    return stmt
+
+
+def _created_detail(rem: Reminder) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "schedule": rem.schedule.describe(),
+        "next_fire_at": format_utc(rem.next_fire_at),
+        "source": rem.source,
+    }
+    if rem.label is not None:
+        out["label"] = rem.label
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return format_utc(value) if hasattr(value, "tzinfo") else value
+
+
+__all__ = ["Added", "Reminders"]
