@@ -396,6 +396,9 @@ class Outcome:
     pause: bool = (
         False  # with state failed: pause its reminder (a one-shot ends failed), last_error = error
     )
+    reply: str | None = (
+        None  # with state delivered: the agent's reply (its start goes in the event)
+    )
 
 
 # Message kinds in a transcript

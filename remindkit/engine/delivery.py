@@ -541,6 +541,7 @@ class Dispatcher:
                     error=note,
                     urgent=slow,
                     handed_us=handed,
+                    reply=result.reply or None,
                 )
                 if target.failures and took == target.id:
                     self._record_turn(target.id, ok=True)
@@ -706,6 +707,7 @@ class Dispatcher:
         wait_for: WaitFor | None = None,
         handed_us: int | None = None,
         pause: bool = False,
+        reply: str | None = None,
     ) -> None:
         """Queue outcomes for the store thread. ``urgent``: write them now rather than
         with the next batch (after a slow turn, to keep the window in which a crash
@@ -722,6 +724,7 @@ class Dispatcher:
                 wait_for=wait_for if state == WAITING else None,
                 handed_at_us=handed_us,
                 pause=pause,
+                reply=reply,
             )
             for f in fires
         )

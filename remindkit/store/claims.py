@@ -42,6 +42,7 @@ from ..clock import format_utc, from_us
 from ..models import (
     ACTIVE,
     CLAIMED,
+    DELIVERED,
     DONE,
     FAILED,
     OCC_CANCELLED,
@@ -735,7 +736,8 @@ class Claims(Role):
                     [(r["b_id"], pausing[r["b_id"]]) for r in ok if r["b_id"] in pausing],
                     max(stamps) if stamps else None,
                 )
-            write_events(conn, _outcome_events(ok, held, now_us))
+            replies = {item.occurrence_id: item.reply for item in outcomes if item.reply}
+            write_events(conn, _outcome_events(ok, held, now_us, replies))
         return [
             r["b_id"] for r in rows if (h := held.get(r["b_id"])) is None or h.token != r["b_token"]
         ]
@@ -911,7 +913,10 @@ def _fired_event(held: Any, fired_us: int) -> EventRow:
 
 
 def _outcome_events(
-    ok: Sequence[dict[str, Any]], held: dict[int, Any], now_us: int | None
+    ok: Sequence[dict[str, Any]],
+    held: dict[int, Any],
+    now_us: int | None,
+    replies: dict[int, str] | None = None,
 ) -> list[EventRow]:
     out: list[EventRow] = []
     for r in ok:
@@ -927,8 +932,25 @@ def _outcome_events(
             detail += ',"to":' + _json_str(r["b_to"])
         if r["error"] is not None:
             detail += ',"error":' + _json_str(r["error"])
+        reply = replies.get(r["b_id"]) if replies else None
+        if reply and r["state"] == DELIVERED:
+            detail += ',"reply":' + _reply_json(reply)
         out.append((at, kind, _ENGINE, h.session_id, h.reminder_id, h.id, detail + "}"))
     return out
+
+
+REPLY_CHARS = 400  # of the agent's reply kept in its delivered event (the transcript has it all)
+
+
+def _reply_json(reply: str) -> str:
+    """The start of a reply as a JSON string, short enough for an event's detail even
+    when its characters need escapes."""
+    text = reply[:REPLY_CHARS]
+    encoded = _json_str(text + ("…" if len(reply) > len(text) else ""))
+    while len(encoded) > 600:
+        text = text[: len(text) // 2]
+        encoded = _json_str(text + "…")
+    return encoded
 
 
 def waiting_of(

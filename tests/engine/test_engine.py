@@ -239,6 +239,9 @@ def test_event_order_fired_alerted_delivered(api, engine, agent, clock):
     assert seen == [ev.FIRED, ev.ALERTED, ev.DELIVERED]
     assert len(engine.dispatcher.alerter.played) == 1
     assert api.history()[0].alert == "done"
+    # the audit trail (and the API's event stream) carries the agent's reply
+    delivered = [e for e in api.store.events.recent_events() if str(e.kind) == "delivered"]
+    assert [e.detail.get("reply") for e in delivered] == ["ok"]
 
 
 def test_claims_it_lost_track_of_are_taken_back(api, engine, agent, clock, monkeypatch):

@@ -178,6 +178,42 @@ def test_engine_outcomes_are_recorded_with_them(api, store, clock):
     assert store.events.last_event_id() == before
 
 
+def test_a_delivered_event_carries_the_start_of_the_reply(api, store, clock):
+    made = [api.create(f"r{i}", session="s1", in_="1s") for i in range(2)]
+    clock.advance(2)
+    fires = {f.reminder_id: f for f in claim(store, clock)}
+    t = to_us(clock.now())
+    long_reply = "\x01" * 5_000  # every character needs an escape in JSON
+    store.claims.finish(
+        [
+            Outcome(
+                fires[made[0].id].occurrence_id,
+                fires[made[0].id].token,
+                "delivered",
+                fired_at_us=t,
+                delivered_at_us=t,
+                delivered_to="s1",
+                reply="Done: the build is green.",
+            ),
+            Outcome(
+                fires[made[1].id].occurrence_id,
+                fires[made[1].id].token,
+                "delivered",
+                fired_at_us=t,
+                delivered_at_us=t,
+                delivered_to="s1",
+                reply=long_reply,
+            ),
+        ],
+        now_us=t,
+    )
+    short = store.events.recent_events(reminder_id=made[0].id)[-1]
+    assert (short.kind, short.detail["reply"]) == (EventKind.DELIVERED, "Done: the build is green.")
+    cut = store.events.recent_events(reminder_id=made[1].id)[-1]
+    assert cut.detail["reply"].endswith("…") and long_reply.startswith(cut.detail["reply"][:-1])
+    assert len(detail_json(cut.detail)) <= 1_000
+
+
 def test_skipped_by_policy_at_claim_time(api, store, clock):
     r = api.create("every minute", session="s1", every="1m", misfire="skip")
     clock.advance(60 * 5 + 30)  # half a period after the latest missed one
