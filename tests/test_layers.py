@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
     {"agent"},  # tool calls, tags of replies, the agent loop, model clients' protocol
     {"sessions", "alerts"},  # adapters that run turns; alarm, speech, notifications
     {"engine"},  # claiming, firing, delivery
+    {"wiring"},  # the object graph a surface runs on (settings, clock, store, API, engines)
     {
         "cli",
         "notebook",

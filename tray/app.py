@@ -40,14 +40,11 @@ from remindkit import events as ev
 from remindkit.alerts.local import LocalAlerter, default_alerter
 from remindkit.alerts.notify import pystray_fallback
 from remindkit.alerts.quiet import Switches
-from remindkit.clock import Clock, SystemClock, to_us
-from remindkit.engine import Engine
+from remindkit.clock import Clock, to_us
 from remindkit.errors import RemindkitError
 from remindkit.models import LIVE_STATES
-from remindkit.reminders import Reminders
-from remindkit.settings import Settings
-from remindkit.store import SqlStore
 from remindkit.store.reports import stats_text
+from remindkit.wiring import Graph
 
 from . import backend as bk
 from .icon import Badge, draw_icon
@@ -63,31 +60,24 @@ STATS_EVERY_S = 10.0  # the menu's fire counts are read at most this often
 class TrayApp:
     def __init__(
         self,
-        store: SqlStore,
+        graph: Graph,
         *,
-        settings: Settings | None = None,
-        clock: Clock | None = None,
         alerter: LocalAlerter | None = None,
         backend: bk.Backend | None = None,
         state_path: str | Path | None = None,
         refresh_s: float = 1.0,
     ) -> None:
-        self.store = store
-        self.settings = settings or store.settings
-        self.clock: Clock = clock or SystemClock()
-        self.api = Reminders(store, clock=self.clock, settings=self.settings, surface="tray")
+        graph = graph.for_surface("tray")
+        self.store = graph.store
+        self.settings = graph.settings
+        self.clock: Clock = graph.clock
+        self.api = graph.api
         self.alerter = alerter if alerter is not None else default_alerter()
-        self.engine = Engine(
-            store,
-            clock=self.clock,
-            settings=self.settings,
-            alerter=self.alerter,
-            role="tray",
-            alert_priority=TRAY_PRIORITY,
-            can_alert=True,
+        self.engine = graph.engine(
+            alerter=self.alerter, role="tray", alert_priority=TRAY_PRIORITY, can_alert=True
         )
         self.alerter.attach(self.engine)
-        self.switches = Switches(store)
+        self.switches = Switches(self.store)
         self.backend = backend
         self.refresh_s = refresh_s
         state = state_path or os.environ.get("REMINDKIT_TRAY_STATE")
@@ -105,8 +95,10 @@ class TrayApp:
         os.set_blocking(self._kick_r, False)
         os.set_blocking(self._kick_w, False)
         self._work = ThreadPoolExecutor(1, thread_name_prefix="remindkit-tray-action")
-        for kind in (ev.FIRED, ev.DELIVERED, ev.FAILED, ev.WAITING, ev.ALERTED):
+        self._unsubscribe = [
             self.engine.events.subscribe(kind, lambda *_a, **_k: self.kick())
+            for kind in (ev.FIRED, ev.DELIVERED, ev.FAILED, ev.WAITING, ev.ALERTED)
+        ]
 
     # -- what to show --------------------------------------------------------------------
 
@@ -367,6 +359,8 @@ class TrayApp:
         self.engine.poke()
 
     def close(self) -> None:
+        for unsubscribe in self._unsubscribe:  # the graph's event bus outlives this app
+            unsubscribe()
         self.engine.stop()
         self._work.shutdown(wait=True)
         self.alerter.close()
@@ -385,7 +379,7 @@ class TrayApp:
 # -- entry points -------------------------------------------------------------------------
 
 
-def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bool = False) -> int:
+def run_tray(graph: Graph, out: TextIO, *, headless: bool = False, verbose: bool = False) -> int:
     """``remindkit tray``: the icon where a desktop is there, else the headless engine."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
@@ -398,7 +392,7 @@ def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bo
             backend = bk.load_backend()
         except bk.TrayUnavailable as exc:
             why = exc.message
-    app = TrayApp(api.store, settings=api.settings, clock=api.clock, backend=backend)
+    app = TrayApp(graph, backend=backend)
     if backend is None:
         out.write(
             f"remindkit tray: {why}; running headless like `remindkit serve` "
@@ -406,7 +400,7 @@ def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bo
         )
         out.flush()
         return app.run_headless()
-    out.write(f"remindkit tray: {backend.name} icon, engine {app.engine.id} on {api.store.url}\n")
+    out.write(f"remindkit tray: {backend.name} icon, engine {app.engine.id} on {graph.store.url}\n")
     out.flush()
     try:
         return app.run()
@@ -417,7 +411,7 @@ def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bo
         )
         out.flush()
         log.debug("tray failure", exc_info=True)
-        headless_app = TrayApp(api.store, settings=api.settings, clock=api.clock)
+        headless_app = TrayApp(graph)
         return headless_app.run_headless()
 
 
