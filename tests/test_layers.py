@@ -13,7 +13,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. A module belongs to the layer of its first package below remindkit.
 LAYERS: list[set[str]] = [
-    {"_compat", "clock", "errors", "failpoints", "events", "statusfile"},  # vocabulary, time
+    {
+        "_compat",
+        "clock",
+        "errors",
+        "failpoints",
+        "events",
+        "statusfile",
+        "wakeup",
+    },  # vocabulary, time, waiting
     {
         "schedules",
         "models",
