@@ -23,11 +23,9 @@ for tests and bug reports.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import selectors
 import signal
 import sys
 import threading
@@ -44,6 +42,7 @@ from remindkit.clock import Clock, to_us
 from remindkit.errors import RemindkitError
 from remindkit.models import LIVE_STATES
 from remindkit.store.reports import stats_text
+from remindkit.wakeup import Waiter
 from remindkit.wiring import Graph
 
 from . import backend as bk
@@ -91,9 +90,7 @@ class TrayApp:
         self._stats_cache: tuple[int, str] | None = None
         self._engine_running = False
         self._stop = threading.Event()
-        self._kick_r, self._kick_w = os.pipe()
-        os.set_blocking(self._kick_r, False)
-        os.set_blocking(self._kick_w, False)
+        self._waiter = Waiter(stop=self._stop)  # kicks, the store's hints, the next second
         self._work = ThreadPoolExecutor(1, thread_name_prefix="remindkit-tray-action")
         self._unsubscribe = [
             self.engine.events.subscribe(kind, lambda *_a, **_k: self.kick())
@@ -256,36 +253,26 @@ class TrayApp:
 
     def kick(self) -> None:
         """Redraw soon (from any thread)."""
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._kick_w, b"!")
+        self._waiter.poke()
 
     def _refresh_loop(self) -> None:
-        listener = None
-        sel = selectors.DefaultSelector()
-        sel.register(self._kick_r, selectors.EVENT_READ)
-        with contextlib.suppress(Exception):
-            listener = self.store.wake.listen()
-            if listener is not None:
-                sel.register(listener.fileno(), selectors.EVENT_READ)
-        try:
-            while not self._stop.is_set():
-                try:
-                    self.show(self.read_view())
-                except Exception as exc:
-                    log.warning("tray: cannot read the store (%s)", exc)
-                # wake at the next whole second of the clock, so countdowns tick evenly
-                frac = self.clock.now().microsecond / 1e6
-                for key, _ in sel.select(max(0.05, self.refresh_s - frac)):
-                    if key.fd == self._kick_r:
-                        with contextlib.suppress(BlockingIOError, OSError):
-                            os.read(self._kick_r, 4096)
-                    elif listener is not None:
-                        with contextlib.suppress(Exception):
-                            listener.drain()
-        finally:
-            sel.close()
-            if listener is not None:
-                listener.close()
+        """Redraw, then wait for a kick, another process's write, or the next whole
+        second of the clock (so countdowns tick evenly)."""
+
+        def round_() -> None:
+            try:
+                self.show(self.read_view())
+            except Exception as exc:
+                log.warning("tray: cannot read the store (%s)", exc)
+            frac = self.clock.now().microsecond / 1e6
+            self._waiter.wait(max(0.05, self.refresh_s - frac))
+
+        with self._waiter.listening(getattr(self.store, "wake", None)):
+            self._waiter.loop(
+                round_,
+                on_error=lambda: log.exception("tray: refresh failed; going on"),
+                pause=self.refresh_s,
+            )
 
     # -- running -------------------------------------------------------------------------
 
@@ -365,9 +352,7 @@ class TrayApp:
         self._work.shutdown(wait=True)
         self.alerter.close()
         self.engine.close()
-        for fd in (self._kick_r, self._kick_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._waiter.close()
 
     def _install_signals(self, handler: Callable[[], Any]) -> None:
         if threading.current_thread() is not threading.main_thread():
