@@ -79,13 +79,19 @@ class Waiter:
         return self.stop_event.is_set()
 
     def drain(self) -> None:
-        self.armed = False
+        """Empty the pipe, then take pokes again. In this order, a poke from another
+        thread while the pipe empties either leaves a byte behind (the next wait ends
+        at once) or finds ``armed`` still set and is absorbed by this wake-up, whose
+        round comes after it. Cleared first, ``armed`` could be set by a poke whose
+        byte the reads then took: the pipe empty, every later poke skipped, and each
+        wait running to its timeout (for the fire thread, up to the 30 s cap)."""
         while True:
             try:
                 if not os.read(self.r, 4096):
-                    return
+                    break
             except (BlockingIOError, InterruptedError, OSError):
-                return
+                break
+        self.armed = False
 
     # -- hints ---------------------------------------------------------------------------
 

@@ -193,3 +193,33 @@ def test_a_poke_after_close_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr("remindkit.wakeup.os.write", lambda fd, data: writes.append(fd))
     waiter.poke()  # the descriptors may be someone else's by now
     assert writes == []
+
+
+def test_a_poke_while_a_wait_drains_the_pipe_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread pokes just as the waiting thread empties the pipe (here: from
+    within its read). Later pokes must still end waits: a poke is never swallowed
+    with the pipe left empty and the waiter believing a byte is in it."""
+    import remindkit.wakeup as wakeup
+
+    waiter = Waiter()
+    real_read = wakeup.os.read
+    raced = []
+
+    def read(fd: int, n: int) -> bytes:
+        if not raced:
+            raced.append(1)
+            waiter.poke()  # the other thread's poke, in the middle of the drain
+        return real_read(fd, n)
+
+    try:
+        waiter.poke()
+        monkeypatch.setattr(wakeup.os, "read", read)
+        waiter.wait(20.0)  # the first poke ends it; the drain meets the racing poke
+        monkeypatch.setattr(wakeup.os, "read", real_read)
+        assert raced
+        waiter.poke()  # a later poke, for work handed over after the round
+        t0 = time.monotonic()
+        waiter.wait(5.0)
+        assert time.monotonic() - t0 < 4.0, "the poke was lost: the wait ran to its timeout"
+    finally:
+        waiter.close()
