@@ -13,7 +13,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. A module belongs to the layer of its first package below remindkit.
 LAYERS: list[set[str]] = [
-    {"_compat", "clock", "errors", "failpoints", "events", "statusfile"},  # vocabulary, time
+    {
+        "_compat",
+        "clock",
+        "errors",
+        "failpoints",
+        "events",
+        "statusfile",
+        "wakeup",
+    },  # vocabulary, time, waiting
     {
         "schedules",
         "models",
@@ -27,6 +35,7 @@ LAYERS: list[set[str]] = [
     {"agent"},  # tool calls, tags of replies, the agent loop, model clients' protocol
     {"sessions", "alerts"},  # adapters that run turns; alarm, speech, notifications
     {"engine"},  # claiming, firing, delivery
+    {"wiring"},  # the object graph a surface runs on (settings, clock, store, API, engines)
     {
         "cli",
         "notebook",

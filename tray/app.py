@@ -23,11 +23,9 @@ for tests and bug reports.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import selectors
 import signal
 import sys
 import threading
@@ -40,14 +38,12 @@ from remindkit import events as ev
 from remindkit.alerts.local import LocalAlerter, default_alerter
 from remindkit.alerts.notify import pystray_fallback
 from remindkit.alerts.quiet import Switches
-from remindkit.clock import Clock, SystemClock, to_us
-from remindkit.engine import Engine
+from remindkit.clock import Clock, to_us
 from remindkit.errors import RemindkitError
 from remindkit.models import LIVE_STATES
-from remindkit.reminders import Reminders
-from remindkit.settings import Settings
-from remindkit.store import SqlStore
 from remindkit.store.reports import stats_text
+from remindkit.wakeup import Waiter
+from remindkit.wiring import Graph
 
 from . import backend as bk
 from .icon import Badge, draw_icon
@@ -63,31 +59,24 @@ STATS_EVERY_S = 10.0  # the menu's fire counts are read at most this often
 class TrayApp:
     def __init__(
         self,
-        store: SqlStore,
+        graph: Graph,
         *,
-        settings: Settings | None = None,
-        clock: Clock | None = None,
         alerter: LocalAlerter | None = None,
         backend: bk.Backend | None = None,
         state_path: str | Path | None = None,
         refresh_s: float = 1.0,
     ) -> None:
-        self.store = store
-        self.settings = settings or store.settings
-        self.clock: Clock = clock or SystemClock()
-        self.api = Reminders(store, clock=self.clock, settings=self.settings, surface="tray")
+        graph = graph.for_surface("tray")
+        self.store = graph.store
+        self.settings = graph.settings
+        self.clock: Clock = graph.clock
+        self.api = graph.api
         self.alerter = alerter if alerter is not None else default_alerter()
-        self.engine = Engine(
-            store,
-            clock=self.clock,
-            settings=self.settings,
-            alerter=self.alerter,
-            role="tray",
-            alert_priority=TRAY_PRIORITY,
-            can_alert=True,
+        self.engine = graph.engine(
+            alerter=self.alerter, role="tray", alert_priority=TRAY_PRIORITY, can_alert=True
         )
         self.alerter.attach(self.engine)
-        self.switches = Switches(store.coordination)
+        self.switches = Switches(self.store.coordination)
         self.backend = backend
         self.refresh_s = refresh_s
         state = state_path or os.environ.get("REMINDKIT_TRAY_STATE")
@@ -101,12 +90,12 @@ class TrayApp:
         self._stats_cache: tuple[int, str] | None = None
         self._engine_running = False
         self._stop = threading.Event()
-        self._kick_r, self._kick_w = os.pipe()
-        os.set_blocking(self._kick_r, False)
-        os.set_blocking(self._kick_w, False)
+        self._waiter = Waiter(stop=self._stop)  # kicks, the store's hints, the next second
         self._work = ThreadPoolExecutor(1, thread_name_prefix="remindkit-tray-action")
-        for kind in (ev.FIRED, ev.DELIVERED, ev.FAILED, ev.WAITING, ev.ALERTED):
+        self._unsubscribe = [
             self.engine.events.subscribe(kind, lambda *_a, **_k: self.kick())
+            for kind in (ev.FIRED, ev.DELIVERED, ev.FAILED, ev.WAITING, ev.ALERTED)
+        ]
 
     # -- what to show --------------------------------------------------------------------
 
@@ -264,36 +253,26 @@ class TrayApp:
 
     def kick(self) -> None:
         """Redraw soon (from any thread)."""
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._kick_w, b"!")
+        self._waiter.poke()
 
     def _refresh_loop(self) -> None:
-        listener = None
-        sel = selectors.DefaultSelector()
-        sel.register(self._kick_r, selectors.EVENT_READ)
-        with contextlib.suppress(Exception):
-            listener = self.store.wake.listen()
-            if listener is not None:
-                sel.register(listener.fileno(), selectors.EVENT_READ)
-        try:
-            while not self._stop.is_set():
-                try:
-                    self.show(self.read_view())
-                except Exception as exc:
-                    log.warning("tray: cannot read the store (%s)", exc)
-                # wake at the next whole second of the clock, so countdowns tick evenly
-                frac = self.clock.now().microsecond / 1e6
-                for key, _ in sel.select(max(0.05, self.refresh_s - frac)):
-                    if key.fd == self._kick_r:
-                        with contextlib.suppress(BlockingIOError, OSError):
-                            os.read(self._kick_r, 4096)
-                    elif listener is not None:
-                        with contextlib.suppress(Exception):
-                            listener.drain()
-        finally:
-            sel.close()
-            if listener is not None:
-                listener.close()
+        """Redraw, then wait for a kick, another process's write, or the next whole
+        second of the clock (so countdowns tick evenly)."""
+
+        def round_() -> None:
+            try:
+                self.show(self.read_view())
+            except Exception as exc:
+                log.warning("tray: cannot read the store (%s)", exc)
+            frac = self.clock.now().microsecond / 1e6
+            self._waiter.wait(max(0.05, self.refresh_s - frac))
+
+        with self._waiter.listening(getattr(self.store, "wake", None)):
+            self._waiter.loop(
+                round_,
+                on_error=lambda: log.exception("tray: refresh failed; going on"),
+                pause=self.refresh_s,
+            )
 
     # -- running -------------------------------------------------------------------------
 
@@ -367,13 +346,13 @@ class TrayApp:
         self.engine.poke()
 
     def close(self) -> None:
+        for unsubscribe in self._unsubscribe:  # the graph's event bus outlives this app
+            unsubscribe()
         self.engine.stop()
         self._work.shutdown(wait=True)
         self.alerter.close()
         self.engine.close()
-        for fd in (self._kick_r, self._kick_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._waiter.close()
 
     def _install_signals(self, handler: Callable[[], Any]) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -385,7 +364,7 @@ class TrayApp:
 # -- entry points -------------------------------------------------------------------------
 
 
-def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bool = False) -> int:
+def run_tray(graph: Graph, out: TextIO, *, headless: bool = False, verbose: bool = False) -> int:
     """``remindkit tray``: the icon where a desktop is there, else the headless engine."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
@@ -398,7 +377,7 @@ def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bo
             backend = bk.load_backend()
         except bk.TrayUnavailable as exc:
             why = exc.message
-    app = TrayApp(api.store, settings=api.settings, clock=api.clock, backend=backend)
+    app = TrayApp(graph, backend=backend)
     if backend is None:
         out.write(
             f"remindkit tray: {why}; running headless like `remindkit serve` "
@@ -406,7 +385,7 @@ def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bo
         )
         out.flush()
         return app.run_headless()
-    out.write(f"remindkit tray: {backend.name} icon, engine {app.engine.id} on {api.store.url}\n")
+    out.write(f"remindkit tray: {backend.name} icon, engine {app.engine.id} on {graph.store.url}\n")
     out.flush()
     try:
         return app.run()
@@ -417,7 +396,7 @@ def run_tray(api: Reminders, out: TextIO, *, headless: bool = False, verbose: bo
         )
         out.flush()
         log.debug("tray failure", exc_info=True)
-        headless_app = TrayApp(api.store, settings=api.settings, clock=api.clock)
+        headless_app = TrayApp(graph)
         return headless_app.run_headless()
 
 

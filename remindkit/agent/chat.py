@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..checks import check_key_env
-from ..clock import Clock, SystemClock, now_us
+from ..clock import Clock, now_us
 from ..errors import InvalidInput
 from ..models import DELIVERED, FEEDBACK, FIRED_TURN, OCC_FAILED, SESSION_DELETED, Message, Session
 from ..protocol.display import fired_keys, fired_marker, strip_assistant_display, transcript_view
@@ -65,9 +65,14 @@ class ChatSession:
         system: str | None | object = _SESSION_OWN,
         title: str | None = None,
     ) -> None:
+        from ..wiring import build
+
+        parts = build(
+            settings, store=store, clock=clock or (engine.clock if engine is not None else None)
+        )
         self.store = store
-        self.clock: Clock = clock or (engine.clock if engine is not None else SystemClock())
-        self.settings = settings or store.settings
+        self.clock: Clock = parts.clock
+        self.settings = parts.settings
         self.id = session or f"chat-{uuid.uuid4().hex[:8]}"
         self.engine = engine
         existing = store.sessions.get_session(self.id)

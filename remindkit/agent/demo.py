@@ -88,17 +88,16 @@ def run_demo(
     alerter: Any = None,
 ) -> int:
     """Run the loop once; 0 when the agent answered the fired reminder."""
-    from ..engine import Engine
-    from ..settings import Settings
-    from ..store import open_store
+    from ..wiring import build
     from .chat import ChatSession
 
     tmp = None
     if db_url is None:
         tmp = tempfile.TemporaryDirectory(prefix="remindkit-demo-")
         db_url = f"sqlite:///{Path(tmp.name) / 'demo.db'}"
-    store = open_store(db_url, settings=Settings.from_env())
-    engine = Engine(store, alerter=alerter, role="demo", can_alert=alerter is not None)
+    graph = build(db=db_url)
+    store = graph.store
+    engine = graph.engine(alerter=alerter, role="demo", can_alert=alerter is not None)
     done = threading.Event()
     lock = threading.Lock()
 

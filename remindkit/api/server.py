@@ -9,9 +9,10 @@ import socket
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import InvalidInput
-from ..reminders import Reminders
+from ..wiring import Graph
 
 if TYPE_CHECKING:
+    from ..reminders import Reminders
     from .tokens import AgentTokens
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def run_api(
-    api: Reminders,
+    graph: Graph,
     out: TextIO,
     *,
     host: str = "127.0.0.1",
@@ -63,10 +64,11 @@ def run_api(
     from .app import create_app
     from .events import EventFeed
 
-    settings = api.settings
+    settings = graph.settings
     if settings.limits.per_project is None and "REMINDKIT_MAX_PER_PROJECT" not in os.environ:
         settings = settings.with_limits(per_project=PROJECT_LIMIT)
-    api = Reminders(api.store, clock=api.clock, settings=settings, surface="api")
+    graph = graph.for_surface("api", settings=settings)
+    api = graph.api
     loopback = is_loopback(host)
     if not loopback and api.store.projects.count_tokens() == 0:
         raise InvalidInput(
@@ -77,7 +79,7 @@ def run_api(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    eng: Any = build_engine(api, no_alerts=no_alerts, role="api") if engine else None
+    eng: Any = build_engine(graph, no_alerts=no_alerts, role="api") if engine else None
     feed = EventFeed(api.store) if hasattr(api.store, "events") else None
     if eng is not None and feed is not None:
         eng.events.subscribe(

@@ -11,6 +11,7 @@ from ..errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from ..reminders import Reminders
+    from ..wiring import Graph
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -28,7 +29,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     a.add_argument("--no-alerts", action="store_true", help="never play alarms or speech here")
     a.add_argument("--no-engine", action="store_true", help="serve only; another process fires")
     a.add_argument("-v", "--verbose", action="store_true")
-    a.set_defaults(func=lambda cx: _local(cx, "api", run_api_command))
+    a.set_defaults(func=lambda cx: _local(cx, "api", run_api_command, graph=True))
 
     t = sub.add_parser("token", parents=[common], help="bearer tokens of the HTTP API")
     ts = t.add_subparsers(dest="token_command", metavar="ACTION")
@@ -58,23 +59,23 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=lambda cx: _local(cx, "projects", run_projects))
 
 
-def _local(cx: Any, what: str, fn: Any) -> int:
+def _local(cx: Any, what: str, fn: Any, *, graph: bool = False) -> int:
     """Serving the API, credentials and project features are the local user's, never a
-    session scope's."""
+    session scope's. ``fn`` gets the reminders API, or with ``graph`` the whole graph."""
     from .scope import refuse_in_scope
 
     refuse_in_scope(what)
-    return int(fn(cx.args, cx.api, cx.out))
+    return int(fn(cx.args, cx.graph if graph else cx.api, cx.out))
 
 
-def run_api_command(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
+def run_api_command(args: argparse.Namespace, graph: Graph, out: TextIO) -> int:
     from ..api.server import run_api
     from .engines import serving_commands
 
     try:
-        with serving_commands(api):
+        with serving_commands(graph.api):
             return run_api(
-                api,
+                graph,
                 out,
                 host=args.host,
                 port=args.port,

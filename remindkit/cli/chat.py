@@ -19,6 +19,7 @@ from .scope import session_or_none
 
 if TYPE_CHECKING:
     from ..reminders import Reminders
+    from ..wiring import Graph
 from .inert import lines as inert
 from .inert import one_line
 
@@ -66,30 +67,23 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def chat_command(cx: Context) -> int:
     cx.args.session = session_or_none(cx.args)
-    return run_chat(cx.args, cx.api, cx.out, cx.inp)
+    return run_chat(cx.args, cx.graph, cx.out, cx.inp)
 
 
 def demo_command(cx: Context) -> int:  # a store of its own unless --db is given
     return run_demo_command(cx.args, cx.out)
 
 
-def run_chat(args: argparse.Namespace, api: Reminders, out: TextIO, inp: TextIO) -> int:
+def run_chat(args: argparse.Namespace, graph: Graph, out: TextIO, inp: TextIO) -> int:
     from ..agent.chat import ChatSession
-    from ..engine import Engine
 
+    api = graph.api
     engine = None
     if not args.no_engine:
         from .engines import default_alerter
 
         alerter = default_alerter()
-        engine = Engine(
-            api.store,
-            clock=api.clock,
-            settings=api.settings,
-            alerter=alerter,
-            role="chat",
-            can_alert=alerter is not None,
-        )
+        engine = graph.engine(alerter=alerter, role="chat", can_alert=alerter is not None)
     extra: dict[str, Any] = {} if args.system is None else {"system": args.system}
     chat = ChatSession(
         api.store,

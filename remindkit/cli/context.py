@@ -1,5 +1,6 @@
-"""What every command gets: its arguments, its streams and, opened on first use, the
-reminders API over the store (so commands that do not need the store never import
+"""What every command gets: its arguments, its streams and, built on first use, the
+process's graph (:mod:`remindkit.wiring`): the store, the reminders API over it, and
+what an engine is made of (so commands that do not need the store never import
 SQLAlchemy)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from ..errors import RemindkitError
 if TYPE_CHECKING:
     from ..reminders import Reminders
     from ..settings import Settings
+    from ..wiring import Graph
 
 
 def command_of(argv: Sequence[str]) -> str | None:
@@ -53,18 +55,19 @@ class Context:
         self.out = out
         self.err = err
         self.inp = inp
-        self._api: Reminders | None = api
-        self._lent = api is not None  # an API lent by the process (an engine): not ours to close
+        # an API lent by the process (an engine running handed-over commands): not ours to close
+        self._lent: Reminders | None = api
+        self._graph: Graph | None = None
         self._settings: Settings | None = None
 
     @property
     def settings(self) -> Settings:
-        if self._settings is None and self._api is not None:
-            self._settings = self._api.settings
+        if self._settings is None and self._lent is not None:
+            self._settings = self._lent.settings
         if self._settings is None:
-            from ..settings import Settings
+            from ..wiring import settings_or_env
 
-            self._settings = Settings.from_env()
+            self._settings = settings_or_env()
         return self._settings
 
     @property
@@ -72,23 +75,26 @@ class Context:
         return self.args.db or self.settings.url
 
     @property
-    def api(self) -> Reminders:
-        if self._api is None:
+    def graph(self) -> Graph:
+        """The store at ``--db`` (opened on first use) and what runs on it."""
+        if self._graph is None:
             from ..audit import Surface
-            from ..clock import SystemClock
-            from ..reminders import Reminders
-            from ..store import open_store
+            from ..wiring import build
 
-            store = open_store(self.args.db, settings=self.settings)
-            self._api = Reminders(
-                store, clock=SystemClock(), settings=self.settings, surface=Surface.CLI
-            )
-        return self._api
+            if self._lent is not None:
+                self._graph = build(api=self._lent)
+            else:
+                self._graph = build(self.settings, db=self.args.db, surface=Surface.CLI)
+        return self._graph
+
+    @property
+    def api(self) -> Reminders:
+        return self._lent if self._lent is not None else self.graph.api
 
     def close(self) -> None:
-        if self._api is not None and not self._lent:
-            self._api.store.close()
-            self._api = None
+        if self._graph is not None and self._lent is None:
+            self._graph.close()
+        self._graph = None
 
     def json(self, data: Any) -> None:
         emit_json(self.out, data)

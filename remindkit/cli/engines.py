@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from .context import Context, emit_json
 
 if TYPE_CHECKING:
-    from ..reminders import Reminders
+    from ..wiring import Graph
     from .handoff import HandoffServer
 
 
@@ -35,7 +35,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 def serve_command(cx: Context) -> int:
     with serving_commands(cx.api):  # `remindkit remind …` and the like run in this process
         return serve(
-            cx.api,
+            cx.graph,
             cx.out,
             no_alerts=cx.args.no_alerts,
             verbose=cx.args.verbose,
@@ -47,22 +47,15 @@ def tray_command(cx: Context) -> int:
     from tray.app import run_tray
 
     with serving_commands(cx.api):
-        return run_tray(cx.api, cx.out, headless=cx.args.headless, verbose=cx.args.verbose)
+        return run_tray(cx.graph, cx.out, headless=cx.args.headless, verbose=cx.args.verbose)
 
 
-def build_engine(api: Reminders, *, no_alerts: bool = False, role: str = "serve") -> Any:
+def build_engine(graph: Graph, *, no_alerts: bool = False, role: str = "serve") -> Any:
     """The engine of a long-running process (``serve``, ``api``): the local alerter
     unless ``no_alerts``; the alerter takes mute and quiet hours from the store."""
-    from ..engine import Engine
-
     alerter = None if no_alerts else default_alerter()
-    engine = Engine(
-        api.store,
-        clock=api.clock,
-        settings=api.settings,
-        alerter=alerter,
-        role=role,
-        can_alert=not no_alerts and alerter is not None,
+    engine = graph.engine(
+        alerter=alerter, role=role, can_alert=not no_alerts and alerter is not None
     )
     if alerter is not None and hasattr(alerter, "attach"):
         alerter.attach(engine)  # mute/quiet hours from the store; notifications for every fire
@@ -70,7 +63,7 @@ def build_engine(api: Reminders, *, no_alerts: bool = False, role: str = "serve"
 
 
 def serve(
-    api: Reminders,
+    graph: Graph,
     out: TextIO,
     *,
     no_alerts: bool = False,
@@ -87,7 +80,7 @@ def serve(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    engine = build_engine(api, no_alerts=no_alerts, role="serve")
+    engine = build_engine(graph, no_alerts=no_alerts, role="serve")
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -101,9 +94,9 @@ def serve(
     ):  # `kill -USR1 PID`: every thread's stack on stderr (a stuck engine)
         faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     if as_json:
-        emit_json(out, {"serving": engine.id, "store": api.store.url})
+        emit_json(out, {"serving": engine.id, "store": graph.store.url})
     else:
-        out.write(f"remindkit serve: engine {engine.id} on {api.store.url}; stop with Ctrl-C\n")
+        out.write(f"remindkit serve: engine {engine.id} on {graph.store.url}; stop with Ctrl-C\n")
     out.flush()
     engine.run(stop)
     if as_json:

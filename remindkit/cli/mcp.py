@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..clock import SystemClock, to_us
+from ..clock import to_us
 from ..errors import InvalidInput, RemindkitError
-from ..settings import Settings
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -85,7 +84,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def run_command(cx: Any) -> int:
     if runs_without_store(cx.args):  # files and hooks: the store is only named
         return run_without_store(cx.args, cx.out, cx.inp)
-    return run(cx.args, cx.api, cx.out)
+    return run(cx.args, cx.graph, cx.out)
 
 
 def runs_without_store(args: argparse.Namespace) -> bool:
@@ -118,7 +117,9 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
     # bind: the SessionStart hook. Never blocks the session: problems go to stderr, exit 0.
     try:
         data = identity.hook_input(stdin if stdin is not None else sys.stdin)
-        settings = Settings.from_env()
+        from ..wiring import build, settings_or_env
+
+        settings = settings_or_env()
         cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
         project = identity.project_dir(args.project or os.environ.get("CLAUDE_PROJECT_DIR") or cwd)
         sid = data["session_id"]
@@ -133,13 +134,11 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
             source=data.get("source") if isinstance(data.get("source"), str) else None,
         )
         if data.get("source") in (None, "startup", "resume", "clear"):
-            from ..store import open_store
-
-            store = open_store(args.db, settings=settings)
+            graph = build(settings, db=args.db)
             try:
-                store.sessions.set_session_busy(sid, False, now_us=to_us(SystemClock().now()))
+                graph.store.sessions.set_session_busy(sid, False, now_us=to_us(graph.clock.now()))
             finally:
-                store.close()
+                graph.close()
         if args.json:
             import json
 
@@ -151,7 +150,7 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
     return 0
 
 
-def run(args: argparse.Namespace, api: Any, out: TextIO) -> int:
+def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.DEBUG if args.verbose else logging.WARNING,
@@ -181,5 +180,9 @@ def run(args: argparse.Namespace, api: Any, out: TextIO) -> int:
 
     project = identity.project_dir(args.project) if args.project else identity.project_dir()
     return run_stdio(
-        api, session=session, project=Path(project), resume_argv=resume, channel=not args.no_channel
+        graph,
+        session=session,
+        project=Path(project),
+        resume_argv=resume,
+        channel=not args.no_channel,
     )

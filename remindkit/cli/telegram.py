@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..errors import InvalidInput
 
 if TYPE_CHECKING:
-    from ..reminders import Reminders
+    from ..wiring import Graph
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _CHAT_ID = re.compile(r"-?[0-9]{1,20}", re.ASCII)
@@ -135,10 +135,10 @@ def run_command(cx: Any) -> int:
     from .scope import refuse_in_scope
 
     refuse_in_scope("telegram")  # it defines sessions (their agent is code): the local user's only
-    return run(cx.args, cx.api, cx.out)
+    return run(cx.args, cx.graph, cx.out)
 
 
-def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
+def run(args: argparse.Namespace, graph: Graph, out: TextIO) -> int:
     import asyncio  # the bot loads these only when it runs: `remindkit status --line` stays quick
     import logging
     import signal
@@ -172,13 +172,8 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
     )
     for noisy in ("httpx", "httpcore", "telegram"):  # request lines carry the token in their URL
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    engine = None
-    if not args.no_engine:
-        from ..engine import Engine
-
-        engine = Engine(
-            api.store, clock=api.clock, settings=api.settings, role="telegram", can_alert=False
-        )
+    api = graph.api
+    engine = None if args.no_engine else graph.engine(role="telegram", can_alert=False)
     bridge = TelegramBridge(
         api,
         make_bot(token, args.api_url),

@@ -25,7 +25,6 @@ import heapq
 import logging
 import os
 import select
-import selectors
 import socket
 import sys
 import threading
@@ -42,6 +41,7 @@ from ..models import Fire
 from ..sessions.registry import Adapters, default_adapters
 from ..settings import Settings
 from ..store import SqlStore
+from ..wakeup import EARLY_WAKE, SPIN, Waiter
 from .delivery import Dispatcher
 from .liveness import Liveness
 from .plan import guarded_plan
@@ -50,8 +50,8 @@ from .status import StatusWriter
 log = logging.getLogger(__name__)
 ALERTER = "alerter"
 SWITCH_INTERVAL = 0.0005  # seconds; lets the fire thread take the GIL promptly
-EARLY_WAKE = 0.002  # seconds before a due time that the fire thread stops sleeping long
-SPIN = 0.0004  # ... and the last stretch, which it waits out awake (a sleep's wake-up can be late)
+# The fire thread stops sleeping long EARLY_WAKE before a due time and waits out the
+# last SPIN awake (remindkit.wakeup: a sleep's wake-up can be late).
 QUIET_BEFORE = 0.003  # the store thread holds off this long before a fire ...
 QUIET_AFTER = 0.001  # ... until this long after it (the delivery thread runs then)
 MAX_HOLD = 0.02  # but never longer than this in a row
@@ -91,7 +91,11 @@ class Engine:
         self.adapters = adapters or default_adapters(
             store, clock=self.clock, settings=self.settings
         )
-        self._pokes = {name: _Pipe() for name in ("store", "fire")}
+        self._stop = threading.Event()  # ends every loop of run()
+        self._pokes = {
+            "store": Waiter(stop=self._stop, hint_gap=HINT_GAP),
+            "fire": Waiter(stop=self._stop),
+        }
         self.dispatcher = Dispatcher(
             store,
             clock=self.clock,
@@ -119,7 +123,6 @@ class Engine:
         self._orphans: set[int] = set()
         self._liveness: Liveness | None = None  # set while run() runs (real processes)
         self._flushed_us = 0
-        self._hint_read_at = 0.0  # monotonic time of the last re-read a hint asked for
         self._poll_cap = self.settings.wait_cap_s
         self._backoff_s = 0.0
         self.status: StatusWriter | None = None  # set while run() runs: the status file
@@ -127,7 +130,6 @@ class Engine:
         self.is_alerter = False
         self.errors = 0
         self.fired = 0
-        self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._shut = False
         store.warm()  # compile the first statements now, not when an overdue fire waits on them
@@ -492,23 +494,20 @@ class Engine:
         """Sleep (interruptibly) until a little before the next due time, then
         finish the wait precisely: a short sleep to just before it, and the last
         fraction of a millisecond awake, yielding the GIL, so that a late wake-up
-        from the sleep does not make the fire late. Nothing that goes wrong in
-        one round stops the loop: it logs and goes on."""
-        pipe = self._pokes["fire"]
-        while not self._stop.is_set():
-            try:
-                nxt = self.fire_step(now_us(self.clock))
-                left = (nxt - now_us(self.clock)) / 1e6
-                if left > EARLY_WAKE:
-                    pipe.wait(left - EARLY_WAKE, cap=self.settings.wait_cap_s)
-                elif left > SPIN:
-                    select.select([], [], [], left - SPIN)  # relative, microseconds
-                elif left > 0 and not _wait_awake(nxt, self.clock):
-                    select.select([], [], [], left)  # a clock that stands still: do not spin on it
-            except Exception:
-                self.errors += 1
-                log.exception("engine %s: fire loop error; going on", self.id)
-                self._stop.wait(0.1)
+        from the sleep does not make the fire late (:meth:`Waiter.wait_until`).
+        Nothing that goes wrong in one round stops the loop: it logs and goes on."""
+        waiter = self._pokes["fire"]
+        cap = self.settings.wait_cap_s
+
+        def round_() -> None:
+            nxt = self.fire_step(now_us(self.clock))
+            waiter.wait_until(nxt, self.clock, cap=cap, early=EARLY_WAKE, spin=SPIN)
+
+        waiter.loop(round_, on_error=lambda: self._round_failed("fire"), pause=0.1)
+
+    def _round_failed(self, which: str) -> None:
+        self.errors += 1
+        log.exception("engine %s: %s loop error; going on", self.id, which)
 
     def _lease_loop(self) -> None:
         """Renew our claims every quarter lease on a thread of its own, so that a
@@ -530,68 +529,38 @@ class Engine:
                 log.warning("engine %s: renewing leases failed (%s); retrying", self.id, exc)
 
     def _store_loop(self) -> None:
-        listener = self.store.wake.listen()
-        pipe = self._pokes["store"]
-        sel = selectors.SelectSelector()
-        sel.register(pipe.r, selectors.EVENT_READ, "poke")
-        if listener is not None:
-            sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
+        """Store steps, each followed by a wait for its wanted time, a poke, or a hint
+        of another process's write (not our own). A flood of hints costs one re-read
+        per HINT_GAP, not one per datagram (the waiter's ``hint_gap``)."""
+        waiter = self._pokes["store"]
         held_since: int | None = None
-        self._poll_cap = (
-            self.settings.wait_cap_s
-            if listener is not None
-            else min(self.settings.wait_cap_s, NO_HINTS_CAP)
-        )
-        try:
-            while not self._stop.is_set():
-                try:
-                    held_since, listener = self._store_round(sel, pipe, listener, held_since)
-                except Exception:  # the loop never dies: it logs and goes on
-                    self.errors += 1
-                    log.exception("engine %s: store loop error; going on", self.id)
-                    self._stop.wait(0.5)
-        finally:
-            sel.close()
-            if listener is not None:
-                listener.close()
 
-    def _store_round(self, sel, pipe, listener, held_since):
+        def round_() -> None:
+            nonlocal held_since
+            held_since = self._store_round(waiter, held_since)
+
+        with waiter.listening(self.store.wake, ignore=self.id):
+            self._poll_cap = (
+                self.settings.wait_cap_s
+                if waiter.hints
+                else min(self.settings.wait_cap_s, NO_HINTS_CAP)
+            )
+            waiter.loop(round_, on_error=lambda: self._round_failed("store"), pause=0.5)
+
+    def _store_round(self, waiter: Waiter, held_since: int | None) -> int | None:
         # Stay off the GIL just before a fire: database work waits until it is out,
         # unless fires come so densely that it has waited MAX_HOLD already.
         t = now_us(self.clock)
         hold = self._quiet_until(t)
         if hold is not None and (held_since is None or t - held_since < int(MAX_HOLD * 1e6)):
             select.select([], [], [], max(0.0, (hold - t) / 1e6))
-            return (held_since if held_since is not None else t), listener
+            return held_since if held_since is not None else t
         wake_at = self.store_step(now_us(self.clock))
         timeout = min(max(0.0, (wake_at - now_us(self.clock)) / 1e6), self._poll_cap)
-        hinted = False
-        for key, _mask in sel.select(timeout):
-            if key.data == "poke":
-                pipe.drain()
-                continue
-            try:
-                assert listener is not None
-                origins = listener.drain()
-            except Exception:
-                sel.unregister(key.fileobj)
-                listener.close()
-                listener = self.store.wake.listen()
-                if listener is not None:
-                    sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
-                origins = {""}
-            if origins - {self.id}:
-                self._dirty_epoch = self.dispatcher.epoch()
-                self._dirty = True
-                hinted = True
-        if (
-            hinted
-        ):  # coalesce: a flood of hints costs one re-read per HINT_GAP, not one per datagram
-            gap = self._hint_read_at + HINT_GAP - time.monotonic()
-            if gap > 0:
-                select.select([pipe.r], [], [], gap)  # a poke from this process still wakes at once
-            self._hint_read_at = time.monotonic()
-        return None, listener
+        if waiter.wait(timeout):
+            self._dirty_epoch = self.dispatcher.epoch()
+            self._dirty = True
+        return None
 
     def _quiet_until(self, t: int) -> int | None:
         """When a fire is due within QUIET_BEFORE (or is due already and the fire
@@ -662,19 +631,6 @@ class Engine:
             pipe.close()
 
 
-def _wait_awake(until_us: int, clock: Clock) -> bool:
-    """Wait out the last fraction of a millisecond before ``until_us`` awake: a
-    zero sleep gives the GIL and the CPU away each round without leaving the run
-    queue. Bounded by SPIN in real time whatever the clock says (a test's clock
-    may stand still). Returns whether ``until_us`` was reached."""
-    give_up = time.perf_counter() + SPIN
-    while now_us(clock) < until_us:
-        if time.perf_counter() > give_up:
-            return False
-        time.sleep(0)
-    return True
-
-
 def _chunks_by_session(fires: list[Fire], size: int) -> list[list[Fire]]:
     """Split a large batch so that delivery starts before all of it is routed,
     keeping each session's fires together (they go in one turn)."""
@@ -693,42 +649,3 @@ def _chunks_by_session(fires: list[Fire], size: int) -> list[list[Fire]]:
     if current:
         chunks.append(current)
     return chunks
-
-
-class _Pipe:
-    """A self-pipe: ``poke`` from any thread wakes ``wait``."""
-
-    def __init__(self) -> None:
-        self.r, self.w = os.pipe()
-        os.set_blocking(self.r, False)
-        os.set_blocking(self.w, False)
-        self.armed = False  # a byte is in the pipe already: no need to write another
-
-    def poke(self) -> None:
-        if self.armed:
-            return
-        self.armed = True
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self.w, b"!")
-
-    def drain(self) -> None:
-        self.armed = False
-        while True:
-            try:
-                if not os.read(self.r, 4096):
-                    return
-            except (BlockingIOError, InterruptedError, OSError):
-                return
-
-    def wait(self, timeout: float, *, cap: float) -> None:
-        timeout = min(max(0.0, timeout), cap)
-        if timeout <= 0:
-            return
-        ready, _, _ = select.select([self.r], [], [], timeout)  # keeps microseconds
-        if ready:
-            self.drain()
-
-    def close(self) -> None:
-        for fd in (self.r, self.w):
-            with contextlib.suppress(OSError):
-                os.close(fd)

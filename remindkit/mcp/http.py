@@ -24,6 +24,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..reminders import Reminders
+from ..wiring import build
 from .server import RemindkitMcp
 
 SCOPE_KEY = "remindkit.session"
@@ -102,7 +103,7 @@ def http_app(
     """Streamable HTTP MCP at ``path``, each call acting for the session of its token."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    server = RemindkitMcp(api, session="-", channel=False, session_for=_session_of)
+    server = RemindkitMcp(build(api=api), session="-", channel=False, session_for=_session_of)
     security = None
     if allowed_hosts is not None:
         security = TransportSecuritySettings(

@@ -42,8 +42,8 @@ from ..engine import Engine
 from ..models import Fire, Session
 from ..protocol import frame_fired
 from ..protocol.tools import mcp_tools
-from ..reminders import Reminders
 from ..sessions.mcp import LEASE_PREFIX, McpSessions
+from ..wiring import Graph
 from . import identity
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class RemindkitMcp:
 
     def __init__(
         self,
-        api: Reminders,
+        graph: Graph,
         *,
         session: str | None = None,
         project: Path | None = None,
@@ -115,8 +115,9 @@ class RemindkitMcp:
         channel: bool = True,
         session_for: Callable[[Any], str | None] | None = None,
     ) -> None:
-        self.api = api
-        self.store = api.store
+        self.graph = graph
+        self.api = graph.api
+        self.store = graph.store
         self.fixed_session = session
         self.project = project or identity.project_dir()
         self.resume_argv = resume_argv
@@ -203,13 +204,7 @@ class RemindkitMcp:
 
     def start_engine(self) -> Engine:
         if self.engine is None:
-            self.engine = Engine(
-                self.store,
-                clock=self.api.clock,
-                settings=self.api.settings,
-                role="mcp",
-                can_alert=False,
-            )
+            self.engine = self.graph.engine(role="mcp", can_alert=False)
             self._own_engine = True
             self.engine.start()
         return self.engine
@@ -393,19 +388,19 @@ def _version() -> str:
         return "0"
 
 
-def run_stdio(api: Reminders, **kwargs: Any) -> int:
+def run_stdio(graph: Graph, **kwargs: Any) -> int:
     import signal
 
     def on_term(_signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt  # the host ends the server: leave as on a closed stdin
 
     signal.signal(signal.SIGTERM, on_term)
-    server = RemindkitMcp(api, **kwargs)
+    server = RemindkitMcp(graph, **kwargs)
     log.info(
         "remindkit mcp: session %s (%s), store %s",
         server.session_id,
         server.found_by,
-        api.store.url,
+        graph.store.url,
     )
     try:
         anyio.run(server.serve_stdio)

@@ -19,10 +19,7 @@ chats update and alerts play during a long cell. A hub made with
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import selectors
 import threading
 import time
 import weakref
@@ -31,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..store import SqlStore
+from ..wakeup import Waiter
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +49,8 @@ class Hub:
         self._waiters: list[threading.Event] = []  # set after the next refresh
         self._lock = threading.Lock()
         self._dirty = False
-        self._r, self._w = os.pipe()
-        os.set_blocking(self._r, False)
-        os.set_blocking(self._w, False)
         self._stop = threading.Event()
+        self._waiter = Waiter(stop=self._stop)  # pokes, the store's hints, the interval
         self._closed = False
         self._thread: threading.Thread | None = None
         self._errors: dict[int, str] = {}
@@ -125,49 +121,35 @@ class Hub:
             self._thread.start()
 
     def _run(self) -> None:
-        sel = selectors.DefaultSelector()
-        sel.register(self._r, selectors.EVENT_READ, "poke")
-        listener = None
-        try:
-            listener = self.store.wake.listen()
-        except Exception:
-            log.warning("no wake-up hints from this store; refreshing every %.1fs", self.interval_s)
-        if listener is not None:
-            sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
+        waiter = self._waiter
         last = 0.0
-        try:
-            while not self._stop.is_set():
-                timeout = max(0.0, last + self.interval_s - time.monotonic())
-                for key, _mask in sel.select(timeout):
-                    if key.data == "poke":
-                        self._drain()
-                    elif listener is not None:
-                        try:
-                            listener.drain()
-                        except Exception:  # a dropped PostgreSQL listener: poll at the interval
-                            sel.unregister(key.fileobj)
-                            listener.close()
-                            listener = None
-                        with self._lock:
-                            self._dirty = True
-                if self._stop.is_set():
-                    break
+
+        def round_() -> None:
+            nonlocal last
+            if waiter.wait(max(0.0, last + self.interval_s - time.monotonic())):
                 with self._lock:
-                    jobs = list(self._jobs)
-                    self._jobs.clear()
-                    waiters, self._waiters = self._waiters, []
-                    dirty, self._dirty = self._dirty, False
-                for job in jobs:
-                    self._call(job)
-                if dirty or waiters or time.monotonic() >= last + self.interval_s:
-                    self._refresh_all()
-                    last = time.monotonic()
-                for done in waiters:
-                    done.set()
-        finally:
-            sel.close()
-            if listener is not None:
-                listener.close()
+                    self._dirty = True
+            if self._stop.is_set():
+                return
+            with self._lock:
+                jobs = list(self._jobs)
+                self._jobs.clear()
+                waiters, self._waiters = self._waiters, []
+                dirty, self._dirty = self._dirty, False
+            for job in jobs:
+                self._call(job)
+            if dirty or waiters or time.monotonic() >= last + self.interval_s:
+                self._refresh_all()
+                last = time.monotonic()
+            for done in waiters:
+                done.set()
+
+        with waiter.listening(getattr(self.store, "wake", None)):
+            waiter.loop(
+                round_,
+                on_error=lambda: log.exception("notebook hub round failed; going on"),
+                pause=self.interval_s,
+            )
 
     def _refresh_all(self) -> None:
         with self._lock:
@@ -190,18 +172,7 @@ class Hub:
             log.exception("notebook widget update failed")
 
     def _poke(self) -> None:
-        if self._closed:
-            return  # the descriptors may belong to someone else by now
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._w, b"!")
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                if not os.read(self._r, 4096):
-                    return
-            except (BlockingIOError, InterruptedError, OSError):
-                return
+        self._waiter.poke()  # nothing once closed: the descriptors may be someone else's by now
 
     def close(self) -> None:
         if self._closed:
@@ -214,9 +185,7 @@ class Hub:
         self._closed = True
         with self._lock:
             self._views = weakref.WeakSet()
-        for fd in (self._r, self._w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._waiter.close()
 
 
 __all__ = ["Hub", "View"]

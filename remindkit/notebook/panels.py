@@ -20,7 +20,6 @@ import ipywidgets as widgets
 
 from ..agent.chat import ChatSession
 from ..clock import to_us
-from ..reminders import Reminders
 from ..schedules import local_zone_name
 from ..schedules.zones import get_zone
 from ..settings import Settings
@@ -47,9 +46,7 @@ class Panel(widgets.VBox):
         self.chat = chat
         self.session = chat.id if chat is not None else session
         settings = chat.settings if chat is not None else runtime.settings
-        self.api = Reminders(
-            runtime.store, clock=runtime.clock, settings=settings, surface="notebook"
-        )
+        self.api = runtime.graph.for_surface("notebook", settings=settings).api
         zone = get_zone(settings.tz or local_zone_name())
         hub = runtime.hub
         self.pills = PillsWidget(

@@ -23,11 +23,11 @@ import threading
 from typing import Any
 
 from .. import events as ev
-from ..clock import Clock, SystemClock, now_us
-from ..engine import Engine
+from ..clock import Clock, now_us
 from ..engine.core import ALERTER
 from ..settings import Settings
 from ..store import SqlStore, open_store
+from ..wiring import build, settings_or_env
 from .alerts import BrowserAlerter
 from .hub import Hub
 
@@ -46,15 +46,13 @@ class KernelRuntime:
         live: bool = True,
         inline: bool = False,
     ) -> None:
+        self.graph = build(settings, store=store, clock=clock, surface="notebook")
         self.store = store
-        self.clock: Clock = clock or SystemClock()
-        self.settings = settings or store.settings
+        self.clock: Clock = self.graph.clock
+        self.settings = self.graph.settings
         self.alerter = BrowserAlerter()
         self.hub = Hub(store, live=live)
-        self.engine = Engine(
-            store,
-            clock=self.clock,
-            settings=self.settings,
+        self.engine = self.graph.engine(
             alerter=self.alerter,
             role="notebook",
             alert_priority=NOTEBOOK_ALERT_PRIORITY,
@@ -110,7 +108,7 @@ _exit_hook = False
 
 def open_default_store(db: str | None = None, *, settings: Settings | None = None) -> SqlStore:
     """The store at ``db`` (or the configured default), opened once per kernel."""
-    settings = settings or Settings.from_env()
+    settings = settings_or_env(settings)
     url = db or settings.url
     with _lock:
         store = _stores.get(url)

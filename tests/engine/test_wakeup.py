@@ -1,0 +1,225 @@
+"""The waiter the engine's threads, the tray and the notebook hub sleep in: a poke, a
+hint of another process's write, a deadline or a stop ends a wait."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from remindkit.clock import FakeClock, SystemClock, now_us
+from remindkit.wakeup import Waiter
+
+
+class FakeListener:
+    def __init__(self) -> None:
+        self.ours, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.ours.setblocking(False)
+        self.fail = False
+        self.closed = False
+
+    def fileno(self) -> int:
+        return self.ours.fileno()
+
+    def drain(self) -> set[str]:
+        if self.fail:
+            raise ConnectionError("the listener's connection dropped")
+        origins: set[str] = set()
+        while True:
+            try:
+                origins.add(self.ours.recv(256).decode())
+            except BlockingIOError:
+                return origins
+
+    def close(self) -> None:
+        self.closed = True
+        self.ours.close()
+        self.theirs.close()
+
+
+class FakeWake:
+    def __init__(self, *, refuse: bool = False) -> None:
+        self.refuse = refuse
+        self.listeners: list[FakeListener] = []
+
+    def notify(self, origin: str = "") -> None:
+        self.listeners[-1].theirs.send(origin.encode())
+
+    def listen(self) -> FakeListener:
+        if self.refuse:
+            raise OSError("no socket for you")
+        listener = FakeListener()
+        self.listeners.append(listener)
+        return listener
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def waiter():  # type: ignore[no-untyped-def]
+    w = Waiter()
+    yield w
+    w.close()
+
+
+def test_a_poke_from_another_thread_ends_the_wait(waiter: Waiter) -> None:
+    started = threading.Event()
+
+    def poke_soon() -> None:
+        started.wait(5)
+        waiter.poke()
+
+    threading.Thread(target=poke_soon, daemon=True).start()
+    t0 = time.monotonic()
+    started.set()
+    assert waiter.wait(20.0) is False  # a poke is no hint
+    assert time.monotonic() - t0 < 10.0
+
+
+def test_a_wait_without_a_poke_lasts_its_timeout(waiter: Waiter) -> None:
+    t0 = time.monotonic()
+    waiter.wait(0.05)
+    assert time.monotonic() - t0 >= 0.045
+
+
+def test_hints_from_others_end_the_wait_and_our_own_are_ignored(waiter: Waiter) -> None:
+    wake = FakeWake()
+    with waiter.listening(wake, ignore="me"):
+        assert waiter.hints
+        wake.notify("me")
+        assert waiter.wait(20.0) is False  # our own write: read, but no change to look at
+        wake.notify("someone else")
+        assert waiter.wait(20.0) is True
+    assert wake.listeners[-1].closed  # the block's end closes the listener
+
+
+def test_a_failed_listener_is_replaced_and_counts_as_a_hint(waiter: Waiter) -> None:
+    wake = FakeWake()
+    with waiter.listening(wake):
+        first = wake.listeners[-1]
+        first.fail = True
+        first.theirs.send(b"x")
+        assert waiter.wait(20.0) is True  # something may have changed: look
+        assert first.closed and len(wake.listeners) == 2
+        wake.notify("again")
+        assert waiter.wait(20.0) is True  # the new listener hears hints
+
+
+def test_a_store_without_hints_leaves_deadlines_only(waiter: Waiter) -> None:
+    with waiter.listening(FakeWake(refuse=True)):
+        assert not waiter.hints
+        t0 = time.monotonic()
+        assert waiter.wait(0.05) is False
+        assert time.monotonic() - t0 >= 0.045
+    with waiter.listening(None):
+        assert not waiter.hints
+
+
+def test_hints_in_a_flood_are_reported_at_most_once_per_gap() -> None:
+    waiter = Waiter(hint_gap=0.2)
+    wake = FakeWake()
+    try:
+        with waiter.listening(wake):
+            wake.notify("a")
+            assert waiter.wait(20.0) is True
+            wake.notify("b")
+            t0 = time.monotonic()
+            assert waiter.wait(20.0) is True
+            assert time.monotonic() - t0 >= 0.15  # held back until the gap since the last
+    finally:
+        waiter.close()
+
+
+def test_wait_until_ends_at_the_due_time_not_before(waiter: Waiter) -> None:
+    clock = SystemClock()
+    for _ in range(5):
+        until = now_us(clock) + 30_000
+        while now_us(clock) < until:  # the loop goes round until the time has come
+            waiter.wait_until(until, clock, cap=30.0)
+        late_ms = (now_us(clock) - until) / 1000
+        assert 0 <= late_ms < 50
+
+
+def test_wait_until_a_clock_that_stands_still_does_not_spin_forever(waiter: Waiter) -> None:
+    clock = FakeClock()
+    until = now_us(clock) + 100  # 0.1 ms ahead on a clock that never moves
+    t0 = time.monotonic()
+    waiter.wait_until(until, clock, cap=30.0)
+    assert time.monotonic() - t0 < 5.0
+
+
+def test_the_loop_runs_rounds_until_stopped_and_survives_a_failing_round() -> None:
+    stop = threading.Event()
+    waiter = Waiter(stop=stop)
+    rounds: list[int] = []
+    errors: list[int] = []
+
+    def round_() -> None:
+        rounds.append(1)
+        if len(rounds) == 2:
+            raise RuntimeError("one bad round")
+        if len(rounds) == 4:
+            stop.set()
+        waiter.wait(0.01)
+
+    try:
+        waiter.loop(round_, on_error=lambda: errors.append(1), pause=0.01)
+    finally:
+        waiter.close()
+    assert len(rounds) == 4 and len(errors) == 1
+
+
+def test_stop_ends_a_long_wait_in_a_loop() -> None:
+    waiter = Waiter()
+    done = threading.Event()
+
+    def run() -> None:
+        waiter.loop(lambda: waiter.wait(60.0), on_error=lambda: None, pause=60.0)
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    waiter.stop()
+    assert done.wait(10.0)
+    waiter.close()
+
+
+def test_a_poke_after_close_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    waiter = Waiter()
+    waiter.close()
+    writes: list[int] = []
+    monkeypatch.setattr("remindkit.wakeup.os.write", lambda fd, data: writes.append(fd))
+    waiter.poke()  # the descriptors may be someone else's by now
+    assert writes == []
+
+
+def test_a_poke_while_a_wait_drains_the_pipe_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread pokes just as the waiting thread empties the pipe (here: from
+    within its read). Later pokes must still end waits: a poke is never swallowed
+    with the pipe left empty and the waiter believing a byte is in it."""
+    import remindkit.wakeup as wakeup
+
+    waiter = Waiter()
+    real_read = wakeup.os.read
+    raced = []
+
+    def read(fd: int, n: int) -> bytes:
+        if not raced:
+            raced.append(1)
+            waiter.poke()  # the other thread's poke, in the middle of the drain
+        return real_read(fd, n)
+
+    try:
+        waiter.poke()
+        monkeypatch.setattr(wakeup.os, "read", read)
+        waiter.wait(20.0)  # the first poke ends it; the drain meets the racing poke
+        monkeypatch.setattr(wakeup.os, "read", real_read)
+        assert raced
+        waiter.poke()  # a later poke, for work handed over after the round
+        t0 = time.monotonic()
+        waiter.wait(5.0)
+        assert time.monotonic() - t0 < 4.0, "the poke was lost: the wait ran to its timeout"
+    finally:
+        waiter.close()
