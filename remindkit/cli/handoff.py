@@ -169,10 +169,16 @@ def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
         except (OSError, ValueError):
             if command in READ_ONLY or (command == "reminders" and _reads(argv)):
                 return None
-            err.write(
-                "error: store_unavailable: the engine that ran this command stopped before "
-                "answering; see `remindkit ls` for what it did\n"
+            why = (
+                "the engine that ran this command stopped before answering; "
+                "see `remindkit ls` for what it did"
             )
+            if "--json" in argv:
+                out.write(
+                    json.dumps({"error": {"code": "store_unavailable", "message": why}}) + "\n"
+                )
+            else:
+                err.write(f"error: store_unavailable: {why}\n")
             return 1
     finally:
         sock.close()

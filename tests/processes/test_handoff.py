@@ -157,3 +157,41 @@ def test_parallel_handed_over_commands_lose_nothing(env, serve, monkeypatch) -> 
     ids = {json.loads(out)["id"] for _, out, _ in results}
     listed, _ = run(env, "ls", "--json")
     assert {r["id"] for r in json.loads(listed.stdout)} == ids and len(ids) == n
+
+
+def test_an_engine_that_dies_mid_command(env, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A listener that takes the command and closes without answering, as an engine
+    killed mid-way would: a changing command says store_unavailable rather than run
+    twice; a read-only one runs again here."""
+    import threading
+
+    path = sock_of(env, monkeypatch)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+    taken: list[bytes] = []
+
+    def swallow() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                taken.append(conn.recv(65536))
+
+    thread = threading.Thread(target=swallow, daemon=True)
+    thread.start()
+    try:
+        made, _ = run(env, "remind", "x", "--session", "s1", "--in", "1h")
+        assert made.returncode == 1 and made.stderr.startswith("error: store_unavailable: ")
+        made, _ = run(env, "remind", "x", "--session", "s1", "--in", "1h", "--json")
+        assert json.loads(made.stdout)["error"]["code"] == "store_unavailable"
+        listed, local = run(env, "ls", "--json")
+        assert listed.returncode == 0 and local and json.loads(listed.stdout) == []
+        assert len(taken) == 3 and b'"argv"' in taken[0]
+    finally:
+        listener.close()
+        path.unlink(missing_ok=True)
