@@ -34,6 +34,7 @@ FEEDBACK_LOOKBACK = 50
 class Handover:
     message: str  # what the agent gets: feedback (if any), then the fired blocks
     fires: tuple[Fire, ...]  # the occurrences not taken before
+    framed: str = ""  # the fired blocks alone (kept in the transcript when all are taken now)
 
 
 class ExternalTurns:
@@ -51,8 +52,9 @@ class ExternalTurns:
         fresh = [f for k, f in by_key.items() if k not in taken]
         if not fresh:
             return None
-        text = "\n".join([*self.pending_feedback(session), frame_fired(fresh)])
-        return Handover(text, tuple(fresh))
+        framed = frame_fired(fresh)
+        text = "\n".join([*self.pending_feedback(session), framed])
+        return Handover(text, tuple(fresh), framed)
 
     def end(self, session: str, handover: Handover, reply: str | None) -> list[TagOutcome]:
         """The agent answered: take the keys with the fired message, record the
@@ -60,10 +62,11 @@ class ExternalTurns:
         by_key = {f.key: f for f in handover.fires}
 
         def build(fresh: list[str]) -> Message:
+            whole = handover.framed and len(fresh) == len(by_key)
             return Message(
                 session,
                 "user",
-                frame_fired([by_key[k] for k in fresh]),
+                handover.framed if whole else frame_fired([by_key[k] for k in fresh]),
                 kind=FIRED_TURN,
                 hidden=True,
             )

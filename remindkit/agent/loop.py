@@ -137,15 +137,18 @@ class Conversation:
         with self._lease(wait_s=0.0):
             return self.run_fired(fires)
 
-    def run_fired(self, fires: Sequence[Fire]) -> TurnReply:
-        """A fired turn; the caller holds the session's turn lease."""
+    def run_fired(self, fires: Sequence[Fire], *, framed: str | None = None) -> TurnReply:
+        """A fired turn; the caller holds the session's turn lease. ``framed``: the
+        fired message delivery made for exactly these fires (used as it is when none of
+        their keys was taken before; a subset is framed anew)."""
         by_key = {f.key: f for f in fires}
 
         def build(fresh: list[str]) -> Message:
+            whole = framed is not None and len(fresh) == len(by_key)
             return Message(
                 self.session,
                 "user",
-                frame_fired([by_key[k] for k in fresh]),
+                framed if whole and framed is not None else frame_fired([by_key[k] for k in fresh]),
                 kind=FIRED_TURN,
                 hidden=True,
             )

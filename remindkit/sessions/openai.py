@@ -415,7 +415,7 @@ class OpenAISessions:
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         """Run the fired turn; the dispatcher holds the session's turn lease."""
-        reply = self.conversation(session).run_fired(fires)
+        reply = self.conversation(session).run_fired(fires, framed=message)
         url = str(session.config.get("base_url"))
         if reply.code in RETRY_CODES:
             _, last = self._down.get(url, (0, 0))

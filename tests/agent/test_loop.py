@@ -180,3 +180,39 @@ def test_turn_lease_makes_the_session_busy(
     t.join(5)
     assert results[0].ok
     assert store.sessions.get_session("s1", now_us=to_us(clock.now())).idle
+
+
+def test_a_fired_message_is_framed_once(
+    store: SqlStore, clock: FakeClock, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Delivery frames the fired message; the model gets it and the transcript keeps it
+    as it is (the external turns of command sessions likewise frame once)."""
+    import remindkit.agent.external as external
+    import remindkit.agent.loop as loop
+    from remindkit.agent.external import ExternalTurns
+    from remindkit.protocol import frame_fired
+
+    calls = {"n": 0}
+
+    def counting(fires):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        return frame_fired(fires)
+
+    monkeypatch.setattr(loop, "frame_fired", counting)
+    monkeypatch.setattr(external, "frame_fired", counting)
+    model = Script("Noted.")
+    c = conv(store, clock, settings, model)
+    fires = fires_for(store, clock, settings)
+    message = frame_fired(fires)  # as delivery makes it
+    assert c.run_fired(fires, framed=message).ok
+    assert calls["n"] == 0 and message in model.last_user()
+    hidden = [m for m in store.transcripts.messages("s1") if m.hidden]
+    assert [m.content for m in hidden] == [message]
+    turns = ExternalTurns(store, clock=clock, settings=settings)
+    more = fires_for(store, clock, settings)
+    handover = turns.begin("s2", more)
+    assert handover is not None
+    turns.end("s2", handover, "ok")
+    assert calls["n"] == 1
+    (kept,) = [m for m in store.transcripts.messages("s2") if m.hidden]
+    assert kept.content == handover.framed
