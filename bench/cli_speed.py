@@ -68,7 +68,8 @@ def parallel(side: Side, n: int) -> float:
     ]
     failed = [p for p in procs if p.wait() != 0]
     if failed:
-        raise SystemExit(f"{len(failed)} of {n} parallel remind commands failed")
+        why = failed[0].stderr.read().decode(errors="replace") if failed[0].stderr else ""
+        raise SystemExit(f"{len(failed)} of {n} parallel remind commands failed: {why[-500:]}")
     return (time.perf_counter() - t0) * 1000
 
 
@@ -100,6 +101,7 @@ class Side:
             "REMINDKIT_TZ": "UTC",
             "REMINDKIT_NOTIFY": "0",
             "REMINDKIT_AUDIO": "none",
+            "REMINDKIT_MAX_TOTAL": "none",  # the parallel row makes hundreds
         }
         for var in ("REMINDKIT_DB", "REMINDKIT_SESSION"):
             self.env.pop(var, None)

@@ -64,10 +64,10 @@ class Context:
     def settings(self) -> Settings:
         if self._settings is None and self._lent is not None:
             self._settings = self._lent.settings
-        if self._settings is None:
-            from ..wiring import settings_or_env
+        if self._settings is None:  # (not through wiring: status --line must stay light)
+            from ..settings import Settings
 
-            self._settings = settings_or_env()
+            self._settings = Settings.from_env()
         return self._settings
 
     @property

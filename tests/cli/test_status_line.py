@@ -106,6 +106,8 @@ def test_line_from_the_engines_status_file(home: Home, engine: subprocess.Popen[
                 "remindkit.engine",
                 "remindkit.store",
                 "remindkit.reminders",
+                "remindkit.wiring",
+                "remindkit.cli.handoff",
                 "apscheduler",
             )
         )
