@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import InvalidInput
+from .statusfile import default_db_url, default_home, home_from_env
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,7 @@ class Settings:
             "text_max": _integer(env, "REMINDKIT_MAX_TEXT", limits.text_max),
             "per_project": _count(env, "REMINDKIT_MAX_PER_PROJECT", limits.per_project),
         }
-        home = (
-            Path(env["REMINDKIT_HOME"]).expanduser()
-            if env.get("REMINDKIT_HOME")
-            else default_home()
-        )
+        home = home_from_env(env)
         settings = cls(
             home=home,
             db_url=env.get("REMINDKIT_DB") or None,
@@ -129,7 +126,7 @@ class Settings:
 
     @property
     def default_db_url(self) -> str:
-        return f"sqlite:///{self.home / 'remindkit.db'}"
+        return default_db_url(self.home)
 
     @property
     def url(self) -> str:
@@ -146,15 +143,6 @@ def _model_limits(env: dict[str, str]) -> ModelLimits:
         max_message_chars=int(env.get("REMINDKIT_MODEL_MAX_MESSAGE", d.max_message_chars)),
         max_tool_calls=int(env.get("REMINDKIT_MODEL_MAX_TOOL_CALLS", d.max_tool_calls)),
     )
-
-
-def default_home() -> Path:
-    try:
-        from platformdirs import user_data_dir
-
-        return Path(user_data_dir("remindkit", appauthor=False))
-    except Exception:  # pragma: no cover - platformdirs is a core dependency
-        return Path.home() / ".local" / "share" / "remindkit"
 
 
 def _count(env: dict[str, str], name: str, default: int | None) -> int | None:

@@ -21,8 +21,10 @@ import hashlib
 import json
 import os
 import re
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 VERSION = 1
 HEARTBEAT_S = 20.0
@@ -30,6 +32,25 @@ STALE_S = 65.0
 MAX_SESSIONS = 1_000  # past this the file says "truncated" and readers of a session ask the store
 
 _PASSWORD = re.compile(r"(://[^:/@]+):[^@]*@")
+
+
+def default_home() -> Path:
+    """Where remindkit keeps its files unless ``REMINDKIT_HOME`` says otherwise."""
+    try:
+        from platformdirs import user_data_dir
+
+        return Path(user_data_dir("remindkit", appauthor=False))
+    except Exception:  # pragma: no cover - platformdirs is a core dependency
+        return Path.home() / ".local" / "share" / "remindkit"
+
+
+def home_from_env(env: Mapping[str, str]) -> Path:
+    home = env.get("REMINDKIT_HOME")
+    return Path(home).expanduser() if home else default_home()
+
+
+def default_db_url(home: Path) -> str:
+    return f"sqlite:///{home / 'remindkit.db'}"
 
 
 def store_key(url: str) -> str:
@@ -119,3 +140,72 @@ def _countdown(seconds: float) -> str:
     if s >= 3600:
         return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
     return f"{s // 60}:{s % 60:02d}"
+
+
+def quick_line(argv: Sequence[str], env: Mapping[str, str], out: TextIO) -> int | None:
+    """``remindkit status --line [--session S] [--json] [--db URL]`` answered from the
+    file alone, before the command line is parsed or the settings are read (a prompt
+    runs it every second). None: the full command must answer (another argument, a
+    session scope, no fresh file, a session the file cannot tell about)."""
+    if env.get("REMINDKIT_SESSION"):
+        return None  # a session scope: the full command enforces it
+    words = list(argv)
+    opts: dict[str, str] = {}
+    flags: set[str] = set()
+    while words:
+        word = words.pop(0)
+        name, eq, value = word.partition("=")
+        if name in ("--session", "--db"):
+            if not eq:
+                if not words:
+                    return None
+                value = words.pop(0)
+            if name in opts or not value:
+                return None
+            opts[name] = value
+        elif word in ("status", "--line", "--json") and word not in flags:
+            flags.add(word)
+        else:
+            return None
+    if not {"status", "--line"} <= flags:
+        return None
+    home = home_from_env(env)
+    url = opts.get("--db") or env.get("REMINDKIT_DB") or default_db_url(home)
+    now_us = time.time_ns() // 1000
+    data = read_status(status_path(home, url), now_us)
+    if data is None:
+        return None
+    summary = summary_for(data, opts.get("--session"))
+    if summary is None:
+        return None
+    out.write(render_line(data, summary, now_us=now_us, as_json="--json" in flags) + "\n")
+    out.flush()
+    return 0
+
+
+def render_line(
+    data: dict[str, Any],
+    summary: dict[str, Any],
+    *,
+    now_us: int,
+    as_json: bool,
+    source: str = "file",
+) -> str:
+    """What ``status --line`` prints: the line, or with ``--json`` an object with it."""
+    paused_all = bool(data.get("paused_all"))
+    line = format_line(summary, now_us=now_us, paused_all=paused_all)
+    if not as_json:
+        return line
+    nxt = summary.get("next_us")
+    return json.dumps(
+        {
+            "line": line,
+            "active": summary.get("active", 0),
+            "paused": summary.get("paused", 0),
+            "next_in_s": None if nxt is None else max(0.0, round((nxt - now_us) / 1e6, 3)),
+            "paused_all": paused_all,
+            "failed": bool(summary.get("failed")),
+            "source": source,
+        },
+        ensure_ascii=False,
+    )

@@ -114,7 +114,14 @@ def main(
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if argv is None and stdout is None and api is None and "--line" not in args_list:
+    if argv is None and stdout is None and api is None and "--line" in args_list:
+        # status --line, run by a prompt every second: from the engines' file, nothing else
+        from ..statusfile import quick_line
+
+        quick = quick_line(args_list, os.environ, out)
+        if quick is not None:
+            return quick
+    elif argv is None and stdout is None and api is None:
         # the command itself, in a shell (status --line reads a small file: quicker here)
         from .handoff import try_handoff
 

@@ -98,23 +98,10 @@ def status_line(cx: Context) -> int:
         data = cx.api.store.reports.status_summary(now_us=now_us)
         summary = statusfile.summary_for(data, session)
         assert summary is not None  # an untruncated summary always answers
-    paused_all = bool(data.get("paused_all"))
-    line = statusfile.format_line(summary, now_us=now_us, paused_all=paused_all)
-    if cx.args.json:
-        nxt = summary.get("next_us")
-        cx.json(
-            {
-                "line": line,
-                "active": summary.get("active", 0),
-                "paused": summary.get("paused", 0),
-                "next_in_s": None if nxt is None else max(0.0, round((nxt - now_us) / 1e6, 3)),
-                "paused_all": paused_all,
-                "failed": bool(summary.get("failed")),
-                "source": source,
-            }
-        )
-    else:
-        cx.out.write(line + "\n")
+    cx.out.write(
+        statusfile.render_line(data, summary, now_us=now_us, as_json=cx.args.json, source=source)
+        + "\n"
+    )
     return 0
 
 

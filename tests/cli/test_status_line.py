@@ -192,3 +192,58 @@ def test_stats_lateness_percentiles(home: Home) -> None:
     values = list(range(1, 101))
     assert _lateness(values) == {"late_p50_ms": 50, "late_p99_ms": 99, "late_max_ms": 100}
     assert _lateness([7]) == {"late_p50_ms": 7, "late_p99_ms": 7, "late_max_ms": 7}
+
+
+def test_the_quick_path_answers_as_the_command_does(home: Home) -> None:
+    """``statusfile.quick_line`` (what the command runs first) prints what the full
+    command prints from a fresh file, and leaves everything else to the command."""
+    import io
+    import os
+
+    home.js("remind", "x", "--session", "s1", "--in", "10m")
+    path = statusfile.status_path(home.path, f"sqlite:///{home.db}")
+    now_us = time.time_ns() // 1000
+    entry = {"active": 2, "paused": 0, "next_us": now_us + 300_000_000, "failed": True}
+    fake = {
+        "v": 1,
+        "written_us": now_us,
+        "paused_all": False,
+        "truncated": False,
+        "sessions": {"s1": entry},
+        "all": entry,
+    }
+    statusfile.write_status(path, fake)
+    env = {k: v for k, v in os.environ.items() if k != "REMINDKIT_SESSION"}
+    for argv in (
+        ["status", "--line"],
+        ["status", "--line", "--session", "s1", "--json"],
+        ["--json", "status", "--session=s2", "--line"],
+        ["status", "--line", "--db", f"sqlite:///{home.db}"],
+    ):
+        out = io.StringIO()
+        assert statusfile.quick_line(argv, env, out) == 0, argv
+        code, full, _ = home.run(*argv)
+        assert code == 0
+        if "--json" in argv:
+            got, want = json.loads(out.getvalue()), json.loads(full)
+            a, b = got.pop("next_in_s"), want.pop("next_in_s")
+            assert (a is None and b is None) or abs(a - b) < 2
+            assert got == want
+        else:
+            assert out.getvalue().split(" ")[0] == full.split(" ")[0] and out.getvalue().endswith(
+                "!\n"
+            )
+    # anything else goes to the command
+    for argv in (
+        ["status", "--line", "--verbose"],
+        ["status"],
+        ["status", "--line", "--session"],
+        ["status", "--line", "--db", f"sqlite:///{home.path / 'other.db'}"],  # no file for it
+    ):
+        assert statusfile.quick_line(argv, env, io.StringIO()) is None, argv
+    assert (
+        statusfile.quick_line(
+            ["status", "--line"], {**env, "REMINDKIT_SESSION": "s1"}, io.StringIO()
+        )
+        is None
+    )
