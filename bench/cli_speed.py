@@ -52,9 +52,9 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall * 1000, cpu * 1000
 
 
-def parallel(side: Side, n: int) -> float:
+def parallel(side: Side, n: int) -> dict[str, float]:
     """Wall ms of ``n`` ``remind`` commands started at once (as agents in a loop do),
-    each in a session of its own (the per-session limit is 20)."""
+    each in a session of its own (the per-session limit is 20), as a table row."""
     t0 = time.perf_counter()
     procs = [
         subprocess.Popen(
@@ -70,7 +70,8 @@ def parallel(side: Side, n: int) -> float:
     if failed:
         why = failed[0].stderr.read().decode(errors="replace") if failed[0].stderr else ""
         raise SystemExit(f"{len(failed)} of {n} parallel remind commands failed: {why[-500:]}")
-    return (time.perf_counter() - t0) * 1000
+    ms = (time.perf_counter() - t0) * 1000
+    return {"median": ms, "p90": ms, "cpu": 0.0}
 
 
 def measure(argv: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
@@ -180,12 +181,7 @@ def main() -> int:
                 res["status --line"] = measure(side.rk("status", "--line"), side.env, opts.runs)
                 res["status"] = measure(side.rk("status"), side.env, opts.runs)
                 if opts.parallel:
-                    ms = parallel(side, opts.parallel)
-                    res[f"{opts.parallel} remind at once (total)"] = {
-                        "median": ms,
-                        "p90": ms,
-                        "cpu": 0.0,
-                    }
+                    res[f"{opts.parallel} remind at once (total)"] = parallel(side, opts.parallel)
             finally:
                 engine.terminate()
                 engine.wait(30)
@@ -202,12 +198,9 @@ def main() -> int:
                     else None
                 )
             if opts.parallel:
-                ms = parallel(side, opts.parallel)
-                res[f"{opts.parallel} remind at once (total) (no engine)"] = {
-                    "median": ms,
-                    "p90": ms,
-                    "cpu": 0.0,
-                }
+                res[f"{opts.parallel} remind at once (total) (no engine)"] = parallel(
+                    side, opts.parallel
+                )
             results[side.name] = res
     load = os.getloadavg()
     print(

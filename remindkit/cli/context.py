@@ -17,6 +17,28 @@ if TYPE_CHECKING:
     from ..wiring import Graph
 
 
+# the reminder commands (remindkit.cli.reminders registers them): main builds their group,
+# and the hand-off (remindkit.cli.handoff) may run them in an engine
+REMINDER_COMMANDS = frozenset(
+    {
+        "remind",
+        "add",
+        "ls",
+        "list",
+        "show",
+        "pause",
+        "resume",
+        "rm",
+        "stop",
+        "delete",
+        "cancel",
+        "snooze",
+        "history",
+        "reminders",
+    }
+)
+
+
 def command_of(argv: Sequence[str]) -> str | None:
     """The command word of ``argv`` (after any --db URL / --json given before it)."""
     skip = False

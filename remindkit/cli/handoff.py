@@ -44,27 +44,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-HANDED = frozenset(
-    {
-        "remind",
-        "add",
-        "ls",
-        "list",
-        "show",
-        "pause",
-        "resume",
-        "rm",
-        "stop",
-        "delete",
-        "cancel",
-        "snooze",
-        "history",
-        "reminders",
-        "status",
-        "stats",
-        "log",
-    }
-)
+from .context import REMINDER_COMMANDS, command_of
+
+# the reminder commands and the read-only reports: what an engine may run for a caller
+HANDED = REMINDER_COMMANDS | {"status", "stats", "log"}
 # the commands that only read: safe to run again here if the engine went away mid-way
 READ_ONLY = frozenset({"ls", "list", "show", "history", "status", "stats", "log"})
 MAX_REQUEST = 256 * 1024
@@ -137,10 +120,7 @@ def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
     None to run it here."""
     if os.environ.get("REMINDKIT_HANDOFF", "1") == "0":
         return None
-    from .context import command_of
-
-    command = command_of(argv)
-    if command not in HANDED or "-h" in argv or "--help" in argv or "--line" in argv:
+    if not _handed(argv) or "--line" in argv:
         return None  # (status --line reads a small file: quicker here than a round trip)
     url = store_url(argv)
     if url is None:
@@ -167,7 +147,7 @@ def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
         try:
             answer = json.loads(_read_all(sock, MAX_ANSWER))
         except (OSError, ValueError):
-            if command in READ_ONLY or (command == "reminders" and _reads(argv)):
+            if _reads(argv):
                 return None
             why = (
                 "the engine that ran this command stopped before answering; "
@@ -192,8 +172,16 @@ def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
 
 
 def _reads(argv: Sequence[str]) -> bool:
-    words = [a for a in argv if not a.startswith("-")]
-    return len(words) > 1 and words[1] in READ_ONLY
+    """Does ``argv`` only read (``ls``, ``reminders ls`` …)?"""
+    command = command_of(argv)
+    if command == "reminders":
+        command = command_of(list(argv)[list(argv).index("reminders") + 1 :])
+    return command in READ_ONLY
+
+
+def _handed(argv: Sequence[str]) -> bool:
+    """May ``argv`` run in an engine (the caller asks, and the engine checks again)?"""
+    return command_of(argv) in HANDED and "-h" not in argv and "--help" not in argv
 
 
 def _read_all(sock: socket.socket, limit: int) -> bytes:
@@ -339,9 +327,7 @@ class HandoffServer:
             return {"local": "unknown request"}
         if request.get("env") != self.env:
             return {"local": "another environment"}
-        from .context import command_of
-
-        if command_of(argv) not in HANDED or "-h" in argv or "--help" in argv:
+        if not _handed(argv):
             return {"local": "not handed over"}
         import io
 

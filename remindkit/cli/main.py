@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from ..errors import RemindkitError
-from .context import CliError, Context, Parser, command_of
+from .context import REMINDER_COMMANDS, CliError, Context, Parser, command_of
 from .output import printable
 
 if TYPE_CHECKING:
@@ -39,27 +39,7 @@ SIGPIPE_STATUS = 128 + 13  # what a shell reports for a command whose reader wen
 # builds only the group of the command it is given, which matters for a command run every
 # second (status --line)
 GROUPS: list[tuple[frozenset[str], str]] = [
-    (
-        frozenset(
-            {
-                "remind",
-                "add",
-                "ls",
-                "list",
-                "show",
-                "pause",
-                "resume",
-                "rm",
-                "stop",
-                "delete",
-                "cancel",
-                "snooze",
-                "history",
-                "reminders",
-            }
-        ),
-        "reminders:add_parsers",
-    ),
+    (REMINDER_COMMANDS, "reminders:add_parsers"),
     (frozenset({"export", "import"}), "backup:add_parsers"),
     (frozenset({"serve", "tray"}), "engines:add_parsers"),
     (frozenset({"status", "stats"}), "status:add_parsers"),
