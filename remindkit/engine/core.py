@@ -366,9 +366,8 @@ class Engine:
         only takes over expired leases, and ours are renewed. Take them back when
         they are still orphans one round later."""
         claimed = set(self.store.claims.own_claims(owner=self.id))
-        with self._lock:
-            held = {occ_id for _due, occ_id, _f in self._pending}
-        held |= self.dispatcher.holding()
+        with self._lock:  # one view: fire_step moves fires from _pending to held under it
+            held = {occ_id for _due, occ_id, _f in self._pending} | self.dispatcher.holding()
         orphans = claimed - held
         adopt = orphans & self._orphans
         self._orphans = orphans - adopt
@@ -426,15 +425,19 @@ class Engine:
             while self._pending and self._pending[0][0] <= t:
                 due.append(heapq.heappop(self._pending)[2])
             nxt = self._pending[0][0] if self._pending else t + int(self.settings.wait_cap_s * 1e6)
+            # In hand from the moment they leave _pending: a large batch is routed chunk by
+            # chunk, and a chunk still waiting its turn here is not an orphan to take back.
+            self.dispatcher.hold(f.occurrence_id for f in due)
         if due:
             self.fired += len(due)
             for chunk in _chunks_by_session(due, HAND_OVER_CHUNK):
                 try:
                     self.dispatcher.submit(chunk, t)
-                except Exception:  # a bug: the claims are taken back as orphans (_adopt_orphans)
+                except Exception:  # a bug: let _adopt_orphans take these claims back
                     log.exception(
                         "engine %s: handing %d fire(s) to delivery failed", self.id, len(chunk)
                     )
+                    self.dispatcher.unhold(f.occurrence_id for f in chunk)
         return nxt
 
     # -- threads -------------------------------------------------------------------------

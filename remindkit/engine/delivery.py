@@ -34,7 +34,7 @@ import secrets
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -291,6 +291,15 @@ class Dispatcher:
     def holding(self) -> set[int]:
         with self._lock:
             return set(self._holding)
+
+    def hold(self, occurrence_ids: Iterable[int]) -> None:
+        """Count these claims as in hand (their leases are renewed, they are no orphans)."""
+        with self._lock:
+            self._holding.update(occurrence_ids)
+
+    def unhold(self, occurrence_ids: Iterable[int]) -> None:
+        with self._lock:
+            self._holding.difference_update(occurrence_ids)
 
     def route(self, fires: Sequence[Fire]) -> None:
         """Decide (``decide.route``) and carry out what happens to these fires now."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -13,6 +14,7 @@ from remindkit.alerts import NullAlerter
 from remindkit.engine import Engine
 from remindkit.models import Session
 from remindkit.reminders import Reminders
+from remindkit.settings import Limits
 
 
 class Recorder:
@@ -265,3 +267,31 @@ def test_claims_it_lost_track_of_are_taken_back(api, engine, agent, clock, monke
     assert len(agent.turns) == 1
     (occ,) = api.history()
     assert occ.state == "delivered" and occ.attempts == 2
+
+
+def test_fires_routed_chunk_by_chunk_are_not_taken_back_as_orphans(engine, store, clock, settings):
+    """Many fires due at once are routed chunk by chunk. While the first chunk's turns
+    run, the store thread's housekeeping looks for claims nothing holds twice in a row:
+    the chunks still waiting their turn are in hand, not orphans, so none is taken back
+    and fired a second time."""
+    api = Reminders(store, clock=clock, settings=replace(settings, limits=Limits(total=None)))
+    sessions = [f"s{i}" for i in range(30)]
+    delivered: list[str] = []
+    looked = []
+
+    def turn(message, fires):
+        delivered.extend(f.key for f in fires)
+        if not looked:  # the first turn: housekeeping twice, as the store thread may
+            for _ in range(2):
+                engine._adopt_orphans(clock.now_us())
+            looked.append(len(engine._pending))
+        return "ok"
+
+    for sid in sessions:
+        store.sessions.put_session(Session(sid, adapter="python"), now_us=clock.now_us())
+        engine.adapters.get("python").register(sid, turn)
+        for i in range(15):
+            api.create(f"{sid} {i}", session=sid, in_="1m")
+    run_until(engine, clock, clock.now() + timedelta(minutes=2))
+    assert looked == [0], "claims in hand were taken back and queued again"
+    assert len(delivered) == 450 and len(set(delivered)) == 450
