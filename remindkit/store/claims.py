@@ -206,6 +206,23 @@ def _readable_fire(conn: Connection, row: Any, token: str, now_us: int) -> Fire 
         return None
 
 
+def _still_unclaimed(conn: Connection, rems: list[Reminder]) -> list[Reminder]:
+    """The reminders among ``rems`` (just locked) that no engine claimed meanwhile.
+
+    On PostgreSQL the locking select judges "not claimed yet" by the snapshot its
+    statement began with; a row another engine claimed and committed in between is
+    locked all the same (its own columns are checked again, the subquery is not).
+    Claiming it again would insert an occurrence that exists, waiting on whichever
+    transaction is writing that occurrence now, which may in turn wait for the row
+    we hold: a deadlock. A second statement sees every commit made before it."""
+    c = t.reminders.c
+    current: dict[str, int] = {}
+    for chunk in chunks([r.id for r in rems]):
+        q = select(c.id, c.version).where(c.id.in_(list(chunk)), _not_claimed_yet())
+        current.update((row[0], row[1]) for row in conn.execute(q))
+    return [r for r in rems if current.get(r.id) == r.version]
+
+
 def _claim_update():
     c = t.reminders.c
     return (
@@ -278,6 +295,8 @@ class Claims(Role):
                     rems.append(reminder_from_row(r))
                 except Exception as exc:  # never let one bad row stop every reminder
                     quarantine(conn, r._mapping["id"], exc, now_us=now_us)
+            if rems and self.dialect.locks_rows:
+                rems = _still_unclaimed(conn, rems)
             if not rems:
                 write_events(conn, [])  # a quarantine's
                 return [], 0
