@@ -200,36 +200,50 @@ def create_app(
         )
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
 
-    async def principal(
-        request: Request,
+    async def credential(
         authorization: Annotated[str | None, Header()] = None,
         access_token: Annotated[str | None, Query(include_in_schema=False)] = None,
-    ) -> tk.Principal:
-        token = None
+    ) -> str | None:
+        """The bearer token of the request (not yet checked), or None."""
         if authorization:
             scheme, _, value = authorization.partition(" ")
             if scheme.lower() != "bearer":
                 raise Unauthorized("use Authorization: Bearer <token>", code="unauthorized")
-            token = value.strip()
-        elif access_token:  # EventSource and the web page cannot set headers
-            token = access_token
+            return value.strip()
+        return access_token or None  # EventSource and the web page cannot set headers
+
+    Cred = Annotated[str | None, Depends(credential)]
+
+    async def principal(token: Cred) -> tk.Principal:
         return tk.authenticate(store.projects, token, open_when_none=open_loopback)
 
     Who = Annotated[tk.Principal, Depends(principal)]
 
     def in_project(
-        who: tk.Principal, project: str, session: str | None, *, write: bool = False
-    ) -> str | None:
-        check_project(project)
-        sid = None if session is None else check_session_id(session)
-        who.may_use(project, sid)
-        if write:
-            who.may_write()
-        tk.require_project(store.projects, project)
-        return sid
+        token: str | None, project: str, session: str | None, *, write: bool = False
+    ) -> tuple[str | None, Session | None]:
+        """Let the request in (one read of the store: token, project, session): its
+        session id and the session, when it is one of the project's."""
+        try:
+            check_project(project)
+            sid = None if session is None else check_session_id(session)
+        except InvalidInput:
+            tk.authenticate(store.projects, token, open_when_none=open_loopback)  # 401 first
+            raise
+        _who, sess = tk.admit(
+            store.projects,
+            token,
+            project,
+            sid,
+            open_when_none=open_loopback,
+            write=write,
+            now_us=now_us(),
+        )
+        return sid, sess
 
-    def own(rem: Reminder, project: str, session: str | None) -> Reminder:
-        if rem.session != session or store.projects.project_of(session or "") != project:
+    def own(rem: Reminder, sid: str | None, sess: Session | None) -> Reminder:
+        """The reminder, if it is one of this session's (in this project)."""
+        if sess is None or rem.session != sid:
             raise NotFound.reminder(rem.id)
         return rem
 
@@ -271,17 +285,15 @@ def create_app(
     # -- sessions --------------------------------------------------------------------------
 
     @app.get(base, tags=["sessions"])
-    def list_sessions(project: str, who: Who) -> builtins.list[dict[str, Any]]:
-        in_project(who, project, None)
+    def list_sessions(project: str, token: Cred) -> builtins.list[dict[str, Any]]:
+        in_project(token, project, None)
         return [
             session_out(s, project)
             for s in store.projects.project_sessions(project, now_us=now_us())
         ]
 
-    def get_session(project: str, session: str, who: Who) -> dict[str, Any]:
-        sid = in_project(who, project, session)
-        assert sid is not None
-        got = store.projects.session_in_project(project, sid, now_us=now_us())
+    def get_session(project: str, session: str, token: Cred) -> dict[str, Any]:
+        sid, got = in_project(token, project, session)
         if got is None:
             raise NotFound(
                 f"No session by the id of {sid!r} was found", code="session_not_found", session=sid
@@ -289,15 +301,14 @@ def create_app(
         return session_out(got, project)
 
     @app.get(base + "/{session:path}/view", tags=["sessions"])
-    def session_view(project: str, session: str, who: Who) -> Response:
+    def session_view(project: str, session: str, token: Cred) -> Response:
         """What the web page shows: the live reminders as pills (``due_ms``) and the
         conversation as lines, a fired turn as one marker (the notebook panel's view)."""
         from ..notebook.state import TRANSCRIPT_LINES, chat_lines, pills
         from ..schedules.zones import get_zone
 
-        sid = in_project(who, project, session)
-        assert sid is not None
-        if store.projects.session_in_project(project, sid) is None:
+        sid, sess = in_project(token, project, session)
+        if sess is None or sid is None:
             return JSONResponse({"pills": [], "lines": []})
         lines = chat_lines(
             store.transcripts.messages(sid, last=TRANSCRIPT_LINES * 4), get_zone(api.default_tz)
@@ -315,18 +326,19 @@ def create_app(
     async def list_reminders(
         project: str,
         session: str,
-        who: Who,
+        token: Cred,
         all: Annotated[bool, Query(description="finished ones too")] = False,
     ) -> Response:
-        sid = in_project(who, project, session)
-        assert sid is not None
-        if store.projects.session_in_project(project, sid, now_us=now_us()) is None:
+        sid, sess = in_project(token, project, session)
+        if sess is None or sid is None:
             return JSONResponse([])
         return JSONResponse([reminder_out(r) for r in api.list(session=sid, all=all)])
 
     @app.post(base + "/{session:path}/reminders", status_code=201, tags=["reminders"])
-    async def create_reminder(project: str, session: str, body: ReminderIn, who: Who) -> Response:
-        sid = in_project(who, project, session, write=True)
+    async def create_reminder(
+        project: str, session: str, body: ReminderIn, token: Cred
+    ) -> Response:
+        sid, _sess = in_project(token, project, session, write=True)
         assert sid is not None
         created = api.add(
             body.prompt,
@@ -357,16 +369,16 @@ def create_app(
         )
 
     @app.get(base + "/{session:path}/reminders/{reminder_id}", tags=["reminders"])
-    async def get_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
-        sid = in_project(who, project, session)
-        return JSONResponse(reminder_out(own(api.get(reminder_id), project, sid)))
+    async def get_reminder(project: str, session: str, reminder_id: str, token: Cred) -> Response:
+        sid, sess = in_project(token, project, session)
+        return JSONResponse(reminder_out(own(api.get(reminder_id), sid, sess)))
 
     @app.patch(base + "/{session:path}/reminders/{reminder_id}", tags=["reminders"])
     async def patch_reminder(
-        project: str, session: str, reminder_id: str, body: ReminderPatch, who: Who
+        project: str, session: str, reminder_id: str, body: ReminderPatch, token: Cred
     ) -> Response:
-        sid = in_project(who, project, session, write=True)
-        rem = own(api.get(reminder_id), project, sid)
+        sid, sess = in_project(token, project, session, write=True)
+        rem = own(api.get(reminder_id), sid, sess)
         if body.version is not None and body.version != rem.version:
             raise Conflict(
                 f"reminder {rem.id} is at version {rem.version}, not {body.version}; read it again",
@@ -394,9 +406,11 @@ def create_app(
     @app.delete(
         base + "/{session:path}/reminders/{reminder_id}", status_code=204, tags=["reminders"]
     )
-    async def delete_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
-        sid = in_project(who, project, session, write=True)
-        own(api.get(reminder_id), project, sid)
+    async def delete_reminder(
+        project: str, session: str, reminder_id: str, token: Cred
+    ) -> Response:
+        sid, sess = in_project(token, project, session, write=True)
+        own(api.get(reminder_id), sid, sess)
         api.cancel([reminder_id], session=sid)
         return Response(status_code=204)
 
@@ -405,11 +419,11 @@ def create_app(
         project: str,
         session: str,
         reminder_id: str,
-        who: Who,
+        token: Cred,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> builtins.list[dict[str, Any]]:
-        sid = in_project(who, project, session)
-        own(api.get(reminder_id), project, sid)
+        sid, sess = in_project(token, project, session)
+        own(api.get(reminder_id), sid, sess)
         return [o.to_dict() for o in api.history(reminder_id, limit=limit)]
 
     # last: a session id may hold "/" ({session:path}), so the routes below a session

@@ -46,6 +46,7 @@ class _Stream:
     session: str | None
     overflow: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    start: int | None = None  # the last event id it does not want; None while it looks
 
 
 class EventFeed:
@@ -56,6 +57,7 @@ class EventFeed:
         self._lock = threading.Lock()
         self._projects: dict[str, str | None] = {}
         self._stop = threading.Event()
+        self._behind = False  # reads were left out while no stream was open
         self._thread: threading.Thread | None = None
         self._poke_r, self._poke_w = _pipe()
         self.last_id = 0
@@ -99,6 +101,9 @@ class EventFeed:
                         burst = BURST_READS
                     elif listener is not None:  # a write committed: one read finds it
                         listener.drain()
+                if not self._catch_up_to_streams():
+                    burst = 0
+                    continue
                 try:
                     got = self._read_new()
                 except Exception:  # the store is away: try again at the next round
@@ -109,6 +114,23 @@ class EventFeed:
             sel.close()
             if listener is not None:
                 listener.close()
+
+    def _catch_up_to_streams(self) -> bool:
+        """Whether to read now. With no stream open, nothing is read (a busy server
+        with no listener does no work per write); the first stream to open after
+        that says where it starts, and the tail goes on from there."""
+        with self._lock:
+            starts = [s.start for s in self._streams]
+            if not starts:
+                self._behind = True
+                return False
+            if not self._behind:
+                return True
+            if any(start is None for start in starts):
+                return False  # a stream is still reading where it starts: next round
+            self.last_id = max(self.last_id, min(s for s in starts if s is not None))
+            self._behind = False
+            return True
 
     def _read_new(self) -> int:
         total = 0
@@ -177,8 +199,16 @@ class EventFeed:
                     code="too_many_streams",
                 )
             self._streams.add(s)
+            behind = self._behind
+            if after is not None:
+                s.start = after
+            elif not behind:
+                s.start = self.last_id
         try:
-            last = self.last_id if after is None else after
+            if s.start is None:  # the tail is not kept while no stream is open: ask the store
+                s.start = await asyncio.to_thread(self.store.events.last_event_id)
+                self.poke()
+            last = s.start
             yield ServerSentEvent(comment="connected", retry=1000)
             if after is not None:
                 async for item in self._catch_up(s, last):

@@ -16,6 +16,7 @@ from ..reminders import check_session_id
 from ..store.projects import check_project, project_not_found
 
 if TYPE_CHECKING:
+    from ..models import Session
     from ..store.roles import ProjectStore
 
 PREFIX = "rk_"
@@ -91,23 +92,20 @@ def authenticate(projects: ProjectStore, token: str | None, *, open_when_none: b
     """The principal of a bearer token. With no token at all: admin if
     ``open_when_none`` and the store has no tokens, else ``unauthorized``."""
     if not token:
-        if open_when_none and projects.count_tokens() == 0:
-            return OPEN
-        raise Unauthorized(
-            "a bearer token is needed (Authorization: Bearer rk_…; `remindkit token create`)",
-            code="unauthorized",
+        return _principal(
+            token, None, projects.count_tokens() if open_when_none else None, open_when_none=open_when_none
         )
     if len(token) > 200:
         raise Unauthorized("that token is not known", code="unauthorized")
-    row = projects.token_by_hash(digest(token))
-    if row is None:
-        raise Unauthorized("that token is not known", code="unauthorized")
-    return Principal(row["scope"], row["project"], row["session"], row["read_only"], row["id"])
+    return _principal(token, projects.token_by_hash(digest(token)), None, open_when_none=False)
 
 
 def require_project(projects: ProjectStore, project: str) -> dict:
     check_project(project)
-    got = projects.get_project(project)
+    return _feature_on(project, projects.get_project(project))
+
+
+def _feature_on(project: str, got: dict | None) -> dict:
     if got is None:
         raise project_not_found(project)
     if not got["features"]["reminders"]:
@@ -117,6 +115,46 @@ def require_project(projects: ProjectStore, project: str) -> dict:
             project=project,
         )
     return got
+
+
+def admit(
+    projects: ProjectStore,
+    token: str | None,
+    project: str,
+    session: str | None = None,
+    *,
+    open_when_none: bool,
+    write: bool = False,
+    now_us: int | None = None,
+) -> tuple[Principal, Session | None]:
+    """:func:`authenticate`, :meth:`Principal.may_use` (and ``may_write``) and
+    :func:`require_project` for one request, from one read of the store; also the
+    session when it belongs to the project (else None)."""
+    check_project(project)
+    if token is not None and len(token) > 200:
+        raise Unauthorized("that token is not known", code="unauthorized")
+    got = projects.access(digest(token) if token else None, project, session, now_us=now_us)
+    who = _principal(token, got.token, got.tokens, open_when_none=open_when_none)
+    who.may_use(project, session)
+    if write:
+        who.may_write()
+    _feature_on(project, got.project)
+    return who, got.session
+
+
+def _principal(
+    token: str | None, row: dict | None, count: int | None, *, open_when_none: bool
+) -> Principal:
+    if not token:
+        if open_when_none and count == 0:
+            return OPEN
+        raise Unauthorized(
+            "a bearer token is needed (Authorization: Bearer rk_…; `remindkit token create`)",
+            code="unauthorized",
+        )
+    if row is None:
+        raise Unauthorized("that token is not known", code="unauthorized")
+    return Principal(row["scope"], row["project"], row["session"], row["read_only"], row["id"])
 
 
 class AgentTokens:

@@ -537,12 +537,8 @@ class Claims(Role):
 
     def waiting_sessions(self) -> list[str | None]:
         """Sessions that have fired occurrences waiting for delivery."""
-        o = t.occurrences.c
         with self.read() as conn:
-            return [
-                r[0]
-                for r in conn.execute(select(o.session_id).where(o.state == WAITING).distinct())
-            ]
+            return [r[0] for r in conn.execute(_WAITING_SESSIONS)]
 
     def waiting_of(
         self, reminder_ids: Sequence[str]
@@ -809,18 +805,12 @@ class Claims(Role):
 
     def next_due_us(self, *, leave_alerts: bool = False) -> tuple[int | None, int | None]:
         """(earliest due reminder, earliest lease expiry of a claimed occurrence)."""
-        c, o = t.reminders.c, t.occurrences.c
         with self.read() as conn:
             if _paused_all(conn):
                 due = None
             else:
-                stmt = select(func.min(c.next_fire_at)).where(
-                    c.state == ACTIVE, _not_claimed_yet(), _project_on()
-                )
-                if leave_alerts:
-                    stmt = stmt.where(c.alarm.is_(False), c.announce.is_(None))
-                due = conn.execute(stmt).scalar()
-            lease = conn.execute(select(func.min(o.lease_until)).where(o.state == CLAIMED)).scalar()
+                due = conn.execute(_NEXT_DUE_NO_ALERTS if leave_alerts else _NEXT_DUE).scalar()
+            lease = conn.execute(_NEXT_LEASE).scalar()
         return due, lease
 
     def still_claimed(self, ids: Sequence[int], *, owner: str) -> list[int]:
@@ -994,8 +984,23 @@ def waiting_of(
 
 
 def _paused_all(conn: Connection) -> bool:
-    value = conn.execute(select(t.flags.c.value).where(t.flags.c.name == PAUSED_ALL)).scalar()
-    return value == "1"
+    return conn.execute(_PAUSED_ALL).scalar() == "1"
+
+
+# Built once: an engine runs these at every change it hears of.
+_PAUSED_ALL = select(t.flags.c.value).where(t.flags.c.name == PAUSED_ALL)
+_NEXT_DUE = select(func.min(t.reminders.c.next_fire_at)).where(
+    t.reminders.c.state == ACTIVE, _not_claimed_yet(), _project_on()
+)
+_NEXT_DUE_NO_ALERTS = _NEXT_DUE.where(
+    t.reminders.c.alarm.is_(False), t.reminders.c.announce.is_(None)
+)
+_WAITING_SESSIONS = (
+    select(t.occurrences.c.session_id).where(t.occurrences.c.state == WAITING).distinct()
+)
+_NEXT_LEASE = select(func.min(t.occurrences.c.lease_until)).where(
+    t.occurrences.c.state == CLAIMED
+)
 
 
 __all__ = ["Claims", "Outcome", "Plan", "PlannedFire", "settle", "waiting_of"]

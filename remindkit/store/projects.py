@@ -11,6 +11,7 @@ A token row holds the SHA-256 of the bearer token, never the token itself.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, update
@@ -192,6 +193,50 @@ class Projects(Role):
     def count_tokens(self) -> int:
         with self.read() as conn:
             return int(conn.execute(select(func.count()).select_from(t.api_tokens)).scalar_one())
+
+    def access(
+        self,
+        digest: str | None,
+        project: str,
+        session_id: str | None = None,
+        *,
+        now_us: int | None = None,
+    ) -> Access:
+        """What a request needs to be let in, read in one transaction: the token of
+        ``digest`` (or, with none, how many tokens there are), the project, and the
+        session if it belongs to the project."""
+        with self.read() as conn:
+            if digest is None:
+                token, tokens = None, int(conn.execute(_COUNT_TOKENS).scalar_one())
+            else:
+                row = conn.execute(_TOKEN_BY_HASH, {"h": digest}).first()
+                token, tokens = (None if row is None else _token(row)), None
+            row = conn.execute(_PROJECT, {"p": project}).first()
+            proj = None if row is None else _project(row)
+            sess = None
+            if session_id is not None:
+                got = conn.execute(_SESSION_IN_PROJECT, {"s": session_id, "p": project}).first()
+                sess = None if got is None else session_from_row(got, now_us)
+        return Access(token, tokens, proj, sess)
+
+
+# Built once: a request's checks run these on every call.
+_COUNT_TOKENS = select(func.count()).select_from(t.api_tokens)
+_TOKEN_BY_HASH = select(t.api_tokens).where(t.api_tokens.c.hash == bindparam("h"))
+_PROJECT = select(t.projects).where(t.projects.c.name == bindparam("p"))
+_SESSION_IN_PROJECT = select(t.sessions).where(
+    t.sessions.c.id == bindparam("s"), t.sessions.c.project == bindparam("p")
+)
+
+
+@dataclass(frozen=True)
+class Access:
+    """See :meth:`Projects.access`."""
+
+    token: dict[str, Any] | None
+    tokens: int | None  # asked without a token: how many the store holds
+    project: dict[str, Any] | None
+    session: Session | None
 
 
 def _project(row: Any) -> dict[str, Any]:

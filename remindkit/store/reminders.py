@@ -131,6 +131,9 @@ def _check_import_limits(
                 )
 
 
+_BY_ID = select(t.reminders).where(t.reminders.c.id == bindparam("id"))
+
+
 class Reminders(Role):
     """Reminders and their history."""
 
@@ -367,7 +370,7 @@ class Reminders(Role):
 
     def get_reminder(self, reminder_id: str) -> Reminder | None:
         with self.read() as conn:
-            row = conn.execute(select(t.reminders).where(t.reminders.c.id == reminder_id)).first()
+            row = conn.execute(_BY_ID, {"id": reminder_id}).first()
         if row is None:
             return None
         got = readable_reminders([row])

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..audit import Event, EventKind, Surface
     from ..models import Fire, Message, Occurrence, Outcome, Plan, Reminder, Session
     from ..settings import Limits
+    from .projects import Access
     from .reminders import Added
 
 
@@ -287,6 +288,14 @@ class ProjectStore(Protocol):
     def list_tokens(self) -> list[dict[str, Any]]: ...
     def remove_token(self, token_id: str) -> bool: ...
     def count_tokens(self) -> int: ...
+    def access(
+        self,
+        digest: str | None,
+        project: str,
+        session_id: str | None = ...,
+        *,
+        now_us: int | None = ...,
+    ) -> Access: ...
 
 
 __all__ = [
