@@ -93,7 +93,10 @@ def authenticate(projects: ProjectStore, token: str | None, *, open_when_none: b
     ``open_when_none`` and the store has no tokens, else ``unauthorized``."""
     if not token:
         return _principal(
-            token, None, projects.count_tokens() if open_when_none else None, open_when_none=open_when_none
+            token,
+            None,
+            projects.count_tokens() if open_when_none else None,
+            open_when_none=open_when_none,
         )
     if len(token) > 200:
         raise Unauthorized("that token is not known", code="unauthorized")

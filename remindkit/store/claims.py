@@ -998,9 +998,7 @@ _NEXT_DUE_NO_ALERTS = _NEXT_DUE.where(
 _WAITING_SESSIONS = (
     select(t.occurrences.c.session_id).where(t.occurrences.c.state == WAITING).distinct()
 )
-_NEXT_LEASE = select(func.min(t.occurrences.c.lease_until)).where(
-    t.occurrences.c.state == CLAIMED
-)
+_NEXT_LEASE = select(func.min(t.occurrences.c.lease_until)).where(t.occurrences.c.state == CLAIMED)
 
 
 __all__ = ["Claims", "Outcome", "Plan", "PlannedFire", "settle", "waiting_of"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from remindkit.api.tokens import AgentTokens, authenticate, create_token, digest
-from remindkit.errors import Forbidden, Unauthorized
+from remindkit.api.tokens import AgentTokens, admit, authenticate, create_token, digest
+from remindkit.errors import Forbidden, NotFound, Unauthorized
 from remindkit.reminders import Reminders
 
 pytestmark = pytest.mark.api
@@ -34,6 +34,42 @@ def test_only_the_hash_is_stored_and_scopes_hold(store):
     assert authenticate(store.projects, None, open_when_none=True).scope == "admin"
     with pytest.raises(Unauthorized):
         authenticate(store.projects, None, open_when_none=False)
+
+
+def test_admit_checks_token_scope_and_project_from_one_read(store):
+    """admit() answers as authenticate + may_use + may_write + require_project do."""
+    rems = Reminders(store)
+    rems.create("x", session="s1", in_="1h")  # s1 in the default project
+    assert admit(store.projects, None, "default", "s1", open_when_none=True)[0].scope == "admin"
+    with pytest.raises(Unauthorized):
+        admit(store.projects, None, "default", "s1", open_when_none=False)
+    _id, token = create_token(
+        store.projects, project="default", session="s1", read_only=False, now_us=1
+    )
+    _id, reader = create_token(
+        store.projects, project="default", session="s1", read_only=True, now_us=1
+    )
+    with pytest.raises(Unauthorized):  # tokens exist: none is not enough
+        admit(store.projects, None, "default", "s1", open_when_none=True)
+    with pytest.raises(Unauthorized):
+        admit(store.projects, "rk_" + "0" * 40, "default", "s1", open_when_none=True)
+    who, sess = admit(store.projects, token, "default", "s1", open_when_none=True, write=True)
+    assert (who.scope, who.session, sess.id) == ("session", "s1", "s1")
+    with pytest.raises(Forbidden):  # another session
+        admit(store.projects, token, "default", "s2", open_when_none=True)
+    with pytest.raises(Forbidden) as ro:
+        admit(store.projects, reader, "default", "s1", open_when_none=True, write=True)
+    assert ro.value.code == "read_only"
+    assert admit(store.projects, reader, "default", "s1", open_when_none=True)[1].id == "s1"
+    _id, admin = create_token(store.projects, project=None, session=None, read_only=False, now_us=1)
+    assert admit(store.projects, admin, "default", "nope", open_when_none=True)[1] is None
+    with pytest.raises(NotFound) as missing:
+        admit(store.projects, admin, "nowhere", None, open_when_none=True)
+    assert missing.value.code == "project_not_found"
+    store.projects.set_feature("default", "reminders", False, now_us=2)
+    with pytest.raises(Forbidden) as off:
+        admit(store.projects, token, "default", "s1", open_when_none=True)
+    assert off.value.code == "feature_disabled"
 
 
 def test_agent_commands_get_a_token_of_their_own_session(store):
