@@ -208,7 +208,7 @@ class EventFeed:
             if s.start is None:  # the tail is not kept while no stream is open: ask the store
                 s.start = await asyncio.to_thread(self.store.events.last_event_id)
                 self.poke()
-            last = s.start
+            last: int = s.start
             yield ServerSentEvent(comment="connected", retry=1000)
             if after is not None:
                 async for item in self._catch_up(s, last):
