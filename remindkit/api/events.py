@@ -206,9 +206,11 @@ class EventFeed:
                 s.start = self.last_id
         try:
             if s.start is None:  # the tail is not kept while no stream is open: ask the store
-                s.start = await asyncio.to_thread(self.store.events.last_event_id)
+                last: int = await asyncio.to_thread(self.store.events.last_event_id)
+                s.start = last
                 self.poke()
-            last: int = s.start
+            else:
+                last = s.start
             yield ServerSentEvent(comment="connected", retry=1000)
             if after is not None:
                 async for item in self._catch_up(s, last):
