@@ -18,11 +18,10 @@ import logging
 import selectors
 import threading
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from fastapi import Request
-from fastapi.sse import ServerSentEvent
+from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 
 from ..errors import LimitExceeded
 from ..store import SqlStore
@@ -35,7 +34,7 @@ BURST_READS = 100
 QUEUE_MAX = 1_000  # events queued for one stream before it re-reads from the store
 STREAMS_MAX = 1_000  # streams one server keeps open
 PAGE = 500
-KEEPALIVE_S = 15.0
+KEEPALIVE_S = 15.0  # a comment line on a stream this long without an event
 
 
 @dataclass(eq=False)
@@ -45,7 +44,6 @@ class _Stream:
     project: str | None
     session: str | None
     overflow: bool = False
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
     start: int | None = None  # the last event id it does not want; None while it looks
 
 
@@ -165,9 +163,12 @@ class EventFeed:
                         "announce": rem.announce,
                         "urgency": rem.urgency,
                     }
-        data["_json"] = json.dumps(
-            data, ensure_ascii=False, separators=(",", ":")
-        )  # once, not once per stream
+        # Framed once, not once per stream: every stream sends these same bytes.
+        data["_frame"] = format_sse_event(
+            data_str=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
+            event=data["kind"],
+            id=str(data["id"]),
+        )
         return data
 
     def _project_of(self, session: str) -> str | None:
@@ -179,6 +180,10 @@ class EventFeed:
 
     # -- one stream ----------------------------------------------------------------------
 
+    def open_streams(self) -> int:
+        with self._lock:
+            return len(self._streams)
+
     def check_room(self) -> None:
         with self._lock:
             if len(self._streams) >= STREAMS_MAX:
@@ -188,8 +193,8 @@ class EventFeed:
                 )
 
     async def stream(
-        self, request: Request, scope: tuple[str | None, str | None], after: int | None
-    ) -> AsyncIterator[ServerSentEvent]:
+        self, scope: tuple[str | None, str | None], after: int | None
+    ) -> AsyncIterator[bytes]:
         project, session = scope
         s = _Stream(asyncio.get_running_loop(), asyncio.Queue(QUEUE_MAX), project, session)
         with self._lock:
@@ -211,27 +216,30 @@ class EventFeed:
                 self.poke()
             else:
                 last = s.start
-            yield ServerSentEvent(comment="connected", retry=1000)
+            yield CONNECTED
             if after is not None:
                 async for item in self._catch_up(s, last):
                     last = item["id"]
-                    yield _sse(item)
-            while not await request.is_disconnected():
+                    yield item["_frame"]
+            # The streaming response ends the stream (cancelling this generator) when
+            # the client goes away.
+            while True:
+                try:
+                    async with asyncio.timeout(KEEPALIVE_S):
+                        item = await s.queue.get()
+                except TimeoutError:
+                    yield KEEPALIVE_COMMENT
+                    continue
                 if s.overflow:  # the queue filled up: read the rest from the store
                     s.overflow = False
                     _drain(s.queue)
                     async for item in self._catch_up(s, last):
                         last = item["id"]
-                        yield _sse(item)
-                    continue
-                try:
-                    item = await asyncio.wait_for(s.queue.get(), timeout=KEEPALIVE_S)
-                except TimeoutError:
-                    yield ServerSentEvent(comment="ping")
+                        yield item["_frame"]
                     continue
                 if item["id"] > last:
                     last = item["id"]
-                    yield _sse(item)
+                    yield item["_frame"]
         finally:
             with self._lock:
                 self._streams.discard(s)
@@ -273,8 +281,7 @@ def _drain(q: asyncio.Queue[Any]) -> None:
             return
 
 
-def _sse(item: dict[str, Any]) -> ServerSentEvent:
-    return ServerSentEvent(raw_data=item["_json"], event=item["kind"], id=str(item["id"]))
+CONNECTED = format_sse_event(comment="connected", retry=1000)
 
 
 def _pipe() -> tuple[int, int]:

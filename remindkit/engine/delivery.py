@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 SESSION_TTL_US = 10_000_000  # hints clear the cache sooner; this bounds a missed hint
 MOST_RECENT = "\0most-recent"
 SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
+PROMPT_FIRED = 32  # fires waiting to be recorded, at most, for them to be written at once
 FAST_TURN_US = 1_000  # an adapter whose turns take less than this has them run in batches ...
 TURN_BATCH = 32  # ... of this many sessions, one after another on one worker
 RETRY_FOR_US = (
@@ -143,6 +144,11 @@ class Dispatcher:
         fired_at = from_us(fired_us)
         stamped = [f if f.fired_at is not None else replace(f, fired_at=fired_at) for f in fires]
         self._fired.extend((f.occurrence_id, f.token, fired_us) for f in stamped)
+        if len(self._fired) <= PROMPT_FIRED:
+            # A fire on its own is written (with its event, which event streams carry)
+            # at once, not with the next batch of outcomes; a burst keeps its batches.
+            self.urgent = True
+            self.poke()
         for f in stamped:
             self.events.emit(ev.FIRED, f)
         plain = [f for f in stamped if f.alert != "pending"]

@@ -86,31 +86,48 @@ def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) 
     """A reminder whose final occurrence has now ended (delivered, failed, skipped,
     cancelled) is done. One whose final fire still waits for its session stays
     active: listed, and cancellable until its turn starts."""
-    o, c = t.occurrences.c, t.reminders.c
-    values: dict[str, Any] = {"state": DONE, "next_fire_at": None, "version": c.version + 1}
-    if now_us is not None:
-        values["updated_at"] = now_us
-    dialect = Dialect.of(conn)
+    locks = Dialect.of(conn).locks_rows
     for chunk in chunks(occurrence_ids):
-        final = [
-            c.state.in_((ACTIVE, PAUSED)),
-            exists().where(
-                o.reminder_id == c.id,
-                o.due_at == c.next_fire_at,
-                o.id.in_(list(chunk)),
-                o.fired_at.is_not(None),
-                o.state.not_in((CLAIMED, WAITING)),
-            ),
-        ]
-        if dialect.locks_rows:  # lock in id order, as every writer of reminders does
-            ids = [
-                r[0]
-                for r in conn.execute(dialect.for_update(select(c.id).where(*final).order_by(c.id)))
-            ]
+        params: dict[str, Any] = {"occ": list(chunk), "now": now_us}
+        if locks:  # lock in id order, as every writer of reminders does
+            ids = [r[0] for r in conn.execute(_SETTLE_LOCK, params)]
             if not ids:
                 continue
-            final = [c.id.in_(ids), *final]
-        conn.execute(update(t.reminders).where(*final).values(**values))
+            conn.execute(_SETTLE_LOCKED, {**params, "rids": ids})
+        else:
+            conn.execute(_SETTLE, params)
+
+
+def _settle_statements() -> tuple[Any, Any, Any]:
+    o, c = t.occurrences.c, t.reminders.c
+    final = [
+        c.state.in_((ACTIVE, PAUSED)),
+        exists().where(
+            o.reminder_id == c.id,
+            o.due_at == c.next_fire_at,
+            o.id.in_(bindparam("occ", expanding=True)),
+            o.fired_at.is_not(None),
+            o.state.not_in((CLAIMED, WAITING)),
+        ),
+    ]
+    values = {
+        "state": DONE,
+        "next_fire_at": None,
+        "version": c.version + 1,
+        "updated_at": func.coalesce(bindparam("now", type_=BigInteger), c.updated_at),
+    }
+    lock = select(c.id).where(*final).order_by(c.id).with_for_update()
+    plain = update(t.reminders).where(*final).values(**values)
+    locked = (
+        update(t.reminders)
+        .where(c.id.in_(bindparam("rids", expanding=True)), *final)
+        .values(**values)
+    )
+    return lock, plain, locked
+
+
+# Built once: settle() runs with every batch of outcomes.
+_SETTLE_LOCK, _SETTLE, _SETTLE_LOCKED = _settle_statements()
 
 
 def pause_failed(
@@ -689,7 +706,6 @@ class Claims(Role):
     ) -> list[int]:
         if not outcomes:
             return []
-        o = t.occurrences.c
         outcomes = sorted(outcomes, key=lambda item: item.occurrence_id)
         rows: list[dict[str, Any]] = [
             {
@@ -707,41 +723,17 @@ class Claims(Role):
             }
             for item in outcomes
         ]
-        stmt = (
-            update(t.occurrences)
-            .where(o.id == bindparam("b_id"), o.token == bindparam("b_token"), o.state == CLAIMED)
-            .values(
-                state=bindparam("state"),
-                error=bindparam("error"),
-                fired_at=func.coalesce(o.fired_at, bindparam("b_fired", type_=BigInteger)),
-                delivered_at=func.coalesce(
-                    bindparam("b_delivered", type_=BigInteger), o.delivered_at
-                ),
-                delivered_to=func.coalesce(bindparam("b_to", type_=Text), o.delivered_to),
-                alert=func.coalesce(bindparam("b_alert", type_=Text), o.alert),
-                wait_for=bindparam("b_wait", type_=Text),
-                handed_at=func.coalesce(bindparam("b_handed", type_=BigInteger), o.handed_at),
-                owner=case((bindparam("b_keep", type_=Boolean), o.owner), else_=None),
-                token=case((bindparam("b_keep", type_=Boolean), o.token), else_=None),
-                lease_until=case((bindparam("b_keep", type_=Boolean), o.lease_until), else_=None),
-            )
-        )
-        # Which ones still hold their claim (locked on PostgreSQL, under the write
-        # lock on SQLite); the others were taken over or cancelled: refused.
+        # Which ones still hold their claim (locked on PostgreSQL, in id order as every
+        # writer of these rows locks them; under the write lock on SQLite); the others
+        # were taken over or cancelled: refused.
         held: dict[int, Any] = {}
         ids = [r["b_id"] for r in rows]
+        q = _HELD_LOCKED if self.dialect.locks_rows else _HELD
         for chunk in chunks(ids):
-            q = (
-                select(o.id, o.token, o.fired_at, o.reminder_id, o.session_id, o.due_at, o.error)
-                .where(o.id.in_(list(chunk)), o.state == CLAIMED)
-                .order_by(o.id)
-            )
-            # in id order, as every writer of these rows locks them
-            q = self.dialect.for_update(q)
-            held.update((row[0], row) for row in conn.execute(q))
+            held.update((row[0], row) for row in conn.execute(q, {"ids": list(chunk)}))
         ok = [r for r in rows if (h := held.get(r["b_id"])) is not None and h.token == r["b_token"]]
         if ok:
-            conn.execute(stmt, ok)
+            conn.execute(_FINISH, ok)
             stamps = [v for r in ok for v in (r["b_fired"], r["b_delivered"]) if v is not None]
             settle(conn, [r["b_id"] for r in ok], max(stamps) if stamps else None)
             pausing = {item.occurrence_id: item.error for item in outcomes if item.pause}
@@ -775,19 +767,14 @@ class Claims(Role):
                 self._mark_fired(conn, items)
 
     def _mark_fired(self, conn: Connection, items: Sequence[tuple[int, str, int]]) -> None:
-        o = t.occurrences.c
         tokens = {i: tok for i, tok, _f in items}
         fresh: dict[int, Any] = {}  # not yet marked: these get a `fired` event
         ids = sorted(tokens)
         for chunk in chunks(ids):
-            q = select(o.id, o.token, o.reminder_id, o.session_id, o.due_at).where(
-                o.id.in_(list(chunk)), o.fired_at.is_(None)
-            )
-            fresh.update((row[0], row) for row in conn.execute(q) if row[1] == tokens[row[0]])
+            rows = conn.execute(_UNFIRED, {"ids": list(chunk)})
+            fresh.update((row[0], row) for row in rows if row[1] == tokens[row[0]])
         conn.execute(
-            update(t.occurrences)
-            .where(o.id == bindparam("b_id"), o.token == bindparam("b_token"), o.fired_at.is_(None))
-            .values(fired_at=bindparam("b_fired")),
+            _MARK_FIRED,
             [{"b_id": i, "b_token": tok, "b_fired": f} for i, tok, f in sorted(items)],
         )
         write_events(conn, [_fired_event(fresh[i], f) for i, _tok, f in items if i in fresh])
@@ -994,6 +981,38 @@ _NEXT_DUE = select(func.min(t.reminders.c.next_fire_at)).where(
 )
 _NEXT_DUE_NO_ALERTS = _NEXT_DUE.where(
     t.reminders.c.alarm.is_(False), t.reminders.c.announce.is_(None)
+)
+_O = t.occurrences.c
+_FINISH = (
+    update(t.occurrences)
+    .where(_O.id == bindparam("b_id"), _O.token == bindparam("b_token"), _O.state == CLAIMED)
+    .values(
+        state=bindparam("state"),
+        error=bindparam("error"),
+        fired_at=func.coalesce(_O.fired_at, bindparam("b_fired", type_=BigInteger)),
+        delivered_at=func.coalesce(bindparam("b_delivered", type_=BigInteger), _O.delivered_at),
+        delivered_to=func.coalesce(bindparam("b_to", type_=Text), _O.delivered_to),
+        alert=func.coalesce(bindparam("b_alert", type_=Text), _O.alert),
+        wait_for=bindparam("b_wait", type_=Text),
+        handed_at=func.coalesce(bindparam("b_handed", type_=BigInteger), _O.handed_at),
+        owner=case((bindparam("b_keep", type_=Boolean), _O.owner), else_=None),
+        token=case((bindparam("b_keep", type_=Boolean), _O.token), else_=None),
+        lease_until=case((bindparam("b_keep", type_=Boolean), _O.lease_until), else_=None),
+    )
+)
+_HELD = (
+    select(_O.id, _O.token, _O.fired_at, _O.reminder_id, _O.session_id, _O.due_at, _O.error)
+    .where(_O.id.in_(bindparam("ids", expanding=True)), _O.state == CLAIMED)
+    .order_by(_O.id)
+)
+_HELD_LOCKED = _HELD.with_for_update()
+_UNFIRED = select(_O.id, _O.token, _O.reminder_id, _O.session_id, _O.due_at).where(
+    _O.id.in_(bindparam("ids", expanding=True)), _O.fired_at.is_(None)
+)
+_MARK_FIRED = (
+    update(t.occurrences)
+    .where(_O.id == bindparam("b_id"), _O.token == bindparam("b_token"), _O.fired_at.is_(None))
+    .values(fired_at=bindparam("b_fired"))
 )
 _WAITING_SESSIONS = (
     select(t.occurrences.c.session_id).where(t.occurrences.c.state == WAITING).distinct()

@@ -4,6 +4,8 @@ by another server's engine on a shared PostgreSQL store."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from typing import Any
 
@@ -137,3 +139,22 @@ def test_a_stream_sees_fires_made_by_another_server_on_a_shared_postgres_store(
         assert wait_for(lambda: "fired" in got.kinds(rem["id"]), 60), (got.items, got.error)
         owners = {e["id"] for e in f.status()["engines"]}
         assert owners == {f.status()["engine"]}  # only the other server has an engine
+
+
+def test_a_stream_the_client_closes_is_let_go(api_server, sqlite_url):
+    """The server keeps no stream its client has left (streams are bounded per
+    server, so one left behind would count against the bound for ever)."""
+    srv = api_server(sqlite_url)
+    client = Client(srv.base_url)
+    where = httpx.URL(srv.base_url)
+    with client, contextlib.ExitStack() as streams:
+        for _ in range(3):
+            sock = streams.enter_context(socket.create_connection((where.host, where.port), 30))
+            sock.sendall(
+                f"GET /v1/events HTTP/1.1\r\nHost: {where.netloc.decode()}\r\n\r\n".encode()
+            )
+            assert b" 200 " in sock.recv(4096)
+        assert wait_for(lambda: client.status()["streams"] == 3, 30), client.status()
+        client.session("default", "s1").reminders.create("seen by the open streams", in_="1h")
+        streams.close()
+        assert wait_for(lambda: client.status()["streams"] == 0, 30), client.status()
