@@ -81,7 +81,7 @@ class Projects(Role):
 
     def get_project(self, name: str) -> dict[str, Any] | None:
         with self.read() as conn:
-            row = conn.execute(select(t.projects).where(t.projects.c.name == name)).first()
+            row = conn.execute(_PROJECT, {"p": name}).first()
         return None if row is None else _project(row)
 
     def list_projects(self) -> list[dict[str, Any]]:
@@ -117,11 +117,8 @@ class Projects(Role):
         self, project: str, session_id: str, *, now_us: int | None = None
     ) -> Session | None:
         """The session if it belongs to ``project``, else None."""
-        s = t.sessions.c
         with self.read() as conn:
-            row = conn.execute(
-                select(t.sessions).where(s.id == session_id, s.project == project)
-            ).first()
+            row = conn.execute(_SESSION_IN_PROJECT, {"s": session_id, "p": project}).first()
         return None if row is None else session_from_row(row, now_us)
 
     def project_sessions(
@@ -173,7 +170,7 @@ class Projects(Role):
 
     def token_by_hash(self, digest: str) -> dict[str, Any] | None:
         with self.read() as conn:
-            row = conn.execute(select(t.api_tokens).where(t.api_tokens.c.hash == digest)).first()
+            row = conn.execute(_TOKEN_BY_HASH, {"h": digest}).first()
         return None if row is None else _token(row)
 
     def list_tokens(self) -> list[dict[str, Any]]:
@@ -192,7 +189,7 @@ class Projects(Role):
 
     def count_tokens(self) -> int:
         with self.read() as conn:
-            return int(conn.execute(select(func.count()).select_from(t.api_tokens)).scalar_one())
+            return int(conn.execute(_COUNT_TOKENS).scalar_one())
 
     def access(
         self,
@@ -220,7 +217,7 @@ class Projects(Role):
         return Access(token, tokens, proj, sess)
 
 
-# Built once: a request's checks run these on every call.
+# Built once: a request's checks run these on every call (access and the single lookups).
 _COUNT_TOKENS = select(func.count()).select_from(t.api_tokens)
 _TOKEN_BY_HASH = select(t.api_tokens).where(t.api_tokens.c.hash == bindparam("h"))
 _PROJECT = select(t.projects).where(t.projects.c.name == bindparam("p"))
