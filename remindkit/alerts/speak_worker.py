@@ -5,6 +5,10 @@ threads, can hang in ``runAndWait``, and after one ``save_to_file`` keeps
 writing later utterances to that file. So the speaker starts this worker once
 per utterance, reads the text from stdin, and kills the worker at its timeout.
 
+Its espeak driver synthesises on espeak's own thread (``AUDIO_OUTPUT_RETRIEVAL``
+is asynchronous) and ``runAndWait`` can return before that thread has written
+the WAV, so the worker waits for the ``finished-utterance`` notification.
+
     --out FILE   render to a WAV file (Linux: the caller plays it, so a missing
                  sound device is seen) instead of speaking aloud
     --voice V    a voice id, name or language (``en``, ``en-us``, ``English``)
@@ -18,7 +22,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from typing import Any
+
+FINISH_WAIT_S = 60.0  # the caller's deadline kills the worker long before this
 
 
 def pick_voice(voices: list[Any], wanted: str) -> str | None:
@@ -55,6 +62,15 @@ def main(argv: list[str] | None = None) -> int:
         print("pyttsx3 is not installed", file=sys.stderr)
         return 2
     engine = pyttsx3.init()
+    finished = threading.Event()
+    errors: list[str] = []
+
+    def on_error(name: object = None, exception: BaseException | None = None) -> None:
+        errors.append(repr(exception))
+        finished.set()
+
+    engine.connect("finished-utterance", lambda **_kw: finished.set())
+    engine.connect("error", on_error)
     if args.voice:
         vid = pick_voice(list(engine.getProperty("voices") or []), args.voice)
         if vid is not None:
@@ -68,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         engine.say(text)
     engine.runAndWait()
+    finished.wait(FINISH_WAIT_S)
+    if errors:
+        print("pyttsx3 failed: " + "; ".join(errors), file=sys.stderr)
+        return 1
     if args.out and not (os.path.isfile(args.out) and os.path.getsize(args.out) > 44):
         print("pyttsx3 wrote no audio", file=sys.stderr)
         return 1
