@@ -94,10 +94,13 @@ def from_us(us: int) -> datetime:
 
 def parse_utc(text: str) -> datetime:
     """Parse an RFC 3339 instant that carries an offset (``Z`` allowed)."""
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    try:
+        dt = datetime.fromisoformat(text)  # Python 3.11 reads a trailing Z itself
+    except ValueError:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     if dt.tzinfo is None:
         raise ValueError(f"{text!r} has no UTC offset")
-    return dt.astimezone(UTC)
+    return dt if dt.tzinfo is UTC else dt.astimezone(UTC)
 
 
 def format_utc(dt: datetime | None) -> str | None:
