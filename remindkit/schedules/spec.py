@@ -103,12 +103,12 @@ class Schedule:
         if self.every_s is not None:
             parts.append(f'"every_s":{int(self.every_s)}')
         if self.first_at is not None:
-            parts.append('"first_at":' + q(format_utc(self.first_at)))
+            parts.append('"first_at":' + q(str(format_utc(self.first_at))))
         parts.append('"kind":' + q(self.kind))
         parts.append('"repeat":' + ("null" if self.repeat is None else str(int(self.repeat))))
         parts.append('"tz":' + q(self.tz))
         if self.until is not None:
-            parts.append('"until":' + q(format_utc(self.until)))
+            parts.append('"until":' + q(str(format_utc(self.until))))
         parts.append('"v":1')
         if self.wall is not None:
             parts.append('"wall":' + q(self.wall))
