@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Select, Table, select, text
 
+from ..errors import StoreError
+
 IN_CHUNK = 500
 T = TypeVar("T")
 
@@ -46,6 +48,19 @@ class Dialect:
 
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
+
+    def fetch(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of ``sql`` (written with :attr:`placeholder`) as the driver returns
+        them, in the caller's transaction. For listings: SQLAlchemy's work per row
+        (a Row object, its fields, one fetch call each) costs more than the query."""
+        cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cur.execute(sql, tuple(params))
+            return list(cur.fetchall())
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
+        finally:
+            cur.close()
 
     def for_update(self, stmt: Any) -> Any:
         """``SELECT ... FOR UPDATE`` where rows are locked (SQLite holds the write lock)."""

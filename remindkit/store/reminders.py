@@ -53,14 +53,16 @@ from .events import EventRow, changes, event_row, write_events
 from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION
 from .role import Role
 from .rows import (
-    new_session_row as _new_session_row,
-)
-from .rows import (
+    REMINDER_COLUMNS,
     occurrence_from_row,
     readable_reminders,
     reminder_to_row,
+    reminders_of_tuples,
     session_from_row,
     session_to_row,
+)
+from .rows import (
+    new_session_row as _new_session_row,
 )
 
 log = logging.getLogger(__name__)
@@ -391,6 +393,14 @@ class Reminders(Role):
         limit: int | None = None,
         order: str = "created",
     ) -> list[Reminder]:
+        if (
+            isinstance(session, str)
+            and label is None
+            and ids is None
+            and limit is None
+            and order == "created"
+        ):
+            return self._session_list(session, None if states is None else tuple(states))
         stmt = select(t.reminders)
         stmt = _filter(stmt, session=session, states=states, label=label, ids=ids)
         if order == "next":
@@ -405,12 +415,30 @@ class Reminders(Role):
             found = readable_reminders(conn.execute(stmt))
         return self._with_delivery(found)
 
-    def _with_delivery(self, rems: list[Reminder]) -> list[Reminder]:
+    def _session_list(self, session: str, states: tuple[str, ...] | None) -> list[Reminder]:
+        """A session's reminders in creation order, and their waiting fires, from one
+        read through the driver's cursor (what every list, pill and page asks for)."""
+        d = self.dialect
+        mark = d.placeholder
+        sql = f"SELECT {REMINDER_COLUMNS} FROM reminders WHERE session_id = {mark}"
+        if states is not None:
+            sql += f" AND state IN ({', '.join([mark] * len(states))})"
+        sql += " ORDER BY created_at, id"
+        with self.read() as conn:
+            found = reminders_of_tuples(d.fetch(conn, sql, (session, *(states or ()))))
+            return self._with_delivery(found, conn)
+
+    def _with_delivery(
+        self, rems: list[Reminder], conn: Connection | None = None
+    ) -> list[Reminder]:
         """Attach the fires that wait for their session to the live reminders they belong to."""
         live = [r.id for r in rems if r.state in LIVE_STATES]
         if not live:
             return rems
-        with self.read() as conn:
+        if conn is None:
+            with self.read() as conn:
+                waiting = waiting_of(conn, live)
+        else:
             waiting = waiting_of(conn, live)
         if not waiting:
             return rems

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +16,7 @@ from . import schema as t
 
 log = logging.getLogger(__name__)
 _REMINDER_FIELDS = tuple(c.name for c in t.reminders.c)
+REMINDER_COLUMNS = ", ".join(_REMINDER_FIELDS)  # for statements run through the driver
 
 
 def _dt(us: int | None):
@@ -92,6 +93,18 @@ def reminder_to_row(r: Reminder) -> dict[str, Any]:
         "updated_at": _us(r.updated_at),
         "version": r.version,
     }
+
+
+def reminders_of_tuples(rows: Iterable[Sequence[Any]]) -> list[Reminder]:
+    """:func:`readable_reminders` for plain tuples in ``reminders`` column order, as a
+    driver's cursor returns them (:meth:`Dialect.fetch`)."""
+    out = []
+    for row in rows:
+        try:
+            out.append(_reminder_of_values(tuple(row)))
+        except Exception as exc:
+            log.warning("reminder %s cannot be read: %s: %s", row[0], type(exc).__name__, exc)
+    return out
 
 
 def readable_reminders(rows: Iterable[Any]) -> list[Reminder]:

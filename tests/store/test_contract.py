@@ -369,3 +369,29 @@ def test_a_claimed_final_occurrence_can_still_be_cancelled(api, store, clock):
     assert stale == [f.occurrence_id]  # its outcome is refused: it was cancelled
     (occ,) = store.reminders.history()
     assert occ.state == "cancelled"
+
+
+def test_a_session_list_is_every_live_reminder_in_creation_order_with_its_waiting_fire(
+    api, store, clock
+):
+    a = api.create("a", session="s1", in_="1m")
+    clock.advance(1)
+    b = api.create("b", session="s1", every="2m", label="b")
+    clock.advance(1)
+    api.create("elsewhere", session="s2", in_="5m")
+    c = api.create("c", session="s1", in_="1h")
+    api.pause([b.id])
+    api.cancel([c.id])
+    clock.advance(60)
+    (fire,) = claim(store, clock)
+    assert fire.reminder_id == a.id
+    store.claims.finish(
+        [Outcome(fire.occurrence_id, fire.token, WAITING, fired_at_us=clock.now_us(), error="busy")]
+    )
+    live = api.list(session="s1")
+    assert [(r.id, r.state) for r in live] == [(a.id, ACTIVE), (b.id, PAUSED)]
+    assert live[0].delivery is not None and live[0].delivery.state == WAITING
+    assert live[1].delivery is None and live[1].label == "b" and live[1] == api.get(b.id)
+    every = api.list(session="s1", all=True)
+    assert [r.id for r in every] == [a.id, b.id, c.id] and every[2].state == CANCELLED
+    assert api.list(session="nobody") == []
