@@ -71,10 +71,13 @@ def write_status(path: Path, data: dict[str, Any]) -> None:
     import tempfile  # writers only: the reader (a prompt, every second) does not pay for it
 
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # json.dumps, not json.dump: only the one-shot form uses the C encoder, and the
+    # pure-Python one held the GIL for milliseconds on an engine's store thread
+    text = json.dumps(data, separators=(",", ":"))
     fd, tmp = tempfile.mkstemp(prefix=".status-", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, separators=(",", ":"))
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
