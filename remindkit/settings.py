@@ -19,6 +19,8 @@ REMINDKIT_SQLITE_SYNC      SQLite synchronous: FULL or NORMAL     FULL
 REMINDKIT_BUSY_TIMEOUT_MS  how long SQLite waits for its lock     30000
 REMINDKIT_CATCHUP_MAX      most occurrences one claim may fire    1000
                            (a row asking for more is quarantined)
+REMINDKIT_QUIET_GC         engines run Python's garbage           1
+                           collector when no fire is near (0: off)
 =========================  =====================================  ==========
 
 ``openai`` sessions' model servers (:class:`ModelLimits`): ``REMINDKIT_MODEL_CONTEXT``
@@ -86,6 +88,7 @@ class Settings:
     catchup_max: int = 1000
     sqlite_synchronous: str = "FULL"
     busy_timeout_ms: int = 30_000
+    quiet_gc: bool = True  # engines collect garbage between fires (engine/collector.py)
     breaker_after: int = 3  # failed turns in a row after which a session's fallback is tried first
     model: ModelLimits = field(default_factory=lambda: ModelLimits())
 
@@ -116,6 +119,8 @@ class Settings:
             sqlite_synchronous=env.get("REMINDKIT_SQLITE_SYNC", "FULL").upper(),
             busy_timeout_ms=_integer(env, "REMINDKIT_BUSY_TIMEOUT_MS", 30_000),
             breaker_after=_integer(env, "REMINDKIT_BREAKER_AFTER", 3),
+            quiet_gc=env.get("REMINDKIT_QUIET_GC", "1").strip().lower()
+            not in ("0", "off", "no", "false"),
             catchup_max=max(1, _integer(env, "REMINDKIT_CATCHUP_MAX", 1000)),
             model=_model_limits(env),
         )

@@ -30,8 +30,10 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
+
+from sqlalchemy import event as sa_event
 
 from .. import events as ev
 from .. import failpoints
@@ -42,6 +44,7 @@ from ..sessions.registry import Adapters, default_adapters
 from ..settings import Settings
 from ..store import SqlStore
 from ..wakeup import EARLY_WAKE, SPIN, Waiter
+from .collector import QuietCollector
 from .delivery import Dispatcher
 from .liveness import Liveness
 from .plan import guarded_plan
@@ -56,6 +59,8 @@ QUIET_BEFORE = 0.003  # the store thread holds off this long before a fire ...
 QUIET_AFTER = 0.001  # ... until this long after it (the delivery thread runs then)
 MAX_HOLD = 0.02  # but never longer than this in a row
 TAKEOVER_RETRY = 1.0  # seconds before looking again at an expired lease whose owner was spared
+NEAR_FIRE_BATCH = 32  # reminders claimed at a time while a fire is within NEAR_FIRE
+NEAR_FIRE = 0.05  # seconds
 HAND_OVER_CHUNK = 256  # fires routed at a time when many come due at once
 FLUSH_INTERVAL = 0.05  # seconds between outcome writes while deliveries stream in
 FLUSH_BUSY_MAX = 0.25  # ... and at most this long while turns are being handed over
@@ -132,6 +137,7 @@ class Engine:
         self.fired = 0
         self._threads: list[threading.Thread] = []
         self._shut = False
+        self.collector = QuietCollector(enabled=self.settings.quiet_gc)
         store.warm()  # compile the first statements now, not when an overdue fire waits on them
 
     # -- one whole step (tests) ----------------------------------------------------------
@@ -240,12 +246,15 @@ class Engine:
         horizon = t + 2 * int(s.lookahead_s * 1e6)
         now = from_us(t)
         while True:
+            # While a claimed fire is near, claim in small batches: a batch's Python
+            # work holds the GIL between its statements, and a fire waits for it.
+            limit = s.claim_batch if self._quiet_for(now_us(self.clock)) else NEAR_FIRE_BATCH
             fires, n = self.store.claims.claim_due(
                 now_us=t,
                 horizon_us=horizon,
                 owner=self.id,
                 lease_us=int(s.lease_s * 1e6),
-                limit=s.claim_batch,  # each reminder carries its own catch-up cap, within the engine's
+                limit=limit,  # each reminder carries its own catch-up cap, within the engine's
                 plan=lambda r: guarded_plan(r, now, catchup_max=s.catchup_max),
                 leave_alerts=self.leave_alerts,
             )
@@ -253,7 +262,7 @@ class Engine:
                 failpoints.hit("after_claim_commit")
                 self.dispatcher.prefetch({f.session for f in fires})
                 self._push(fires)
-            if n < s.claim_batch:
+            if n < limit:
                 break
         self._next_due_us, self._next_lease_us = self.store.claims.next_due_us(
             leave_alerts=self.leave_alerts
@@ -531,6 +540,35 @@ class Engine:
             except Exception as exc:
                 log.warning("engine %s: renewing leases failed (%s); retrying", self.id, exc)
 
+    @contextlib.contextmanager
+    def _yielding_to_fires(self) -> Iterator[None]:
+        """While the store thread runs, each SQL statement it is about to send waits
+        out a fire that is due within QUIET_BEFORE (see _yield_to_fire)."""
+        me = threading.get_ident()
+
+        def before_statement(*_args: object) -> None:
+            if threading.get_ident() == me:
+                self._yield_to_fire()
+
+        engine = self.store.engine
+        sa_event.listen(engine, "before_cursor_execute", before_statement)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sa_event.remove(engine, "before_cursor_execute", before_statement)
+
+    def _yield_to_fire(self) -> None:
+        """A store round that began outside the quiet time before a fire can run into
+        it: its Python work would then hold the GIL that the fire thread needs. So
+        before each statement, the store thread sleeps through the fire (inside its
+        transaction: other writers wait that long, a few milliseconds, for its lock).
+        Bounded by MAX_HOLD, like the hold between rounds."""
+        t = now_us(self.clock)
+        hold = self._quiet_until(t)
+        if hold is not None:
+            select.select([], [], [], min(MAX_HOLD, max(0.0, (hold - t) / 1e6)))
+
     def _store_loop(self) -> None:
         """Store steps, each followed by a wait for its wanted time, a poke, or a hint
         of another process's write (not our own). A flood of hints costs one re-read
@@ -542,7 +580,7 @@ class Engine:
             nonlocal held_since
             held_since = self._store_round(waiter, held_since)
 
-        with waiter.listening(self.store.wake, ignore=self.id):
+        with waiter.listening(self.store.wake, ignore=self.id), self._yielding_to_fires():
             self._poll_cap = (
                 self.settings.wait_cap_s
                 if waiter.hints
@@ -559,11 +597,29 @@ class Engine:
             select.select([], [], [], max(0.0, (hold - t) / 1e6))
             return held_since if held_since is not None else t
         wake_at = self.store_step(now_us(self.clock))
+        self._collect_garbage()
         timeout = min(max(0.0, (wake_at - now_us(self.clock)) / 1e6), self._poll_cap)
         if waiter.wait(timeout):
             self._dirty_epoch = self.dispatcher.epoch()
             self._dirty = True
         return None
+
+    def _collect_garbage(self) -> None:
+        """Let the collector run while the next claimed fire is far enough away
+        (a collection holds the GIL, so the fire thread could not fire meanwhile)."""
+        with self._lock:
+            nxt = self._pending[0][0] if self._pending else None
+        quiet_for = None if nxt is None else (nxt - now_us(self.clock)) / 1e6
+        try:
+            self.collector.step(quiet_for)
+        except Exception:
+            log.exception("engine %s: garbage collection failed", self.id)
+
+    def _quiet_for(self, t: int) -> bool:
+        """No claimed fire is due within NEAR_FIRE of ``t``."""
+        with self._lock:
+            nxt = self._pending[0][0] if self._pending else None
+        return nxt is None or nxt > t + int(NEAR_FIRE * 1e6)
 
     def _quiet_until(self, t: int) -> int | None:
         """When a fire is due within QUIET_BEFORE (or is due already and the fire
