@@ -10,6 +10,7 @@ and conflicts, 503 store unavailable).
 
 import builtins
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -105,6 +106,24 @@ def reminder_out(rem: Reminder) -> dict[str, Any]:
     data = rem.to_dict()
     data["version"] = rem.version
     return data
+
+
+def _reminder_json(rem: Reminder) -> bytes:
+    """:func:`reminder_out` encoded as JSONResponse encodes it, once per reminder (a
+    frozen value; the store hands the same object back while its row is unchanged)."""
+    known: bytes | None = rem.__dict__.get("_api_json")
+    if known is None:
+        known = rem.__dict__["_api_json"] = _ENCODE(reminder_out(rem)).encode()
+    return known
+
+
+def reminders_response(rems: builtins.list[Reminder]) -> Response:
+    """A JSON array of reminders, put together from their encoded forms."""
+    return Response(b"[" + b",".join(map(_reminder_json, rems)) + b"]", media_type=JSON_TYPE)
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+JSON_TYPE = "application/json"
 
 
 def session_out(sess: Session, project: str) -> dict[str, Any]:
@@ -332,7 +351,7 @@ def create_app(
         sid, sess = in_project(token, project, session)
         if sess is None or sid is None:
             return JSONResponse([])
-        return JSONResponse([reminder_out(r) for r in api.list(session=sid, all=all)])
+        return reminders_response(api.list(session=sid, all=all))
 
     @app.post(base + "/{session:path}/reminders", status_code=201, tags=["reminders"])
     async def create_reminder(

@@ -96,6 +96,8 @@ def test_reminder_routes_and_their_statuses(api_server, sqlite_url, tmp_path):
             rems.update(made["id"], name="x", version=edited["version"] - 1)
         assert exc.value.code == "conflict"
         assert rems.get(made["id"])["label"] == "deploy2"  # refused: nothing changed
+        # the list shows each change, item for item as GET shows it
+        assert http.get(f"{base}/s1/reminders").json() == [rems.get(made["id"]), snoozed]
         # history
         hist = http.get(f"{base}/s1/reminders/{made['id']}/history")
         assert hist.status_code == 200 and hist.json() == []
