@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -23,27 +22,34 @@ FIRED, DELIVERED, FAILED, WAITING, CHANGED, ALERTED = (
 
 
 class Events:
+    """Subscribers are kept in tuples that are replaced, never changed, so that
+    :meth:`emit` (every fire, on the engine's threads) reads them without a lock."""
+
     def __init__(self) -> None:
-        self._subs: dict[str, list[Callable[..., Any]]] = defaultdict(list)
-        self._lock = threading.Lock()
+        self._subs: dict[str, tuple[Callable[..., Any], ...]] = {}
+        self._lock = threading.Lock()  # for subscribe / unsubscribe only
 
     def subscribe(self, kind: str, fn: Callable[..., Any]) -> Callable[[], None]:
         with self._lock:
-            self._subs[kind].append(fn)
+            self._subs = {**self._subs, kind: (*self._subs.get(kind, ()), fn)}
 
         def unsubscribe() -> None:
             with self._lock:
-                if fn in self._subs[kind]:
-                    self._subs[kind].remove(fn)
+                fns = list(self._subs.get(kind, ()))
+                if fn in fns:
+                    fns.remove(fn)
+                    self._subs = {**self._subs, kind: tuple(fns)}
 
         return unsubscribe
 
     def emit(self, kind: str, *args: Any, **kwargs: Any) -> None:
         """Call the subscribers of ``kind`` with the arguments, and those of ``"*"``
         with ``kind`` first."""
-        with self._lock:
-            exact = list(self._subs.get(kind, ()))
-            wildcard = list(self._subs.get("*", ()))
+        subs = self._subs  # one consistent view
+        exact = subs.get(kind, ())
+        wildcard = subs.get("*", ())
+        if not exact and not wildcard:
+            return
         calls = [(fn, args) for fn in exact] + [(fn, (kind, *args)) for fn in wildcard]
         for fn, call_args in calls:
             try:

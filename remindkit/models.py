@@ -309,6 +309,14 @@ class Fire:
     def key(self) -> str:
         return occurrence_key(self.reminder_id, self.due_at)
 
+    def fired(self, at: datetime) -> Fire:
+        """This fire with ``fired_at`` set: ``dataclasses.replace`` without running
+        ``__init__`` again (a burst stamps 10,000 of them on the fire thread)."""
+        new = object.__new__(Fire)
+        new.__dict__.update(self.__dict__)
+        new.__dict__["fired_at"] = at
+        return new
+
     @property
     def wants_alert(self) -> bool:
         return self.alarm or bool(self.announce)

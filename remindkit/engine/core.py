@@ -223,7 +223,7 @@ class Engine:
             return t + int(self._backoff_s * 1e6)
         candidates = [t + int(s.wait_cap_s * 1e6), self._housekeeping_us]
         if self.status is not None:
-            candidates.append(self.status.step(t, changed=changed))
+            candidates.append(self.status.step(t, changed=changed, busy=self.dispatcher.bursting))
         if self.dispatcher.urgent:
             candidates.append(t)
         elif self.dispatcher.has_outcomes:
@@ -607,6 +607,8 @@ class Engine:
     def _collect_garbage(self) -> None:
         """Let the collector run while the next claimed fire is far enough away
         (a collection holds the GIL, so the fire thread could not fire meanwhile)."""
+        if self.dispatcher.bursting:
+            return  # many fires are being delivered: their turns and outcomes go first
         with self._lock:
             nxt = self._pending[0][0] if self._pending else None
         quiet_for = None if nxt is None else (nxt - now_us(self.clock)) / 1e6

@@ -142,7 +142,7 @@ class Dispatcher:
         with self._lock:
             self._holding.update(f.occurrence_id for f in fires)
         fired_at = from_us(fired_us)
-        stamped = [f if f.fired_at is not None else replace(f, fired_at=fired_at) for f in fires]
+        stamped = [f if f.fired_at is not None else f.fired(fired_at) for f in fires]
         self._fired.extend((f.occurrence_id, f.token, fired_us) for f in stamped)
         if len(self._fired) <= PROMPT_FIRED:
             # A fire on its own is written (with its event, which event streams carry)
@@ -270,6 +270,15 @@ class Dispatcher:
     def turns_idle(self) -> bool:
         """No turn is queued or running in this process."""
         return self._pool is None or self._pool.idle
+
+    @property
+    def bursting(self) -> bool:
+        """Many fires are on their way: more outcomes wait to be written than a fire
+        on its own leaves, or turns wait for a worker. (A long turn that runs alone
+        is no burst.)"""
+        if len(self._outcomes) + len(self._fired) > PROMPT_FIRED:
+            return True
+        return any(p is not None and p.backlog > 0 for p in (self._pool, self._alerts))
 
     @property
     def idle(self) -> bool:
@@ -867,6 +876,11 @@ class Workers:
     def idle(self) -> bool:
         with self._lock:
             return self._busy == 0
+
+    @property
+    def backlog(self) -> int:
+        """Calls submitted that no worker has taken yet."""
+        return self._q.qsize()
 
     def shutdown(self, wait: bool = True, timeout: float = 10.0) -> None:
         for _ in self._threads:

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 MIN_GAP_S = 0.2
 FIRST_DELAY_S = 0.5
 SHARE = 20  # a write waits this many times its own duration after the last one
+BUSY_RETRY_S = 0.05  # while deliveries run, a waiting change looks again this often
 
 
 class StatusWriter:
@@ -36,9 +37,11 @@ class StatusWriter:
         self._gap_us = int(MIN_GAP_S * 1e6)
         self._pending = True
 
-    def step(self, t: int, *, changed: bool) -> int:
+    def step(self, t: int, *, changed: bool, busy: bool = False) -> int:
         """Write if a change waits (and the gap has passed) or the heartbeat is due;
-        return when it wants to run next."""
+        return when it wants to run next. ``busy``: a burst of fires is being
+        delivered; a change waits until it is (10,000 fires would otherwise pay for
+        a summary of the store every few hundred milliseconds), the heartbeat does not."""
         if changed:
             self._pending = True
         if self._started_us is None:
@@ -48,7 +51,11 @@ class StatusWriter:
             first = self._started_us + int(FIRST_DELAY_S * 1e6)
             if t < first:
                 return first
-        elif not ((self._pending and t - last >= self._gap_us) or t - last >= HEARTBEAT_S * 1e6):
+        elif t - last < HEARTBEAT_S * 1e6 and (
+            busy or not self._pending or t - last < self._gap_us
+        ):
+            if busy and self._pending:
+                return t + int(BUSY_RETRY_S * 1e6)
             return last + (self._gap_us if self._pending else int(HEARTBEAT_S * 1e6))
         began = time.perf_counter()
         try:

@@ -68,3 +68,27 @@ def test_writes_are_spaced_and_kept_alive(store: SqlStore, settings: Settings) -
     assert statusfile.read_status(w.path, beat + int(statusfile.STALE_S * 1e6) + 1) is None
     w.remove()
     assert not w.path.exists()
+
+
+def test_a_change_waits_out_a_burst_but_the_heartbeat_does_not(
+    sqlite_store: SqlStore, settings: Settings
+) -> None:
+    from remindkit.engine.status import BUSY_RETRY_S
+
+    api = Reminders(sqlite_store, clock=FakeClock("2026-01-05T09:00:00Z"), settings=settings)
+    w = StatusWriter(sqlite_store, settings.home)
+    t0 = 1_000_000_000_000
+    t1 = t0 + int(FIRST_DELAY_S * 1e6)
+    w.step(t0, changed=False)
+    w.step(t1, changed=False)
+    api.create("x", session="s1", in_="5m")
+    later = t1 + int(MIN_GAP_S * 1e6) * 50  # long past the gap
+    # a burst of fires is being delivered: the change is not written yet, and asked again soon
+    assert w.step(later, changed=True, busy=True) == later + int(BUSY_RETRY_S * 1e6)
+    assert json.loads(w.path.read_text())["all"]["active"] == 0
+    after = later + int(BUSY_RETRY_S * 1e6)
+    w.step(after, changed=False, busy=False)  # the burst is over: written
+    assert json.loads(w.path.read_text())["all"]["active"] == 1
+    beat = after + int(statusfile.HEARTBEAT_S * 1e6)
+    w.step(beat, changed=True, busy=True)  # the heartbeat is written even in a burst
+    assert json.loads(w.path.read_text())["written_us"] == beat
