@@ -126,3 +126,21 @@ def test_statements_of_the_store_thread_yield_and_no_other_threads(
         assert calls == []
     finally:
         engine.close()
+
+
+def test_claims_come_in_small_batches_only_while_a_fire_is_about_to_come_due(
+    sqlite_store: SqlStore,
+) -> None:
+    from remindkit.engine.core import NEAR_FIRE
+
+    engine = Engine(sqlite_store, clock=SystemClock(), can_alert=False)
+    try:
+        t = now_us(SystemClock())
+        assert engine._quiet_for(t)  # nothing claimed
+        engine._push([_fire(1, t + int(NEAR_FIRE * 1e6) * 20)])
+        assert engine._quiet_for(t)  # the next fire is far off
+        engine._push([_fire(2, t + int(NEAR_FIRE * 1e6) // 2)])
+        assert not engine._quiet_for(t)  # one is about to come due: small batches
+        assert engine._quiet_for(t + int(NEAR_FIRE * 1e6))  # overdue: late anyway, full batches
+    finally:
+        engine.close()
