@@ -586,6 +586,8 @@ class Engine:
                 if waiter.hints
                 else min(self.settings.wait_cap_s, NO_HINTS_CAP)
             )
+            if self.status is not None:
+                self.status.hints = waiter.hints
             waiter.loop(round_, on_error=lambda: self._round_failed("store"), pause=0.5)
 
     def _store_round(self, waiter: Waiter, held_since: int | None) -> int | None:

@@ -92,3 +92,31 @@ def test_a_change_waits_out_a_burst_but_the_heartbeat_does_not(
     beat = after + int(statusfile.HEARTBEAT_S * 1e6)
     w.step(beat, changed=True, busy=True)  # the heartbeat is written even in a burst
     assert json.loads(w.path.read_text())["written_us"] == beat
+
+
+def test_a_heartbeat_with_nothing_changed_writes_the_last_summary_again(
+    sqlite_store: SqlStore, settings: Settings
+) -> None:
+    from remindkit.engine.status import RESUMMARY_S
+
+    api = Reminders(sqlite_store, clock=FakeClock("2026-01-05T09:00:00Z"), settings=settings)
+    w = StatusWriter(sqlite_store, settings.home)
+    w.hints = True  # the engine hears other processes' changes
+    t0 = 1_000_000_000_000
+    t1 = t0 + int(FIRST_DELAY_S * 1e6)
+    w.step(t0, changed=False)
+    w.step(t1, changed=False)
+    api.create("x", session="s1", in_="5m")  # a change the writer is not told of
+    beat = t1 + int(statusfile.HEARTBEAT_S * 1e6)
+    w.step(beat, changed=False)
+    data = json.loads(w.path.read_text())
+    assert data["written_us"] == beat and data["all"]["active"] == 0  # not read again
+    late = t1 + int(RESUMMARY_S * 1e6)
+    w.step(late, changed=False)  # but read again after RESUMMARY_S, hint or none
+    assert json.loads(w.path.read_text())["all"]["active"] == 1
+    # without hints every heartbeat reads the store
+    api.create("y", session="s1", in_="5m")
+    w.hints = False
+    again = late + int(statusfile.HEARTBEAT_S * 1e6)
+    w.step(again, changed=False)
+    assert json.loads(w.path.read_text())["all"]["active"] == 2
