@@ -13,8 +13,10 @@ freezes the survivors (:func:`gc.freeze`), so the collections the interpreter
 starts later walk only what was made since, which is short. Frozen objects are
 still freed by reference counting; only a reference cycle among them waits, for
 the whole collection that :class:`QuietCollector` runs (unfrozen, then frozen
-again) every ``full_every_s``, again only at a quiet moment. It changes nothing
-about what is collected, only when. ``REMINDKIT_QUIET_GC=0`` turns it off.
+again) every ``full_every_s``, again only at a quiet moment. While the interpreter
+has run no collection since the last freeze, little is new and it does nothing (an
+idle engine pays nothing for it). It changes nothing about what is collected, only
+when. ``REMINDKIT_QUIET_GC=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class QuietCollector:
         # the safe side, since the first walks everything made until then)
         self.took = {"young": 0.1, "full": 0.1}
         self.runs = {"young": 0, "full": 0}
+        self._seen = -1  # the interpreter's collections counted at the last freeze
 
     def margin(self, kind: str) -> float:
         """The least time to the next fire that a collection of ``kind`` needs."""
@@ -66,8 +69,10 @@ class QuietCollector:
         kind: str | None = None
         if now - self._full_at >= self.full_every_s:
             kind = "full"
-        elif self._frozen_at is None or now - self._frozen_at >= self.freeze_every_s:
-            kind = "young"
+        elif self._frozen_at is None or (
+            now - self._frozen_at >= self.freeze_every_s and _collections() != self._seen
+        ):
+            kind = "young"  # (not while idle: no collection since the last means little new)
         if kind is None or (quiet_for is not None and quiet_for < self.margin(kind)):
             return None
         t0 = time.perf_counter()
@@ -77,8 +82,14 @@ class QuietCollector:
         gc.freeze()
         self.took[kind] = time.perf_counter() - t0
         self.runs[kind] += 1
+        self._seen = _collections()
         self._frozen_at = self._mono()
         if kind == "full":
             self._full_at = self._frozen_at
         log.debug("quiet gc: %s collection in %.1f ms", kind, self.took[kind] * 1000)
         return kind
+
+
+def _collections() -> int:
+    """How many collections the interpreter has run, all generations."""
+    return sum(g["collections"] for g in gc.get_stats())

@@ -41,9 +41,13 @@ def test_it_collects_and_freezes_when_no_fire_is_near() -> None:
     assert gc.get_freeze_count() > 0  # the survivors are frozen
     assert qc.step(None) is None  # not again before freeze_every_s
     mono.t += 5
+    assert qc.step(10.0) is None  # nothing collected since: little is new, nothing to do
+    junk = [[i] for i in range(5000)]  # enough to set off a collection of the young
+    del junk
+    gc.collect(0)
     assert qc.step(10.0) == "young"
     mono.t += 600
-    assert qc.step(None) == "full"
+    assert qc.step(None) == "full"  # the whole collection comes whatever was collected
     assert qc.runs == {"young": 2, "full": 1}
 
 
