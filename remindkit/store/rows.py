@@ -213,8 +213,20 @@ def occurrence_from_row(row: Any) -> Occurrence:
     )
 
 
+SESSION_FIELDS = tuple(c.name for c in t.sessions.c)
+
+
 def session_from_row(row: Any, now_us: int | None = None) -> Session:
-    m = row._mapping
+    return session_of_mapping(row._mapping, now_us)
+
+
+def session_of_values(values: Sequence[Any], now_us: int | None = None) -> Session:
+    """:func:`session_from_row` for a plain tuple in ``sessions`` column order
+    (:data:`SESSION_FIELDS`), as a driver's cursor returns it."""
+    return session_of_mapping(dict(zip(SESSION_FIELDS, values, strict=True)), now_us)
+
+
+def session_of_mapping(m: Any, now_us: int | None = None) -> Session:
     in_turn = m["turn_token"] is not None and (now_us is None or (m["turn_until"] or 0) > now_us)
     return Session(
         id=m["id"],
