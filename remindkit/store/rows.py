@@ -67,6 +67,13 @@ def _reminder_of_mapping(m: Any) -> Reminder:
     )
 
 
+def reminder_values(r: Reminder) -> tuple[Any, ...]:
+    """:func:`reminder_to_row`'s values in ``reminders`` column order
+    (:data:`REMINDER_COLUMNS`), for an ``INSERT`` through the driver."""
+    row = reminder_to_row(r)
+    return tuple(row[f] for f in _REMINDER_FIELDS)
+
+
 def reminder_to_row(r: Reminder) -> dict[str, Any]:
     return {
         "id": r.id,
