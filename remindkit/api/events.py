@@ -141,10 +141,20 @@ class EventFeed:
             total += len(items)
             with self._lock:
                 streams = list(self._streams)
+            # One hand-over per event loop for all its streams: a call_soon_threadsafe
+            # per stream woke the loop once per stream, and this thread and the loop
+            # took the GIL from each other a hundred times for one fire.
+            scoped: dict[tuple[str | None, str | None], list[dict[str, Any]]] = {}
+            offers: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, list[dict[str, Any]]]]] = {}
             for s in streams:
-                mine = [i for i in items if _visible(i, s.project, s.session)]
+                key = (s.project, s.session)
+                mine = scoped.get(key)
+                if mine is None:
+                    mine = scoped[key] = [i for i in items if _visible(i, s.project, s.session)]
                 if mine:
-                    s.loop.call_soon_threadsafe(_offer, s, mine)
+                    offers.setdefault(s.loop, []).append((s, mine))
+            for loop, some in offers.items():
+                loop.call_soon_threadsafe(_offer_all, some)
             if len(rows) < PAGE:
                 return total
 
@@ -262,6 +272,11 @@ def _visible(item: dict[str, Any], project: str | None, session: str | None) -> 
     if project is not None and item.get("project") != project:
         return False
     return not (session is not None and item.get("session") != session)
+
+
+def _offer_all(offers: list[tuple[_Stream, list[dict[str, Any]]]]) -> None:
+    for s, items in offers:
+        _offer(s, items)
 
 
 def _offer(s: _Stream, items: list[dict[str, Any]]) -> None:

@@ -93,6 +93,7 @@ def run_api(
     agent_tokens = give_commands_tokens(api, eng, url) if eng is not None else None
     config = uvicorn.Config(
         app,
+        http=http_parser(),
         log_level="info" if verbose else "warning",
         access_log=verbose,
         timeout_graceful_shutdown=2,
@@ -121,6 +122,14 @@ def run_api(
         sock.close()
     out.write("remindkit api: stopped\n")
     return 0
+
+
+def http_parser() -> str:
+    """uvicorn's C parser (httptools, in the ``api`` extra) when it is installed, else
+    pure-Python h11: parsing a request with h11 costs as much as the admission read."""
+    import importlib.util
+
+    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
 
 
 def give_commands_tokens(api: Reminders, engine: Any, url: str) -> AgentTokens | None:

@@ -20,6 +20,7 @@ import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
@@ -320,6 +321,31 @@ class Db:
             raise StoreError(
                 f"the store is unavailable: {exc.orig}", code="store_unavailable"
             ) from exc
+
+    def query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        """The rows of one statement (written with the dialect's placeholder) run on
+        its own through the driver, outside SQLAlchemy's transaction and result
+        objects: one statement sees one snapshot of the database on SQLite and on
+        PostgreSQL alike. For the read every API request makes before anything else
+        (:meth:`Projects.access`), where SQLAlchemy's BEGIN, execute and rows cost
+        more than the lookups themselves."""
+        try:
+            raw = self.engine.raw_connection()
+        except DBAPIError as exc:
+            raise StoreError(
+                f"the store is unavailable: {exc.orig}", code="store_unavailable"
+            ) from exc
+        try:
+            cur = raw.cursor()
+            try:
+                cur.execute(sql, params)
+                return list(cur.fetchall())
+            finally:
+                cur.close()
+        except self.engine.dialect.loaded_dbapi.Error as exc:
+            raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
+        finally:
+            raw.close()  # back to the pool, which rolls back what the driver began
 
     def close(self) -> None:
         self.wake.close()

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Select, Table, select, text
+from sqlalchemy.exc import IntegrityError
 
 from ..errors import StoreError
 
@@ -58,6 +59,23 @@ class Dialect:
             cur.execute(sql, tuple(params))
             return list(cur.fetchall())
         except conn.dialect.loaded_dbapi.Error as exc:
+            raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
+        finally:
+            cur.close()
+
+    def run(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[Any]:
+        """:meth:`fetch` for any statement (an ``INSERT``: no rows), in the caller's
+        transaction; a constraint the statement breaks raises SQLAlchemy's
+        ``IntegrityError``, as ``conn.execute`` does. For the statements every create
+        runs, where SQLAlchemy's compiled execution costs more than SQLite's own work."""
+        cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        dbapi = conn.dialect.loaded_dbapi
+        try:
+            cur.execute(sql, tuple(params))
+            return list(cur.fetchall()) if cur.description is not None else []
+        except dbapi.IntegrityError as exc:
+            raise IntegrityError(sql, params, exc) from exc
+        except dbapi.Error as exc:
             raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
         finally:
             cur.close()

@@ -20,7 +20,7 @@ from ..errors import InvalidInput, NotFound
 from ..models import LIVE_STATES, SESSION_DELETED, Session
 from . import schema as t
 from .role import Role
-from .rows import session_from_row
+from .rows import SESSION_FIELDS, session_from_row, session_of_values
 
 DEFAULT_PROJECT = "default"
 FEATURES = ("reminders",)
@@ -199,22 +199,71 @@ class Projects(Role):
         *,
         now_us: int | None = None,
     ) -> Access:
-        """What a request needs to be let in, read in one transaction: the token of
+        """What a request needs to be let in, read in one statement: the token of
         ``digest`` (or, with none, how many tokens there are), the project, and the
-        session if it belongs to the project."""
-        with self.read() as conn:
-            if digest is None:
-                token, tokens = None, int(conn.execute(_COUNT_TOKENS).scalar_one())
-            else:
-                row = conn.execute(_TOKEN_BY_HASH, {"h": digest}).first()
-                token, tokens = (None if row is None else _token(row)), None
-            row = conn.execute(_PROJECT, {"p": project}).first()
-            proj = None if row is None else _project(row)
-            sess = None
-            if session_id is not None:
-                got = conn.execute(_SESSION_IN_PROJECT, {"s": session_id, "p": project}).first()
-                sess = None if got is None else session_from_row(got, now_us)
+        session if it belongs to the project. Each is a lookup by a unique key (at most
+        one row), joined to a single row, so one statement through the driver answers
+        all three from one snapshot (:meth:`Db.query`)."""
+        sql, params = _access_sql(self.dialect.placeholder, digest, project, session_id)
+        (row,) = self.db.query(sql, params)
+        if digest is None:
+            token, tokens = None, int(row[0])
+        else:
+            token = None if row[0] is None else _token_of_values(row[:_TOKEN_WIDTH])
+            tokens = None
+        at = _TOKEN_WIDTH
+        proj = None
+        if row[at] is not None:
+            proj = {"name": row[at], "features": {"reminders": bool(row[at + 1])}}
+        at += 2
+        sess = None
+        if session_id is not None and row[at] is not None:
+            sess = session_of_values(row[at:], now_us)
         return Access(token, tokens, proj, sess)
+
+
+_TOKEN_FIELDS = ("id", "project", "session", "read_only", "created_at", "last_used_at")
+_TOKEN_WIDTH = len(_TOKEN_FIELDS)
+_ACCESS_SQL: dict[tuple[str, bool, bool], str] = {}
+
+
+def _access_sql(
+    mark: str, digest: str | None, project: str, session_id: str | None
+) -> tuple[str, tuple[Any, ...]]:
+    """:meth:`Projects.access`'s statement (built once for each shape) and its
+    parameters. Its columns: the token's (or the number of tokens, and NULLs), the
+    project's name and flag, then the session's in ``sessions`` column order."""
+    key = (mark, digest is None, session_id is None)
+    sql = _ACCESS_SQL.get(key)
+    if sql is None:
+        if digest is None:
+            token_cols = "(SELECT COUNT(*) FROM api_tokens)" + ", NULL" * (_TOKEN_WIDTH - 1)
+            token_join = ""
+        else:
+            token_cols = ", ".join(f"tk.{c}" for c in _TOKEN_FIELDS)
+            token_join = f" LEFT JOIN api_tokens tk ON tk.hash = {mark}"
+        session_cols = ", ".join(f"s.{c}" for c in SESSION_FIELDS)
+        session_join = (
+            ""
+            if session_id is None
+            else f" LEFT JOIN sessions s ON s.id = {mark} AND s.project = {mark}"
+        )
+        if session_id is None:
+            session_cols = "NULL"
+        sql = _ACCESS_SQL[key] = (
+            f"SELECT {token_cols}, p.name, p.reminders, {session_cols}"
+            f" FROM (SELECT 1 AS one) one{token_join}"
+            f" LEFT JOIN projects p ON p.name = {mark}{session_join}"
+        )
+    params: tuple[Any, ...] = () if digest is None else (digest,)
+    params += (project,)
+    if session_id is not None:
+        params += (session_id, project)
+    return sql, params
+
+
+def _token_of_values(values: Any) -> dict[str, Any]:
+    return _token_of_mapping(dict(zip(_TOKEN_FIELDS, values, strict=True)))
 
 
 # Built once: a request's checks run these on every call (access and the single lookups).
@@ -242,7 +291,10 @@ def _project(row: Any) -> dict[str, Any]:
 
 
 def _token(row: Any) -> dict[str, Any]:
-    m = row._mapping
+    return _token_of_mapping(row._mapping)
+
+
+def _token_of_mapping(m: Any) -> dict[str, Any]:
     scope = (
         "admin" if m["project"] is None else ("session" if m["session"] is not None else "project")
     )

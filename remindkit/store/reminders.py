@@ -48,7 +48,7 @@ from ..models import (
 from ..settings import Limits
 from . import schema as t
 from .claims import waiting_of
-from .dialect import chunks
+from .dialect import Dialect, chunks
 from .events import EventRow, changes, event_row, write_events
 from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION
 from .role import Role
@@ -57,6 +57,7 @@ from .rows import (
     occurrence_from_row,
     readable_reminders,
     reminder_to_row,
+    reminder_values,
     reminders_of_tuples,
     session_from_row,
     session_to_row,
@@ -71,11 +72,7 @@ _LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)
 # Statements on the create path, built once: building a statement per call costs
 # more than running it on SQLite (SQLAlchemy derives a cache key from each new one).
 _R = t.reminders.c
-_SESSION_STATE = select(t.sessions.c.state, t.sessions.c.project).where(
-    t.sessions.c.id == bindparam("sid")
-)
 _INSERT_SESSION = insert(t.sessions)
-_INSERT_REMINDER = insert(t.reminders)
 _LIVE_LABEL = select(_R.id).where(
     _R.session_id == bindparam("sid"), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
 )
@@ -88,9 +85,23 @@ _COUNT_LIVE_IN_SESSION = (
     .where(_R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
 )
 _COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
-_LIVE_ENGINES = select(t.engines.c.host, t.engines.c.pid).where(
-    t.engines.c.heartbeat_at >= bindparam("since")
+# The create's own statements go through the driver (Dialect.run), written with "?"
+# and given the dialect's placeholder once (_sql).
+_SESSION_STATE_SQL = "SELECT state, project FROM sessions WHERE id = ?"
+_INSERT_REMINDER_SQL = (
+    f"INSERT INTO reminders ({REMINDER_COLUMNS}) VALUES ({', '.join(['?'] * len(t.reminders.c))})"
 )
+_LIVE_ENGINES_SQL = "SELECT host, pid FROM engines WHERE heartbeat_at >= ?"
+_WITH_MARK: dict[tuple[str, str], str] = {}
+
+
+def _sql(sql: str, d: Dialect) -> str:
+    """``sql`` with the dialect's placeholder for each ``?`` (none is in a literal)."""
+    key = (sql, d.placeholder)
+    found = _WITH_MARK.get(key)
+    if found is None:
+        found = _WITH_MARK[key] = sql.replace("?", d.placeholder)
+    return found
 
 
 class Added(NamedTuple):
@@ -194,7 +205,9 @@ class Reminders(Role):
                     if alive_since_us is not None:
                         engines = [
                             (r[0], r[1])
-                            for r in conn.execute(_LIVE_ENGINES, {"since": alive_since_us})
+                            for r in self.dialect.run(
+                                conn, _sql(_LIVE_ENGINES_SQL, self.dialect), (alive_since_us,)
+                            )
                         ]
                     return Added(rem, replaced, engines)
             except IntegrityError:
@@ -215,22 +228,24 @@ class Reminders(Role):
         replace_label: bool,
         project: str | None = None,
     ) -> tuple[Reminder, list[str]]:
-        self.dialect.advisory_xact_lock(conn, _LIMIT_LOCK)
+        d = self.dialect
+        d.advisory_xact_lock(conn, _LIMIT_LOCK)
         replaced: list[str] = []
         if rem.session is not None:
-            sess = conn.execute(_SESSION_STATE, {"sid": rem.session}).first()
+            found = d.run(conn, _sql(_SESSION_STATE_SQL, d), (rem.session,))
+            sess = found[0] if found else None
             if sess is None:
                 row = _new_session_row(rem.session, now_us)
                 if project is not None:
                     row["project"] = project
                 conn.execute(_INSERT_SESSION, row)
-            elif project is not None and sess.project != project:
+            elif project is not None and sess[1] != project:
                 raise NotFound(
                     f"No session by the id of {rem.session!r} in project {project!r} was found",
                     code="session_not_found",
                     session=rem.session,
                 )
-            elif sess.state == SESSION_DELETED:
+            elif sess[0] == SESSION_DELETED:
                 raise Conflict(
                     f"session {rem.session!r} was deleted",
                     code="session_deleted",
@@ -284,7 +299,7 @@ class Reminders(Role):
                     limit=limits.total,
                     scope="total",
                 )
-        conn.execute(_INSERT_REMINDER, reminder_to_row(rem))
+        d.run(conn, _sql(_INSERT_REMINDER_SQL, d), reminder_values(rem))
         return rem, replaced
 
     def import_rows(

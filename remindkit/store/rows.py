@@ -67,6 +67,13 @@ def _reminder_of_mapping(m: Any) -> Reminder:
     )
 
 
+def reminder_values(r: Reminder) -> tuple[Any, ...]:
+    """:func:`reminder_to_row`'s values in ``reminders`` column order
+    (:data:`REMINDER_COLUMNS`), for an ``INSERT`` through the driver."""
+    row = reminder_to_row(r)
+    return tuple(row[f] for f in _REMINDER_FIELDS)
+
+
 def reminder_to_row(r: Reminder) -> dict[str, Any]:
     return {
         "id": r.id,
@@ -213,8 +220,20 @@ def occurrence_from_row(row: Any) -> Occurrence:
     )
 
 
+SESSION_FIELDS = tuple(c.name for c in t.sessions.c)
+
+
 def session_from_row(row: Any, now_us: int | None = None) -> Session:
-    m = row._mapping
+    return session_of_mapping(row._mapping, now_us)
+
+
+def session_of_values(values: Sequence[Any], now_us: int | None = None) -> Session:
+    """:func:`session_from_row` for a plain tuple in ``sessions`` column order
+    (:data:`SESSION_FIELDS`), as a driver's cursor returns it."""
+    return session_of_mapping(dict(zip(SESSION_FIELDS, values, strict=True)), now_us)
+
+
+def session_of_mapping(m: Any, now_us: int | None = None) -> Session:
     in_turn = m["turn_token"] is not None and (now_us is None or (m["turn_until"] or 0) > now_us)
     return Session(
         id=m["id"],

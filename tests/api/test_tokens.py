@@ -144,3 +144,38 @@ def test_agent_commands_of_the_api_server_reach_it_as_their_session(
     assert server.stop() == 0  # a graceful stop (uvicorn re-raises SIGTERM otherwise)
     listed = cli("token", "ls", "--json", db=sqlite_url, home=home)
     assert json.loads(listed.stdout) == []
+
+
+def test_access_reads_what_the_single_lookups_read(store):
+    """Projects.access (one statement through the driver) answers as token_by_hash or
+    count_tokens, get_project and session_in_project do, for every shape it is asked."""
+    p = store.projects
+    rems = Reminders(store)
+    rems.create("x", session="s1", in_="1h")  # s1 in the default project
+    p.create_project("other", now_us=5)
+    rems.create("y", session="o1", in_="1h", project="other")
+
+    def expect(hashed, project, sid):
+        token = None if hashed is None else p.token_by_hash(hashed)
+        tokens = p.count_tokens() if hashed is None else None
+        sess = None if sid is None else p.session_in_project(project, sid, now_us=9)
+        return token, tokens, p.get_project(project), sess
+
+    def check():
+        _id, ro = create_token(p, project="default", session="s1", read_only=True, now_us=3)
+        for hashed in (None, digest(ro), "0" * 64):
+            for project in ("default", "other", "nowhere"):
+                for sid in (None, "s1", "o1", "nope"):
+                    got = p.access(hashed, project, sid, now_us=9)
+                    assert (got.token, got.tokens, got.project, got.session) == expect(
+                        hashed, project, sid
+                    ), (hashed, project, sid)
+
+    assert p.access(None, "default", "s1", now_us=9).tokens == 0
+    check()
+    p.set_feature("other", "reminders", False, now_us=8)
+    check()
+    assert p.access(None, "other", None).project == {
+        "name": "other",
+        "features": {"reminders": False},
+    }

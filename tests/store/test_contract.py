@@ -48,6 +48,21 @@ def test_create_and_read_back(api, store):
     assert store.sessions.get_session("s1") is not None
 
 
+def test_a_create_the_store_refuses_is_a_conflict_and_changes_nothing(api, store, settings):
+    """The create's insert goes through the driver (Dialect.run); a row the store
+    refuses (here the same id twice) is still SQLAlchemy's IntegrityError, retried,
+    then ``conflict``, on both stores, and the transaction leaves nothing behind."""
+    r = api.create("once", session="s1", label="x", in_="5m")
+    events = len(store.events.events_after(0, limit=1000))
+    with pytest.raises(Conflict):
+        store.reminders.add_reminder(
+            replace(r, label=None), limits=settings.limits, now_us=to_us(api.clock.now())
+        )
+    assert [x.id for x in api.list(session="s1")] == [r.id]
+    assert store.reminders.get_reminder(r.id) == r
+    assert len(store.events.events_after(0, limit=1000)) == events
+
+
 def test_label_replaces_live_reminder(api):
     a = api.create("first", session="s1", label="x", in_="5m")
     b = api.add("second", session="s1", label="x", in_="10m")
