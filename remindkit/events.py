@@ -11,13 +11,14 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-FIRED, DELIVERED, FAILED, WAITING, CHANGED, ALERTED = (
+FIRED, DELIVERED, FAILED, WAITING, CHANGED, ALERTED, WRITTEN = (
     "fired",
     "delivered",
     "failed",
     "waiting",
     "changed",
     "alerted",
+    "written",  # the engine committed fire times and outcomes (their audit events are in the store)
 )
 
 

@@ -2,8 +2,8 @@
 
 One thread per server tails the trail by id and hands each new event to the
 connected streams (a bounded queue each). It reads at once when a wake-up hint
-comes (a change through any process on the store, a fire of this process's
-engine) and otherwise every ``POLL_S``, so fires made by another engine on a
+comes (a change through any process on the store) or this process's engine says it
+committed fires or outcomes (``events.WRITTEN``), and otherwise every ``POLL_S``, so fires made by another engine on a
 shared store reach the stream too. A stream that resumes (``Last-Event-ID``)
 reads what it missed from the store, so resuming works across restarts; a
 stream whose queue overflows does the same instead of dropping events.
@@ -29,8 +29,8 @@ from ..store import SqlStore
 log = logging.getLogger(__name__)
 
 POLL_S = 0.2  # between reads when no hint comes (fires of other engines on the store)
-BURST_S = 0.002  # re-read this soon after a hint or a new event (a fire's outcomes follow it)
-BURST_READS = 100
+BURST_S = 0.002  # re-read this soon after a poke or a new event (a write that raced the read)
+BURST_READS = 3
 QUEUE_MAX = 1_000  # events queued for one stream before it re-reads from the store
 STREAMS_MAX = 1_000  # streams one server keeps open
 PAGE = 500
@@ -93,7 +93,7 @@ class EventFeed:
             while not self._stop.is_set():
                 ready = sel.select(BURST_S if burst else self.poll_s)
                 for key, _ in ready:
-                    if key.data == "poke":  # this engine fired: its events are written soon after
+                    if key.data == "poke":  # this engine committed fires or outcomes
                         with contextlib.suppress(OSError):
                             os.read(self._poke_r, 4096)
                         burst = BURST_READS

@@ -8,6 +8,7 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .. import events as ev
 from ..errors import InvalidInput
 from ..wiring import Graph
 
@@ -82,9 +83,8 @@ def run_api(
     eng: Any = build_engine(graph, no_alerts=no_alerts, role="api") if engine else None
     feed = EventFeed(api.store) if hasattr(api.store, "events") else None
     if eng is not None and feed is not None:
-        eng.events.subscribe(
-            "*", lambda *_a, **_k: feed.poke()
-        )  # this engine's fires: read at once
+        # this engine's fires and outcomes, once committed: read them at once
+        eng.events.subscribe(ev.WRITTEN, lambda *_a, **_k: feed.poke())
     app = create_app(api, open_loopback=loopback, engine=eng, feed=feed)
     sock = bind(host, port)
     where = sock.getsockname()

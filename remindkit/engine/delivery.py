@@ -175,6 +175,7 @@ class Dispatcher:
         try:
             if fired or outcomes:
                 stale = self.store.claims.finish(outcomes, fired=fired, now_us=now_us(self.clock))
+                self.events.emit(ev.WRITTEN)
         except Exception:
             self._outcomes.extendleft(reversed(outcomes))  # keep them for the next flush
             self._fired.extendleft(reversed(fired))

@@ -295,3 +295,17 @@ def test_fires_routed_chunk_by_chunk_are_not_taken_back_as_orphans(engine, store
     run_until(engine, clock, clock.now() + timedelta(minutes=2))
     assert looked == [0], "claims in hand were taken back and queued again"
     assert len(delivered) == 450 and len(set(delivered)) == 450
+
+
+def test_written_is_emitted_once_fires_and_outcomes_are_in_the_store(
+    api, engine, agent, store, clock
+):
+    """The API server's event stream reads the store when the engine says it wrote."""
+    seen = []
+    engine.events.subscribe(
+        ev.WRITTEN, lambda: seen.append([(o.state, o.fired_at is not None) for o in api.history()])
+    )
+    r = api.create("x", session="s1", in_="1m")
+    run_until(engine, clock, r.next_fire_at + timedelta(seconds=1))
+    assert agent.turns and seen  # written after the fire ...
+    assert seen[-1] == [("delivered", True)]  # ... and what it says is in the store when it says so
