@@ -611,26 +611,28 @@ class Engine:
         (a collection holds the GIL, so the fire thread could not fire meanwhile)."""
         if self.dispatcher.bursting:
             return  # many fires are being delivered: their turns and outcomes go first
-        with self._lock:
-            nxt = self._pending[0][0] if self._pending else None
+        nxt = self._next_pending_us()
         quiet_for = None if nxt is None else (nxt - now_us(self.clock)) / 1e6
         try:
             self.collector.step(quiet_for)
         except Exception:
             log.exception("engine %s: garbage collection failed", self.id)
 
+    def _next_pending_us(self) -> int | None:
+        """When the earliest claimed fire not yet handed over is due."""
+        with self._lock:
+            return self._pending[0][0] if self._pending else None
+
     def _quiet_for(self, t: int) -> bool:
         """No claimed fire is due within NEAR_FIRE after ``t`` (one due already is
         late whatever the store thread does: a catch-up claims in full batches)."""
-        with self._lock:
-            nxt = self._pending[0][0] if self._pending else None
+        nxt = self._next_pending_us()
         return nxt is None or not t < nxt <= t + int(NEAR_FIRE * 1e6)
 
     def _quiet_until(self, t: int) -> int | None:
         """When a fire is due within QUIET_BEFORE (or is due already and the fire
         thread has yet to take it), the moment just after it."""
-        with self._lock:
-            nxt = self._pending[0][0] if self._pending else None
+        nxt = self._next_pending_us()
         if nxt is not None and nxt <= t + int(QUIET_BEFORE * 1e6):
             return max(nxt, t) + int(QUIET_AFTER * 1e6)
         return None
