@@ -61,6 +61,9 @@ MAX_HOLD = 0.02  # but never longer than this in a row
 TAKEOVER_RETRY = 1.0  # seconds before looking again at an expired lease whose owner was spared
 NEAR_FIRE_BATCH = 32  # reminders claimed at a time while a fire is within NEAR_FIRE
 NEAR_FIRE = 0.05  # seconds
+HAND_OVER_POLL = (
+    0.0002  # seconds: how often the engine's set-up looks whether its first fires are out
+)
 HAND_OVER_CHUNK = 256  # fires routed at a time when many come due at once
 FLUSH_INTERVAL = 0.05  # seconds between outcome writes while deliveries stream in
 FLUSH_BUSY_MAX = 0.25  # ... and at most this long while turns are being handed over
@@ -239,11 +242,21 @@ class Engine:
             candidates.append(max(self._next_lease_us + 1, self._takeover_after_us))
         return max(t, min(candidates))
 
-    def _claim(self, t: int) -> None:
+    def _claim(
+        self,
+        t: int,
+        *,
+        leave_alerts: bool | None = None,
+        horizon_us: int | None = None,
+        reread: bool = True,
+    ) -> None:
+        """Claim what is due by the horizon, in batches; then (``reread``) read when
+        the next one is due. ``leave_alerts``/``horizon_us`` override the engine's."""
         s = self.settings
+        leave = self.leave_alerts if leave_alerts is None else leave_alerts
         # Claim a window of two look-aheads each time, so that claims come in
         # batches about one look-ahead apart rather than one per fire.
-        horizon = t + 2 * int(s.lookahead_s * 1e6)
+        horizon = t + 2 * int(s.lookahead_s * 1e6) if horizon_us is None else horizon_us
         now = from_us(t)
         while True:
             # While a claimed fire is near, claim in small batches: a batch's Python
@@ -256,7 +269,7 @@ class Engine:
                 lease_us=int(s.lease_s * 1e6),
                 limit=limit,  # each reminder carries its own catch-up cap, within the engine's
                 plan=lambda r: guarded_plan(r, now, catchup_max=s.catchup_max),
-                leave_alerts=self.leave_alerts,
+                leave_alerts=leave,
             )
             if fires:
                 failpoints.hit("after_claim_commit")
@@ -264,6 +277,9 @@ class Engine:
                 self._push(fires)
             if n < limit:
                 break
+        if not reread:
+            self._known = False
+            return
         self._next_due_us, self._next_lease_us = self.store.claims.next_due_us(
             leave_alerts=self.leave_alerts
         )
@@ -474,6 +490,11 @@ class Engine:
         self._shut = False
         if sys.getswitchinterval() > SWITCH_INTERVAL:
             sys.setswitchinterval(SWITCH_INTERVAL)
+        timer = threading.Thread(
+            target=self._fire_loop, name=f"remindkit-fire-{self.id}", daemon=True
+        )
+        timer.start()
+        self._claim_overdue()
         try:
             self._liveness = Liveness(self.store.engine.url.render_as_string(hide_password=True))
             self._liveness.hold(self.id)
@@ -482,10 +503,6 @@ class Engine:
                 "engine %s: no liveness file (%s); leases alone decide take-overs", self.id, exc
             )
             self._liveness = None
-        timer = threading.Thread(
-            target=self._fire_loop, name=f"remindkit-fire-{self.id}", daemon=True
-        )
-        timer.start()
         self.status = StatusWriter(self.store, self.settings.home)
         keeper = threading.Thread(
             target=self._lease_loop, name=f"remindkit-lease-{self.id}", daemon=True
@@ -501,6 +518,30 @@ class Engine:
             keeper.join(5)
             self._lease_keeper = False
             self.shutdown()
+
+    def _claim_overdue(self) -> None:
+        """Before the rest of the set-up (liveness, status, the lease thread, the
+        first store step): claim what is due now, so that a fire that waited for the
+        engine to start goes out first. Only reminders that need no alerter are
+        claimed here (who alerts is not known yet); the first store step claims the
+        rest and reads the next due time. A failure is left to that step."""
+        t = now_us(self.clock)
+        try:
+            with self.store.origin(self.id):
+                self._claim(t, leave_alerts=True, horizon_us=t, reread=False)
+        except Exception as exc:
+            log.warning("engine %s: claiming at start failed (%s); retrying", self.id, exc)
+            return
+        # The rest of the set-up is Python work that would hold the GIL the fire
+        # thread needs: it waits (off the GIL) until the fires are handed over.
+        held = 0
+        while (
+            self._quiet_until(now_us(self.clock)) is not None and held < MAX_HOLD / HAND_OVER_POLL
+        ):
+            select.select([], [], [], HAND_OVER_POLL)
+            held += 1
+        if held:
+            select.select([], [], [], QUIET_AFTER)
 
     def _fire_loop(self) -> None:
         """Sleep (interruptibly) until a little before the next due time, then

@@ -63,7 +63,14 @@ from .dialect import Dialect, chunks
 from .events import EventRow, defer_events, event_row, write_events
 from .projects import disabled_projects_sessions
 from .role import Role
-from .rows import FIRE_COLUMNS, fire_from_joined, fire_of, reminder_from_row, reminder_to_row
+from .rows import (
+    FIRE_COLUMNS,
+    fire_from_joined,
+    fire_of,
+    reminder_from_row,
+    reminder_to_row,
+    whole_rows,
+)
 from .turns import renew_leases
 
 log = logging.getLogger(__name__)
@@ -240,7 +247,42 @@ def _still_unclaimed(conn: Connection, rems: list[Reminder]) -> list[Reminder]:
     return [r for r in rems if current.get(r.id) == r.version]
 
 
+@functools.cache
+def _claim_select(dialect: Dialect, leave_alerts: bool):
+    """The earliest due reminders, up to ``:batch`` due by ``:horizon`` (on
+    PostgreSQL locked in id order, skipping rows another engine holds: engines never
+    deadlock). ``leave_alerts``: not those with an alarm or an announcement."""
+    c = t.reminders.c
+    due = [
+        c.state == ACTIVE,
+        c.next_fire_at <= bindparam("horizon"),
+        _not_claimed_yet(),
+        _project_on(),
+    ]
+    if leave_alerts:
+        due += [c.alarm.is_(False), c.announce.is_(None)]
+    return dialect.first_unlocked(
+        t.reminders, where=due, order_by=c.next_fire_at, limit=bindparam("batch")
+    )
+
+
+@functools.cache
+def _claim_insert(dialect: Dialect):
+    ins = dialect.insert(t.occurrences).on_conflict_do_nothing(
+        index_elements=["reminder_id", "due_at"]
+    )
+    return ins.returning(
+        t.occurrences.c.id,
+        t.occurrences.c.reminder_id,
+        t.occurrences.c.due_at,
+        t.occurrences.c.state,
+    )
+
+
+@functools.cache
 def _claim_update():
+    """Built once: a statement built anew costs SQLAlchemy its cache key each time
+    (near a millisecond for the claim's statements, on the path to an overdue fire)."""
     c = t.reminders.c
     return (
         update(t.reminders)
@@ -287,29 +329,18 @@ class Claims(Role):
         ``leave_alerts``: another engine holds the alerter lease, so reminders
         with an alarm or an announcement are left for it.
         """
-        c = t.reminders.c
         token = uuid.uuid4().hex
         fires: list[Fire] = []
         with self.write(notify=False) as conn:
             if _paused_all(conn):
                 return [], 0
-            due = [
-                c.state == ACTIVE,
-                c.next_fire_at <= horizon_us,
-                _not_claimed_yet(),
-                _project_on(),
-            ]
-            if leave_alerts:
-                due += [c.alarm.is_(False), c.announce.is_(None)]
-            # The earliest due (on PostgreSQL locked in id order, skipping rows another
-            # engine holds: engines never deadlock).
-            stmt = self.dialect.first_unlocked(
-                t.reminders, where=due, order_by=c.next_fire_at, limit=limit
-            )
+            stmt = _claim_select(self.dialect, leave_alerts)
             rems = []
-            for r in conn.execute(stmt).all():
+            rows = conn.execute(stmt, {"horizon": horizon_us, "batch": limit}).all()
+            whole = whole_rows(rows)
+            for r in rows:
                 try:
-                    rems.append(reminder_from_row(r))
+                    rems.append(reminder_from_row(r, whole=whole))
                 except Exception as exc:  # never let one bad row stop every reminder
                     quarantine(conn, r._mapping["id"], exc, now_us=now_us)
             if rems and self.dialect.locks_rows:
@@ -430,15 +461,7 @@ class Claims(Role):
         return fires, len(rems)
 
     def _claim_insert(self):
-        ins = self.dialect.insert(t.occurrences).on_conflict_do_nothing(
-            index_elements=["reminder_id", "due_at"]
-        )
-        return ins.returning(
-            t.occurrences.c.id,
-            t.occurrences.c.reminder_id,
-            t.occurrences.c.due_at,
-            t.occurrences.c.state,
-        )
+        return _claim_insert(self.dialect)
 
     def reclaim_expired(
         self,
@@ -618,8 +641,9 @@ class Claims(Role):
             ).all()
             ours = {f.occurrence_id for f in fires}
             cancelled: list[int] = []
+            whole = whole_rows(rows)
             for row in rows:
-                rem = reminder_from_row(row)
+                rem = reminder_from_row(row, whole=whole)
                 new = push(rem, first[rem.id])
                 if new is None:
                     continue
@@ -839,7 +863,16 @@ class Claims(Role):
             # process into the database otherwise (~10 ms per 4 MB).
             self.dialect.checkpoint(self.db.engine)
             self.next_due_us()
-            self.claim_due(now_us=0, horizon_us=-1, owner="", lease_us=0, limit=1, plan=_no_plan)
+            for leave in (True, False):  # an engine's first claim leaves alerts, the rest may not
+                self.claim_due(
+                    now_us=0,
+                    horizon_us=-1,
+                    owner="",
+                    lease_us=0,
+                    limit=1,
+                    plan=_no_plan,
+                    leave_alerts=leave,
+                )
             for read in also:
                 read()
             # The claim's writes too (the call above found nothing to claim), rolled back.
