@@ -107,8 +107,16 @@ def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) 
 
 def _settle_statements() -> tuple[Any, Any, Any]:
     o, c = t.occurrences.c, t.reminders.c
+    ended = t.occurrences.alias("ended")
     final = [
-        c.state.in_((ACTIVE, PAUSED)),
+        # The reminders of these occurrences, looked up by id. The state is compared
+        # as an expression (``state || ''``), which no index serves: SQLite would
+        # otherwise walk the (state, next_fire_at) index, every active reminder,
+        # for each batch of outcomes (100,000 stored: tens of ms a batch).
+        c.id.in_(
+            select(ended.c.reminder_id).where(ended.c.id.in_(bindparam("occ", expanding=True)))
+        ),
+        (c.state + "").in_((ACTIVE, PAUSED)),
         exists().where(
             o.reminder_id == c.id,
             o.due_at == c.next_fire_at,
@@ -757,7 +765,7 @@ class Claims(Role):
             held.update((row[0], row) for row in conn.execute(q, {"ids": list(chunk)}))
         ok = [r for r in rows if (h := held.get(r["b_id"])) is not None and h.token == r["b_token"]]
         if ok:
-            conn.execute(_FINISH, ok)
+            self.dialect.run_many(conn, _FINISH, ok)
             stamps = [v for r in ok for v in (r["b_fired"], r["b_delivered"]) if v is not None]
             settle(conn, [r["b_id"] for r in ok], max(stamps) if stamps else None)
             pausing = {item.occurrence_id: item.error for item in outcomes if item.pause}
@@ -797,7 +805,8 @@ class Claims(Role):
         for chunk in chunks(ids):
             rows = conn.execute(_UNFIRED, {"ids": list(chunk)})
             fresh.update((row[0], row) for row in rows if row[1] == tokens[row[0]])
-        conn.execute(
+        self.dialect.run_many(
+            conn,
             _MARK_FIRED,
             [{"b_id": i, "b_token": tok, "b_fired": f} for i, tok, f in sorted(items)],
         )
