@@ -225,6 +225,9 @@ class Engine:
             )
             return t + int(self._backoff_s * 1e6)
         candidates = [t + int(s.wait_cap_s * 1e6), self._housekeeping_us]
+        look_again = self.dispatcher.unstick()  # a fast turn that runs long leaves its lane
+        if look_again is not None:
+            candidates.append(t + int((look_again - time.perf_counter()) * 1e6) + 1)
         if self.status is not None:
             candidates.append(self.status.step(t, changed=changed, busy=self.dispatcher.bursting))
         if self.dispatcher.urgent:

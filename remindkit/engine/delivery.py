@@ -76,6 +76,11 @@ SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
 PROMPT_FIRED = 32  # fires waiting to be recorded, at most, for them to be written at once
 FAST_TURN_US = 1_000  # an adapter whose turns take less than this has them run in batches ...
 TURN_BATCH = 32  # ... of this many sessions, one after another on one worker
+# A fast lane's turn running longer than this leaves the turns queued behind it to
+# another worker (a turn can look this slow only when it really hangs: one waiting a
+# few ms for the GIL must not start a second worker, and a GIL fight with it)
+LANE_STUCK_US = 100_000
+Turn = tuple[Session, SessionAdapter, list[Fire], bool]  # (session, adapter, fires, fallback first)
 RETRY_FOR_US = (
     3_600_000_000  # an agent that cannot be reached is tried this long after the due time
 )
@@ -132,6 +137,17 @@ class Dispatcher:
         self._pool = None if inline else Workers(workers, "remindkit-turn")
         if self._pool is not None:
             self._pool.prestart()  # a fire that is due when the engine starts does not wait for a thread
+        # Turns of a fast adapter run in batches, one batch after another, on one
+        # worker at a time (the lane's drainer): a burst's fast turns on several
+        # threads spend more on the GIL passing between them than on the turns
+        # (10,000 sessions due at once: 2.8 s on eight workers, 1.0 s on one). A turn
+        # that turns out slow hands the rest of its batch to the pool; while one runs
+        # long, another drainer takes the queued batches (unstick).
+        self._lane: deque[deque[Turn]] = deque()
+        # drainer thread -> (when its current turn began, or None between turns;
+        # the rest of its batch)
+        self._drainers: dict[int, tuple[float | None, deque[Turn]]] = {}
+        self._starting = 0  # drainers submitted that have not begun
         self._alerts = None if inline else Workers(1, "remindkit-alert")
         self.urgent = False  # outcomes that should not wait for the next batch
 
@@ -270,7 +286,9 @@ class Dispatcher:
     @property
     def turns_idle(self) -> bool:
         """No turn is queued or running in this process."""
-        return self._pool is None or self._pool.idle
+        with self._lock:
+            lane = bool(self._lane or self._drainers or self._starting)
+        return not lane and (self._pool is None or self._pool.idle)
 
     @property
     def bursting(self) -> bool:
@@ -279,12 +297,14 @@ class Dispatcher:
         is no burst.)"""
         if len(self._outcomes) + len(self._fired) > PROMPT_FIRED:
             return True
-        return any(p is not None and p.backlog > 0 for p in (self._pool, self._alerts))
+        return bool(self._lane) or any(
+            p is not None and p.backlog > 0 for p in (self._pool, self._alerts)
+        )
 
     @property
     def idle(self) -> bool:
         quiet = not self._outcomes and not self._fired
-        return quiet and all(p is None or p.idle for p in (self._pool, self._alerts))
+        return quiet and self.turns_idle and (self._alerts is None or self._alerts.idle)
 
     def close(self, wait: bool = True) -> None:
         for pool in (self._alerts, self._pool):
@@ -337,7 +357,7 @@ class Dispatcher:
             key = target.id if target is not None else None
             targets[key] = target
             groups[key].append(f)
-        turns: list[tuple[Session, SessionAdapter, list[Fire], bool]] = []
+        turns: list[Turn] = []
         for key, group in groups.items():
             sess = targets[key]
             adapter = self.adapters.get(sess.adapter) if sess is not None else None
@@ -345,41 +365,94 @@ class Dispatcher:
                 self._carry_out(sess, adapter, d, turns)
         self._start_turns(turns)
 
-    def _start_turns(self, turns: list[tuple[Session, SessionAdapter, list[Fire], bool]]) -> None:
+    def _start_turns(self, turns: list[Turn]) -> None:
         """Run these turns (each in its own session). Turns of an adapter known to be
-        fast go to the workers in batches, one after another, rather than one task
-        each: 10,000 sessions due at once cost a few hundred hand-offs, not 10,000.
+        fast go to the fast lane in batches, run one after another by one worker (see
+        unstick for a turn of it that runs long): 10,000 sessions due at once cost a
+        few hundred hand-offs, not 10,000, and no GIL fight among eight threads.
         Others (a model's turn takes seconds) get a worker each."""
         if self._pool is None:
             for turn in turns:
                 self._run_turn(*turn)
             return
-        batch: list[tuple[Session, SessionAdapter, list[Fire], bool]] = []
+        batch: deque[Turn] = deque()
         for turn in turns:
             if self._turn_us.get(turn[1].name, float("inf")) < FAST_TURN_US:
                 batch.append(turn)
                 if len(batch) >= TURN_BATCH:
-                    self._pool.submit(self._run_batch, batch)
-                    batch = []
+                    with self._lock:
+                        self._lane.append(batch)
+                    batch = deque()
             else:
                 self._pool.submit(self._run_turn, *turn)
         if batch:
-            self._pool.submit(self._run_batch, batch)
+            with self._lock:
+                self._lane.append(batch)
+        self.unstick()
 
-    def _run_batch(self, turns: list[tuple[Session, SessionAdapter, list[Fire], bool]]) -> None:
-        """Run a batch of turns in order; when one turns out slow, the rest get a
-        worker each, so that a slow session holds up no more than that one turn."""
-        assert self._pool is not None
-        for i, turn in enumerate(turns):
-            t0 = time.perf_counter()
-            try:
-                self._run_turn(*turn)
-            except Exception:  # _run_turn records its own failures; this is a bug: keep going
-                log.exception("turn in %s failed", turn[0].id)
-            if (time.perf_counter() - t0) * 1e6 > SLOW_TURN_US:
-                for rest in turns[i + 1 :]:
-                    self._pool.submit(self._run_turn, *rest)
-                return
+    def unstick(self) -> float | None:
+        """Start a drainer for the fast lane when turns wait there and no drainer is
+        free to take them: none runs, or each is in a turn that has run longer than
+        LANE_STUCK_US (the rest of such a drainer's batch goes back to the lane
+        first). Returns when to look again (``time.perf_counter``), or None. Called
+        as turns are queued, as a drainer leaves, and by the engine's store thread."""
+        if self._pool is None:
+            return None
+        now = time.perf_counter()
+        slow = LANE_STUCK_US / 1e6
+        with self._lock:
+            if self._starting:
+                return None
+            busy = self._drainers.values()
+            if any(began is None for began, _rest in busy):
+                return None  # a drainer is between turns: it takes the next batch
+            late = [rest for began, rest in busy if began is not None and now - began > slow]
+            if len(late) < len(busy):
+                if not self._lane and not any(rest for _b, rest in busy):
+                    return None
+                return min(b for b, _r in busy if b is not None) + slow
+            for rest in late:  # the turns queued behind a long one are taken elsewhere
+                if rest:
+                    self._lane.appendleft(deque(rest))
+                    rest.clear()
+            if not self._lane:
+                return None
+            self._starting += 1
+        self._pool.submit(self._drain_lane)
+        return None
+
+    def _drain_lane(self) -> None:
+        """Run the fast lane's batches until it is empty (a worker of the pool), each
+        batch's turns in order; ``_drainers`` says when its current turn began and
+        holds the rest of its batch (unstick may take it)."""
+        me = threading.get_ident()
+        rest: deque[Turn] = deque()
+        with self._lock:
+            self._starting -= 1
+            self._drainers[me] = (None, rest)
+        try:
+            while True:
+                with self._lock:
+                    if not rest:
+                        if not self._lane:
+                            del self._drainers[me]  # under the lock: no batch is left behind
+                            return
+                        rest.extend(self._lane.popleft())
+                    turn = rest.popleft()
+                    self._drainers[me] = (time.perf_counter(), rest)
+                try:
+                    self._run_turn(*turn)
+                except Exception:  # _run_turn records its own failures; this is a bug: go on
+                    log.exception("turn in %s failed", turn[0].id)
+                with self._lock:
+                    self._drainers[me] = (None, rest)
+        finally:
+            with self._lock:
+                self._drainers.pop(me, None)
+                if rest:  # left by a failure: back to the lane
+                    self._lane.appendleft(deque(rest))
+            self.unstick()  # a batch queued as this drainer left is taken
+            self.poke()
 
     def _target(
         self, sess: Session | None, adapter: SessionAdapter | None, group: Sequence[Fire]
@@ -403,7 +476,7 @@ class Dispatcher:
         sess: Session | None,
         adapter: SessionAdapter | None,
         d: decide.Decision,
-        turns: list[tuple[Session, SessionAdapter, list[Fire], bool]],
+        turns: list[Turn],
     ) -> None:
         fires = list(d.fires)
         act = d.action

@@ -1,0 +1,153 @@
+"""The fast lane: turns of an adapter known to be fast run in batches, one batch after
+another on one worker at a time; a turn of it that runs long leaves the queued batches
+to another worker. A running engine (its threads, the real clock) on a SQLite file."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+import remindkit.engine.delivery as delivery
+from remindkit.clock import SystemClock, format_utc
+from remindkit.engine import Engine
+from remindkit.models import Fire, Session
+from remindkit.reminders import Reminders
+from remindkit.sessions.base import TurnResult
+from remindkit.sessions.registry import Adapters
+from remindkit.store import open_store
+
+
+class Lane:
+    """An adapter whose turns return at once, except in sessions told to block."""
+
+    name = "lane"
+    shared = False
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most_at_once = 0
+        self.done: list[str] = []
+        self.threads: set[int] = set()
+        self.block: dict[str, threading.Event] = {}
+        self.entered: dict[str, threading.Event] = {}
+
+    def can_deliver(self, session: Session) -> bool:
+        return True
+
+    def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+            self.threads.add(threading.get_ident())
+        try:
+            if session.id in self.entered:
+                self.entered[session.id].set()
+            gate = self.block.get(session.id)
+            if gate is not None:
+                gate.wait(60)
+            return TurnResult(True)
+        finally:
+            with self.lock:
+                self.running -= 1
+                self.done.append(session.id)
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def overdue(ids: Sequence[str]) -> list[str]:
+    """Import lines: a session and a reminder overdue by a minute for each id."""
+    at = format_utc(SystemClock().now() - timedelta(minutes=1))
+    lines = []
+    for sid in ids:
+        lines.append(
+            json.dumps(
+                {"type": "session", "id": sid, "adapter": "lane", "created_at": at}
+                | {"last_active_at": at}
+            )
+        )
+        lines.append(
+            json.dumps(
+                {
+                    "type": "reminder",
+                    "id": f"rem_{sid}",
+                    "session": sid,
+                    "text": f"for {sid}",
+                    "schedule": {"v": 1, "kind": "at", "tz": "UTC", "first_at": at, "repeat": 1},
+                    "state": "active",
+                    "next_fire_at": at,
+                    "created_at": at,
+                }
+            )
+        )
+    return lines
+
+
+@pytest.fixture
+def running(tmp_path, settings):
+    settings = settings.with_limits(per_session=None, total=None, min_period_s=1)
+    store = open_store(f"sqlite:///{tmp_path / 'lane.db'}", settings=settings)
+    api = Reminders(store, settings=settings)
+    lane = Lane()
+    engine = Engine(store, settings=settings, adapters=Adapters(lane), can_alert=False)
+    engine.start()
+    # One turn first, so that the engine knows the adapter's turns are fast.
+    api.import_(overdue(["warm"]))
+    wait_for(lambda: "warm" in lane.done, 30, "the first turn")
+    with lane.lock:
+        lane.threads.clear()
+        lane.most_at_once = 0
+    try:
+        yield api, lane, engine
+    finally:
+        for gate in lane.block.values():
+            gate.set()
+        engine.stop()
+        store.close()
+
+
+def test_a_burst_of_fast_turns_runs_one_turn_at_a_time(running, monkeypatch):
+    """200 sessions due at once: their turns run one after another, not on eight
+    threads fighting over the GIL. (No turn may count as long here, whatever the
+    machine's load: that would rightly start a second worker.)"""
+    monkeypatch.setattr(delivery, "LANE_STUCK_US", 30_000_000)
+    monkeypatch.setattr(delivery, "FAST_TURN_US", 30_000_000)
+    api, lane, engine = running
+    ids = [f"s{i:03d}" for i in range(200)]
+    api.import_(overdue(ids))
+    wait_for(lambda: set(ids) <= set(lane.done), 60, "200 turns")
+    assert lane.most_at_once == 1
+    assert len(lane.threads) == 1
+    assert sorted(lane.done[1:]) == ids  # each once
+
+
+def test_a_fast_turn_that_hangs_leaves_the_lane_to_the_others(running):
+    """A session of a fast adapter whose turn blocks: the batches queued behind it
+    are taken by another worker, and every other session gets its turn while it
+    still blocks."""
+    api, lane, engine = running
+    lane.block["s000"] = threading.Event()
+    lane.entered["s000"] = threading.Event()
+    ids = [f"s{i:03d}" for i in range(100)]
+    api.import_(overdue(ids))
+    assert lane.entered["s000"].wait(60), "the blocking turn never started"
+    others = set(ids) - {"s000"}
+    wait_for(lambda: others <= set(lane.done), 60, "the other sessions' turns")
+    assert "s000" not in lane.done  # still blocked: the others did not wait for it
+    lane.block["s000"].set()
+    wait_for(lambda: "s000" in lane.done, 30, "the blocked turn to end")
+    assert sorted(lane.done[1:]) == ids
