@@ -74,6 +74,7 @@ SESSION_TTL_US = 10_000_000  # hints clear the cache sooner; this bounds a misse
 MOST_RECENT = "\0most-recent"
 SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
 PROMPT_FIRED = 32  # fires waiting to be recorded, at most, for them to be written at once
+FIRED_HOLD_US = 250_000  # in a burst, a fire's time waits this long at most for its outcome
 FAST_TURN_US = 1_000  # an adapter whose turns take less than this has them run in batches ...
 TURN_BATCH = 32  # ... of this many sessions, one after another on one worker
 # A fast lane's turn running longer than this leaves the turns queued behind it to
@@ -150,6 +151,7 @@ class Dispatcher:
         self._starting = 0  # drainers submitted that have not begun
         self._alerts = None if inline else Workers(1, "remindkit-alert")
         self.urgent = False  # outcomes that should not wait for the next batch
+        self._closed = False
 
     # -- called by the engine thread -----------------------------------------------------
 
@@ -181,12 +183,21 @@ class Dispatcher:
         """Write queued outcomes (one transaction). Returns refused (stale) ids."""
         failpoints.hit("before_flush")
         self.urgent = False
+        burst = self.bursting
         outcomes = _drain(self._outcomes)
         fired = _drain(self._fired)
         with self._lock:
             recheck, self._recheck = self._recheck, False
         ended = {o.occurrence_id for o in outcomes}
         fired = [f for f in fired if f[0] not in ended]
+        if burst and not self._closed and fired:
+            # In a burst, a fire's time waits (FIRED_HOLD_US at most) to be written
+            # with its outcome, which comes soon: one write of each occurrence, not two.
+            young = now_us(self.clock) - FIRED_HOLD_US
+            held = [f for f in fired if f[2] > young]
+            if held:
+                self._fired.extendleft(reversed(held))
+                fired = [f for f in fired if f[2] <= young]
         stale: list[int] = []
         try:
             if fired or outcomes:
@@ -307,6 +318,7 @@ class Dispatcher:
         return quiet and self.turns_idle and (self._alerts is None or self._alerts.idle)
 
     def close(self, wait: bool = True) -> None:
+        self._closed = True
         for pool in (self._alerts, self._pool):
             if pool is not None:
                 pool.shutdown(wait=wait)
