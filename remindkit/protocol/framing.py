@@ -28,10 +28,11 @@ the message carries nothing out)::
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..clock import format_utc
 from ..models import Fire
@@ -45,6 +46,7 @@ _ATTR_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _JSON_BAD = re.compile(r"[<>&\x7f-\x9f\u2028\u2029]")
 
 
+_MS = timedelta(milliseconds=1)
 _ATTR_ANY = re.compile(r"[&<>\"'\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -70,15 +72,27 @@ def json_text(value: object) -> str:
     )
 
 
+@functools.lru_cache(maxsize=4096)
+def _text_json(text: str) -> str:
+    """:func:`json_text` of a reminder's text: a repeating reminder's fires, and a
+    burst's, frame the same few texts again and again."""
+    return json_text(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _due_text(due: datetime) -> str:
+    return format_utc(due) or ""
+
+
 def fired_block(fire: Fire, fired_at: datetime) -> str:
     repeat = "forever" if fire.repeat is None else str(fire.repeat)
-    late_ms = max(0, int((fired_at - fire.due_at).total_seconds() * 1000))
+    late_ms = max(0, (fired_at - fire.due_at) // _MS)
     # Every attribute costs the model tokens on every fire (the budget is 120 a block): the
     # occurrence key is id@due, and the fired time is due + late_ms; missed only when some were.
     attrs: list[tuple[str, object]] = [
         ("id", fire.reminder_id),
         ("label", fire.label or ""),
-        ("due", format_utc(fire.due_at)),
+        ("due", _due_text(fire.due_at)),
         ("late_ms", late_ms),
         ("repeat", f"{fire.position}/{repeat}"),
     ]
@@ -90,9 +104,7 @@ def fired_block(fire: Fire, fired_at: datetime) -> str:
         fire.repeat is None or fire.position < fire.repeat
     ):  # more fires to come: say how to stop them
         stop = "\n" + stop_line(fire.reminder_id)
-    return (
-        f"<{TAG} {head}>\n{INSTRUCTION}\nreminder_text_json: {json_text(fire.text)}{stop}\n</{TAG}>"
-    )
+    return f"<{TAG} {head}>\n{INSTRUCTION}\nreminder_text_json: {_text_json(fire.text)}{stop}\n</{TAG}>"
 
 
 def stop_line(reminder_id: str) -> str:
