@@ -61,9 +61,8 @@ MAX_HOLD = 0.02  # but never longer than this in a row
 TAKEOVER_RETRY = 1.0  # seconds before looking again at an expired lease whose owner was spared
 NEAR_FIRE_BATCH = 32  # reminders claimed at a time while a fire is within NEAR_FIRE
 NEAR_FIRE = 0.05  # seconds
-HAND_OVER_POLL = (
-    0.0002  # seconds: how often the engine's set-up looks whether its first fires are out
-)
+# seconds: how often the engine's set-up looks whether its first fires are out
+HAND_OVER_POLL = 0.0002
 HAND_OVER_CHUNK = 256  # fires routed at a time when many come due at once
 FLUSH_INTERVAL = 0.05  # seconds between outcome writes while deliveries stream in
 FLUSH_BUSY_MAX = 0.25  # ... and at most this long while turns are being handed over

@@ -141,9 +141,10 @@ class Dispatcher:
         # Turns of a fast adapter run in batches, one batch after another, on one
         # worker at a time (the lane's drainer): a burst's fast turns on several
         # threads spend more on the GIL passing between them than on the turns
-        # (10,000 sessions due at once: 2.8 s on eight workers, 1.0 s on one). A turn
-        # that turns out slow hands the rest of its batch to the pool; while one runs
-        # long, another drainer takes the queued batches (unstick).
+        # (10,000 sessions due at once: 2.8 s on eight workers, 1.0 s on one). While
+        # a turn there runs long, another drainer takes the turns queued behind it
+        # (unstick); once the adapter's turns are slow, its queued turns get a worker
+        # each (_spill).
         self._lane: deque[deque[Turn]] = deque()
         # drainer thread -> (when its current turn began, or None between turns;
         # the rest of its batch)
@@ -452,12 +453,15 @@ class Dispatcher:
                         rest.extend(self._lane.popleft())
                     turn = rest.popleft()
                     self._drainers[me] = (time.perf_counter(), rest)
+                t0 = time.perf_counter()
                 try:
                     self._run_turn(*turn)
                 except Exception:  # _run_turn records its own failures; this is a bug: go on
                     log.exception("turn in %s failed", turn[0].id)
                 with self._lock:
                     self._drainers[me] = (None, rest)
+                if (time.perf_counter() - t0) * 1e6 > SLOW_TURN_US:
+                    self._spill(rest)
         finally:
             with self._lock:
                 self._drainers.pop(me, None)
@@ -465,6 +469,27 @@ class Dispatcher:
                     self._lane.appendleft(deque(rest))
             self.unstick()  # a batch queued as this drainer left is taken
             self.poke()
+
+    def _spill(self, rest: deque[Turn]) -> None:
+        """After a slow turn in the lane: the queued turns of adapters that are no
+        longer fast (their recent turns' average) get a worker each, so that a slow
+        adapter's turns do not run one after another; the others stay queued."""
+        assert self._pool is not None
+        with self._lock:
+            queued = [*rest, *(turn for batch in self._lane for turn in batch)]
+            fast: list[Turn] = []
+            slow: list[Turn] = []
+            for turn in queued:
+                quick = self._turn_us.get(turn[1].name, 0.0) < FAST_TURN_US
+                (fast if quick else slow).append(turn)
+            if not slow:
+                return
+            rest.clear()
+            self._lane.clear()
+            if fast:
+                self._lane.append(deque(fast))
+        for turn in slow:
+            self._pool.submit(self._run_turn, *turn)
 
     def _target(
         self, sess: Session | None, adapter: SessionAdapter | None, group: Sequence[Fire]

@@ -36,6 +36,7 @@ class Lane:
         self.done: list[str] = []
         self.threads: set[int] = set()
         self.block: dict[str, threading.Event] = {}
+        self.delay = 0.0  # seconds every turn takes (once the adapter is known to be fast)
         self.entered: dict[str, threading.Event] = {}
 
     def can_deliver(self, session: Session) -> bool:
@@ -52,6 +53,8 @@ class Lane:
             gate = self.block.get(session.id)
             if gate is not None:
                 gate.wait(60)
+            if self.delay:
+                time.sleep(self.delay)
             return TurnResult(True)
         finally:
             with self.lock:
@@ -150,4 +153,17 @@ def test_a_fast_turn_that_hangs_leaves_the_lane_to_the_others(running):
     assert "s000" not in lane.done  # still blocked: the others did not wait for it
     lane.block["s000"].set()
     wait_for(lambda: "s000" in lane.done, 30, "the blocked turn to end")
+    assert sorted(lane.done[1:]) == ids
+
+
+def test_turns_of_an_adapter_that_became_slow_leave_the_lane(running):
+    """The adapter was fast; now each of its turns takes 50 ms. After its first slow
+    turn, the turns queued in the lane get a worker each: they run side by side,
+    not one after another (64 turns would take 3.2 s that way)."""
+    api, lane, engine = running
+    lane.delay = 0.05
+    ids = [f"s{i:03d}" for i in range(64)]
+    api.import_(overdue(ids))
+    wait_for(lambda: set(ids) <= set(lane.done), 60, "64 turns")
+    assert lane.most_at_once >= 2
     assert sorted(lane.done[1:]) == ids
