@@ -81,6 +81,10 @@ TURN_BATCH = 32  # ... of this many sessions, one after another on one worker
 # another worker (a turn can look this slow only when it really hangs: one waiting a
 # few ms for the GIL must not start a second worker, and a GIL fight with it)
 LANE_STUCK_US = 100_000
+# ... and one that took longer than this moves the queued turns of adapters no longer
+# fast to a worker each (well above what waiting for the GIL or a core costs a turn:
+# moving a burst's turns to eight threads because one turn waited is what the lane avoids)
+LANE_SPILL_US = 20_000
 Turn = tuple[Session, SessionAdapter, list[Fire], bool]  # (session, adapter, fires, fallback first)
 RETRY_FOR_US = (
     3_600_000_000  # an agent that cannot be reached is tried this long after the due time
@@ -460,7 +464,7 @@ class Dispatcher:
                     log.exception("turn in %s failed", turn[0].id)
                 with self._lock:
                     self._drainers[me] = (None, rest)
-                if (time.perf_counter() - t0) * 1e6 > SLOW_TURN_US:
+                if (time.perf_counter() - t0) * 1e6 > LANE_SPILL_US:
                     self._spill(rest)
         finally:
             with self._lock:
@@ -471,7 +475,7 @@ class Dispatcher:
             self.poke()
 
     def _spill(self, rest: deque[Turn]) -> None:
-        """After a slow turn in the lane: the queued turns of adapters that are no
+        """After a slow turn in the lane (LANE_SPILL_US): the queued turns of adapters that are no
         longer fast (their recent turns' average) get a worker each, so that a slow
         adapter's turns do not run one after another; the others stay queued."""
         assert self._pool is not None
