@@ -31,6 +31,7 @@ import itertools
 import logging
 import queue
 import secrets
+import statistics
 import threading
 import time
 from collections import defaultdict, deque
@@ -76,6 +77,7 @@ SLOW_TURN_US = 5_000  # a turn slower than this has its outcome written at once
 PROMPT_FIRED = 32  # fires waiting to be recorded, at most, for them to be written at once
 FIRED_HOLD_US = 250_000  # in a burst, a fire's time waits this long at most for its outcome
 FAST_TURN_US = 1_000  # an adapter whose turns take less than this has them run in batches ...
+TURN_TIMES = 15  # (the median of its last this many turns)
 TURN_BATCH = 32  # ... of this many sessions, one after another on one worker
 # A fast lane's turn running longer than this leaves the turns queued behind it to
 # another worker (a turn can look this slow only when it really hangs: one waiting a
@@ -138,7 +140,9 @@ class Dispatcher:
         self._epochs = itertools.count(
             1
         )  # orders cache loads against change notices (see invalidate)
-        self._turn_us: dict[str, float] = {}  # adapter name -> recent turn time (a moving average)
+        # adapter name -> its last TURN_TIMES turn times (us); the median says whether
+        # it is fast: one turn that waited out a stall of the machine does not flip it
+        self._turn_us: dict[str, deque[float]] = {}
         self._pool = None if inline else Workers(workers, "remindkit-turn")
         if self._pool is not None:
             self._pool.prestart()  # a fire that is due when the engine starts does not wait for a thread
@@ -394,7 +398,7 @@ class Dispatcher:
             return
         batch: deque[Turn] = deque()
         for turn in turns:
-            if self._turn_us.get(turn[1].name, float("inf")) < FAST_TURN_US:
+            if self._fast(turn[1].name):
                 batch.append(turn)
                 if len(batch) >= TURN_BATCH:
                     with self._lock:
@@ -474,6 +478,14 @@ class Dispatcher:
             self.unstick()  # a batch queued as this drainer left is taken
             self.poke()
 
+    def _fast(self, adapter: str, *, unknown: bool = False) -> bool:
+        """Whether the adapter's recent turns took under FAST_TURN_US (their median);
+        ``unknown``: the answer for an adapter with no turn yet."""
+        times = self._turn_us.get(adapter)
+        if not times:
+            return unknown
+        return statistics.median(times) < FAST_TURN_US
+
     def _spill(self, rest: deque[Turn]) -> None:
         """After a slow turn in the lane (LANE_SPILL_US): the queued turns of adapters that are no
         longer fast (their recent turns' average) get a worker each, so that a slow
@@ -484,7 +496,7 @@ class Dispatcher:
             fast: list[Turn] = []
             slow: list[Turn] = []
             for turn in queued:
-                quick = self._turn_us.get(turn[1].name, 0.0) < FAST_TURN_US
+                quick = self._fast(turn[1].name, unknown=True)
                 (fast if quick else slow).append(turn)
             if not slow:
                 return
@@ -647,8 +659,10 @@ class Dispatcher:
             done = now_us(self.clock)
             slow = done - handed > SLOW_TURN_US
             took_us = (time.perf_counter() - started) * 1e6  # real time, whatever the clock
-            avg = self._turn_us.get(adapter.name)
-            self._turn_us[adapter.name] = took_us if avg is None else 0.8 * avg + 0.2 * took_us
+            times = self._turn_us.get(adapter.name)
+            if times is None:
+                times = self._turn_us[adapter.name] = deque(maxlen=TURN_TIMES)
+            times.append(took_us)
             within = done - min(to_us(f.due_at) for f in fires) < RETRY_FOR_US
             verdict = decide.after_turn(
                 decide.TurnOutcome.of(
