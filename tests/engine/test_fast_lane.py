@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -21,6 +20,7 @@ from remindkit.reminders import Reminders
 from remindkit.sessions.base import TurnResult
 from remindkit.sessions.registry import Adapters
 from remindkit.store import open_store
+from tests.waiting import wait_for
 
 
 class Lane:
@@ -60,16 +60,6 @@ class Lane:
             with self.lock:
                 self.running -= 1
                 self.done.append(session.id)
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def overdue(ids: Sequence[str]) -> list[str]:
