@@ -460,8 +460,8 @@ class Dispatcher:
                             return
                         rest.extend(self._lane.popleft())
                     turn = rest.popleft()
-                    self._drainers[me] = (time.perf_counter(), rest)
-                t0 = time.perf_counter()
+                    t0 = time.perf_counter()
+                    self._drainers[me] = (t0, rest)
                 try:
                     self._run_turn(*turn)
                 except Exception:  # _run_turn records its own failures; this is a bug: go on
@@ -487,9 +487,10 @@ class Dispatcher:
         return statistics.median(times) < FAST_TURN_US
 
     def _spill(self, rest: deque[Turn]) -> None:
-        """After a slow turn in the lane (LANE_SPILL_US): the queued turns of adapters that are no
-        longer fast (their recent turns' average) get a worker each, so that a slow
-        adapter's turns do not run one after another; the others stay queued."""
+        """After a slow turn in the lane (LANE_SPILL_US): the queued turns of adapters
+        that are no longer fast (the median of their recent turns) get a worker each,
+        so that a slow adapter's turns do not run one after another; the others stay
+        queued."""
         assert self._pool is not None
         with self._lock:
             queued = [*rest, *(turn for batch in self._lane for turn in batch)]

@@ -421,7 +421,7 @@ class Claims(Role):
                 for row in occ_rows:
                     row.setdefault("error", None)
                     row.setdefault("fired_at", None)
-                inserted = conn.execute(self._claim_insert(), occ_rows).all()
+                inserted = conn.execute(_claim_insert(self.dialect), occ_rows).all()
             else:
                 inserted = []
             if rem_updates:
@@ -467,9 +467,6 @@ class Claims(Role):
                 )
         fires.sort(key=lambda f: (f.due_at, f.occurrence_id))
         return fires, len(rems)
-
-    def _claim_insert(self):
-        return _claim_insert(self.dialect)
 
     def reclaim_expired(
         self,
@@ -916,7 +913,7 @@ class Claims(Role):
                         }
                     ],
                 )
-                conn.execute(self._claim_insert(), [row, {**row, "due_at": 1}]).all()
+                conn.execute(_claim_insert(self.dialect), [row, {**row, "due_at": 1}]).all()
                 raise _Rollback
         except Exception as exc:
             log.debug("warming the store's statements failed: %s", exc)

@@ -20,7 +20,7 @@ from remindkit.reminders import Reminders
 from remindkit.sessions.base import TurnResult
 from remindkit.sessions.registry import Adapters
 from remindkit.store import open_store
-from tests.waiting import wait_for
+from tests.processes.conftest import wait_for
 
 
 class Lane:
@@ -100,7 +100,7 @@ def running(tmp_path, settings):
     engine.start()
     # One turn first, so that the engine knows the adapter's turns are fast.
     api.import_(overdue(["warm"]))
-    wait_for(lambda: "warm" in lane.done, 30, "the first turn")
+    assert wait_for(lambda: "warm" in lane.done, 30, step=0.01), "the first turn"
     with lane.lock:
         lane.threads.clear()
         lane.most_at_once = 0
@@ -122,7 +122,7 @@ def test_a_burst_of_fast_turns_runs_one_turn_at_a_time(running, monkeypatch):
     api, lane, engine = running
     ids = [f"s{i:03d}" for i in range(200)]
     api.import_(overdue(ids))
-    wait_for(lambda: set(ids) <= set(lane.done), 60, "200 turns")
+    assert wait_for(lambda: set(ids) <= set(lane.done), 60, step=0.01), "200 turns"
     assert lane.most_at_once == 1
     assert len(lane.threads) == 1
     assert sorted(lane.done[1:]) == ids  # each once
@@ -139,10 +139,10 @@ def test_a_fast_turn_that_hangs_leaves_the_lane_to_the_others(running):
     api.import_(overdue(ids))
     assert lane.entered["s000"].wait(60), "the blocking turn never started"
     others = set(ids) - {"s000"}
-    wait_for(lambda: others <= set(lane.done), 60, "the other sessions' turns")
+    assert wait_for(lambda: others <= set(lane.done), 60, step=0.01), "the other sessions' turns"
     assert "s000" not in lane.done  # still blocked: the others did not wait for it
     lane.block["s000"].set()
-    wait_for(lambda: "s000" in lane.done, 30, "the blocked turn to end")
+    assert wait_for(lambda: "s000" in lane.done, 30, step=0.01), "the blocked turn to end"
     assert sorted(lane.done[1:]) == ids
 
 
@@ -154,6 +154,6 @@ def test_turns_of_an_adapter_that_became_slow_leave_the_lane(running):
     lane.delay = 0.05
     ids = [f"s{i:03d}" for i in range(64)]
     api.import_(overdue(ids))
-    wait_for(lambda: set(ids) <= set(lane.done), 60, "64 turns")
+    assert wait_for(lambda: set(ids) <= set(lane.done), 60, step=0.01), "64 turns"
     assert lane.most_at_once >= 2
     assert sorted(lane.done[1:]) == ids
