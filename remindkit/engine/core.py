@@ -741,20 +741,19 @@ class Engine:
 
 
 def _chunks_by_session(fires: list[Fire], size: int) -> list[list[Fire]]:
-    """Split a large batch so that delivery starts before all of it is routed,
-    keeping each session's fires together (they go in one turn)."""
+    """Split a large batch in two: about ``size`` fires first, so that delivery
+    starts before all of it is routed, then the rest at once, keeping each
+    session's fires together (they go in one turn). Not in many chunks: routing a
+    chunk while the turns of the chunk before run makes the two threads take the
+    GIL from each other every switch interval, and both go several times slower
+    (10,000 sessions due at once: 0.6 s in chunks of 256, 0.37 s in two)."""
     if len(fires) <= size:
         return [fires]
     by_session: dict[str | None, list[Fire]] = {}
     for f in fires:
         by_session.setdefault(f.session, []).append(f)
-    chunks: list[list[Fire]] = []
-    current: list[Fire] = []
+    first: list[Fire] = []
+    rest: list[Fire] = []
     for group in by_session.values():
-        current.extend(group)
-        if len(current) >= size:
-            chunks.append(current)
-            current = []
-    if current:
-        chunks.append(current)
-    return chunks
+        (first if len(first) < size else rest).extend(group)
+    return [first, rest] if rest else [first]

@@ -630,7 +630,7 @@ class Dispatcher:
         finally:
             if lease is not None:
                 lease.release()
-            self.poke()
+            self._nudge()
 
     def _lease(self, session_id: str) -> TurnLease:
         return TurnLease(
@@ -866,6 +866,7 @@ class Dispatcher:
         """Queue outcomes for the store thread. ``urgent``: write them now rather than
         with the next batch (after a slow turn, to keep the window in which a crash
         would repeat it short)."""
+        first = not self._outcomes
         self._outcomes.extend(
             Outcome(
                 occurrence_id=f.occurrence_id,
@@ -884,7 +885,15 @@ class Dispatcher:
         )
         if urgent:
             self.urgent = True
-        self.poke()
+        self._nudge(first)
+
+    def _nudge(self, first: bool = False) -> None:
+        """Wake the store thread for outcomes, except in a burst: there it looks
+        again on its own (within a fifth of FLUSH_INTERVAL while outcomes wait), and
+        10,000 turns' wake-ups would cost as many store rounds, each taking the GIL
+        from the hand-over. A batch's first outcome and urgent ones always wake it."""
+        if first or self.urgent or not self.bursting:
+            self.poke()
 
     def _busy(self, target: Session) -> bool:
         with self._lock:

@@ -157,3 +157,19 @@ def test_turns_of_an_adapter_that_became_slow_leave_the_lane(running):
     assert wait_for(lambda: set(ids) <= set(lane.done), 60, step=0.01), "64 turns"
     assert lane.most_at_once >= 2
     assert sorted(lane.done[1:]) == ids
+
+
+def test_a_large_burst_is_routed_in_two_parts_each_session_whole():
+    """A burst goes to delivery as a first part of about HAND_OVER_CHUNK fires (its
+    turns start at once) and the rest in one, never a session's fires split."""
+    from remindkit.engine.core import HAND_OVER_CHUNK, _chunks_by_session
+
+    due = SystemClock().now()
+    fires = [Fire(i, f"rem_{i}", f"s{i % 700}", due, "x") for i in range(2100)]
+    chunks = _chunks_by_session(fires, HAND_OVER_CHUNK)
+    assert len(chunks) == 2
+    assert HAND_OVER_CHUNK <= len(chunks[0]) < HAND_OVER_CHUNK + 3  # three fires a session
+    assert sorted(f.occurrence_id for c in chunks for f in c) == list(range(2100))
+    first, rest = ({f.session for f in c} for c in chunks)
+    assert not first & rest
+    assert _chunks_by_session(fires[:HAND_OVER_CHUNK], HAND_OVER_CHUNK) == [fires[:HAND_OVER_CHUNK]]
