@@ -76,7 +76,7 @@ def write_events(conn: Connection, rows: Sequence[EventRow]) -> None:
     # Plain executemany: 10,000 outcomes at once must cost little beside their own writes.
     sql = f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join([mark] * len(_COLUMNS))})"
     for chunk in chunks(rows, 5000):
-        conn.exec_driver_sql(sql, list(chunk))
+        dialect.execute_many(conn, sql, chunk)
 
 
 def event_from_row(row: Any) -> Event:

@@ -361,7 +361,7 @@ class Reminders(Role):
                 sql = f"INSERT INTO reminders ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
                 values = operator.itemgetter(*cols)
                 for batch in chunks(rows, 5000):
-                    conn.exec_driver_sql(sql, [values(r) for r in batch])
+                    self.dialect.execute_many(conn, sql, [values(r) for r in batch])
             # The same few details over and over: each is made (and encoded) once.
             details: dict[tuple[str, bool], EventRow] = {}
             events: list[EventRow] = []

@@ -24,6 +24,7 @@ import socket
 import stat
 import tempfile
 import threading
+import time
 import uuid
 import weakref
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 CHANNEL = "remindkit"
 DRAIN_MAX = 1024
+LISTING_SETTLE_NS = 100_000_000  # a folder changed this recently is listed again next time
 
 
 class Listener(Protocol):
@@ -151,12 +153,28 @@ class SocketWake:
         self._send = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._send.setblocking(False)
         self._lock = threading.Lock()
+        self._listed: tuple[int, list[str]] | None = None  # (folder's mtime, its names)
         # A store dropped without close() still closes its socket (no ResourceWarning).
         self._closer = weakref.finalize(self, self._send.close)
 
+    def _names(self) -> list[str]:
+        """The folder's entries. Listed again only when its mtime moved (a stat costs
+        a fifth of a listing, and every write notifies), or when the folder changed
+        within LISTING_SETTLE_NS of the listing: a timestamp is coarse (a clock
+        tick), so a socket made in the same tick as the change before it would leave
+        the mtime as it was."""
+        st = os.stat(self.folder)
+        listed = self._listed
+        if listed is not None and listed[0] == st.st_mtime_ns:
+            return listed[1]
+        names = os.listdir(self.folder)
+        settled = time.time_ns() - st.st_mtime_ns > LISTING_SETTLE_NS
+        self._listed = (st.st_mtime_ns, names) if settled else None
+        return names
+
     def notify(self, origin: str = "") -> None:
         try:
-            names = os.listdir(self.folder)
+            names = self._names()
         except OSError:
             return
         payload = origin.encode()[:200]

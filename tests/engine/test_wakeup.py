@@ -3,6 +3,7 @@ hint of another process's write, a deadline or a stop ends a wait."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -223,3 +224,40 @@ def test_a_poke_while_a_wait_drains_the_pipe_is_not_lost(monkeypatch: pytest.Mon
         assert time.monotonic() - t0 < 4.0, "the poke was lost: the wait ran to its timeout"
     finally:
         waiter.close()
+
+
+def test_hints_reach_a_listener_that_starts_right_after_a_notify(tmp_path) -> None:
+    """SocketWake keeps its listing of the engines' sockets while the folder's mtime
+    stays; a listener made in the same clock tick as the change before it (which
+    leaves the mtime as it was) and one made after the listing settled both get
+    the next hint."""
+    from remindkit.store.wake import LISTING_SETTLE_NS, SocketWake
+
+    def received(listener) -> set[str]:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            got = listener.drain()
+            if got:
+                return got
+            time.sleep(0.001)
+        return set()
+
+    wake = SocketWake(tmp_path / "store.db")
+    first = wake.listen()
+    wake.notify("a")  # listed just after a change: not kept
+    second = wake.listen()  # made within the same tick, perhaps
+    wake.notify("b")
+    assert received(first) >= {"a"}
+    assert "b" in received(second)
+    settled = lambda: time.time_ns() - os.stat(wake.folder).st_mtime_ns > LISTING_SETTLE_NS  # noqa: E731
+    deadline = time.monotonic() + 5
+    while not settled() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    wake.notify("c")  # settled: this listing is kept ...
+    assert wake._listed is not None
+    third = wake.listen()  # ... until the folder changes
+    wake.notify("d")
+    assert "d" in received(third)
+    for listener in (first, second, third):
+        listener.close()
+    wake.close()

@@ -308,3 +308,29 @@ def test_a_tailing_reader_misses_no_event(store_url, settings, clock):
     finally:
         for s in stores:
             s.close()
+
+
+def test_a_write_that_cannot_get_the_sqlite_lock_is_store_unavailable(tmp_path, settings):
+    """BEGIN IMMEDIATE goes through the driver; when another connection holds the
+    write lock past the busy timeout, the write is refused as ``store_unavailable``
+    and writes nothing, and the next write after the lock is let go goes through."""
+    import sqlite3
+    from dataclasses import replace
+
+    path = tmp_path / "locked.db"
+    store = open_store(f"sqlite:///{path}", settings=replace(settings, busy_timeout_ms=100))
+    api = Reminders(store, settings=store.settings)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError) as err:
+            api.create("blocked", session="s1", in_="1h")
+        assert err.value.code == "store_unavailable"
+        assert "locked" in err.value.message
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert api.list(session="s1") == []
+    api.create("after", session="s1", in_="1h")
+    assert [r.text for r in api.list(session="s1")] == ["after"]
+    store.close()
