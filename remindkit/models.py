@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ._compat import StrEnum
+from ._compat import StrEnum, quick_init
 from .clock import format_utc
 from .schedules import Schedule
 from .schedules.zones import get_zone
@@ -100,6 +100,7 @@ FALLBACK_POLICIES = tuple(FallbackPolicy)
 URGENCIES = tuple(Urgency)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Reminder:
     id: str
@@ -184,6 +185,7 @@ class Reminder:
         }
 
 
+@quick_init
 @dataclass(frozen=True)
 class Delivery:
     """Fires of a reminder that have fired but wait for their session: still the
@@ -205,6 +207,7 @@ class Delivery:
         }
 
 
+@quick_init
 @dataclass(frozen=True)
 class Occurrence:
     """One fire of a reminder: keyed by (reminder_id, due_at), the idempotency key."""
@@ -281,6 +284,7 @@ def occurrence_key(reminder_id: str, due_at: datetime) -> str:
     return f"{reminder_id}@{format_utc(due_at)}"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Fire:
     """What an engine fires: an occurrence together with its reminder's content."""
@@ -329,6 +333,7 @@ SESSION_ACTIVE, SESSION_CLOSED, SESSION_DELETED = (
 )
 
 
+@quick_init
 @dataclass(frozen=True)
 class Session:
     id: str
@@ -368,6 +373,7 @@ class Session:
         }
 
 
+@quick_init
 @dataclass(frozen=True)
 class PlannedFire:
     due_us: int
@@ -375,6 +381,7 @@ class PlannedFire:
     position: int
 
 
+@quick_init
 @dataclass(frozen=True)
 class Plan:
     """What claiming one due reminder does (computed by ``engine.plan.plan_fire``, a pure function)."""
@@ -387,6 +394,7 @@ class Plan:
     snoozed: bool = False
 
 
+@quick_init
 @dataclass(frozen=True)
 class Outcome:
     """The end (or the pause) of one claimed occurrence, written with its token."""
@@ -413,6 +421,7 @@ class Outcome:
 CHAT, FIRED_TURN, FEEDBACK, TOOL_RESULT = "chat", "fired", "feedback", "tool"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Message:
     """One message of a transcript that remindkit keeps (OpenAI chat roles).

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from ._compat import collector_paused
 from .audit import Event, EventKind, Surface, parse_surface
 from .checks import (
     check_announce,
@@ -514,6 +515,22 @@ class Reminders:
         import. Without ``trust_sessions`` a session's ``argv``, ``env``, ``cwd``,
         ``api_key_env``, ``base_url`` and ``extra`` are left out and it comes in
         disabled (listed in the result) until ``session add`` completes it."""
+        with collector_paused():  # 100,000 lines: no collection walks them all again and again
+            return self._import_report(
+                lines,
+                replace_existing=replace_existing,
+                trust_sessions=trust_sessions,
+                surface=surface,
+            )
+
+    def _import_report(
+        self,
+        lines: Iterable[str],
+        *,
+        replace_existing: bool,
+        trust_sessions: bool,
+        surface: Surface | str,
+    ) -> Imported:
         from .imports import check_reminder, check_session
 
         reminders: builtins.list[Reminder] = []

@@ -37,7 +37,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._compat import StrEnum
+from .._compat import StrEnum, quick_init
 from ..models import BusyPolicy, FallbackPolicy, Fire, Session, SessionState, WaitFor
 
 
@@ -52,6 +52,7 @@ class Action(StrEnum):
     DELIVERED = "delivered"  # the turn took them
 
 
+@quick_init
 @dataclass(frozen=True)
 class Target:
     """What the dispatcher knows of the session a group of fires goes to."""
@@ -65,6 +66,7 @@ class Target:
     breaker_after: int = 3  # failed turns in a row after which the fallback goes first
 
 
+@quick_init
 @dataclass(frozen=True)
 class Decision:
     action: Action
@@ -153,6 +155,7 @@ def route(fires: Sequence[Fire], target: Target) -> list[Decision]:
     return out
 
 
+@quick_init
 @dataclass(frozen=True)
 class TurnOutcome:
     """What a turn reported (``sessions.base.TurnResult``), with what delivery knows."""
@@ -185,6 +188,7 @@ class TurnOutcome:
         )
 
 
+@quick_init
 @dataclass(frozen=True)
 class TurnDecision:
     action: Action

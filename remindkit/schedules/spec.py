@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from .._compat import quick_init
 from ..clock import UTC, format_utc, parse_utc
 from ..errors import InvalidSchedule
 from .cron import compile_cron, next_cron_time
@@ -27,6 +28,7 @@ DAY = 86_400
 _json_str = json.encoder.encode_basestring_ascii  # a JSON string literal, as json.dumps writes it
 
 
+@quick_init
 @dataclass(frozen=True)
 class Schedule:
     kind: Kind

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from .._compat import quick_init
 from ..checks import MAX_SESSION_ID
 from ..models import Fire, Session
 
@@ -25,6 +26,7 @@ def fresh_session_id(parent: str, suffix: str) -> str:
     return parent[: MAX_SESSION_ID - len(tail)] + tail
 
 
+@quick_init
 @dataclass(frozen=True)
 class TurnResult:
     ok: bool

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -352,16 +351,12 @@ class Reminders(Role):
                 conn.execute(
                     insert(t.sessions), [_new_session_row(s, now) for s in sorted(implied)]
                 )
-            rows = [reminder_to_row(r) for r in reminders]
-            if rows:
-                # Plain executemany: the rows are validated domain values already, and
-                # SQLAlchemy's per-row parameter processing would halve the rate.
-                cols = list(rows[0])
-                mark = self.dialect.placeholder
-                sql = f"INSERT INTO reminders ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
-                values = operator.itemgetter(*cols)
-                for batch in chunks(rows, 5000):
-                    self.dialect.execute_many(conn, sql, [values(r) for r in batch])
+            rows = [reminder_values(r) for r in reminders]
+            # Plain executemany: the rows are validated domain values already, and
+            # SQLAlchemy's per-row parameter processing would halve the rate.
+            sql = _sql(_INSERT_REMINDER_SQL, self.dialect)
+            for batch in chunks(rows, 5000):
+                self.dialect.execute_many(conn, sql, batch)
             # The same few details over and over: each is made (and encoded) once.
             details: dict[tuple[str, bool], EventRow] = {}
             events: list[EventRow] = []

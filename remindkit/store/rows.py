@@ -78,38 +78,68 @@ def _reminder_of_mapping(m: Any) -> Reminder:
 
 
 def reminder_values(r: Reminder) -> tuple[Any, ...]:
-    """:func:`reminder_to_row`'s values in ``reminders`` column order
-    (:data:`REMINDER_COLUMNS`), for an ``INSERT`` through the driver."""
-    row = reminder_to_row(r)
-    return tuple(row[f] for f in _REMINDER_FIELDS)
+    """A reminder's ``reminders`` row as values in column order
+    (:data:`REMINDER_COLUMNS`), for an ``INSERT`` through the driver: every create
+    makes one, an import one per line (no dict in between)."""
+    s = r.schedule
+    return (
+        r.id,
+        r.session,
+        r.label,
+        r.text,
+        s.kind,
+        s.to_json(),
+        s.tz,
+        r.state,
+        None if r.next_fire_at is None else to_us(r.next_fire_at),
+        r.fired_count,
+        r.alarm,
+        r.announce,
+        r.urgency,
+        r.misfire,
+        r.catchup_cap,
+        r.on_busy,
+        r.last_error,
+        r.source,
+        r.slot,
+        r.snoozed,
+        None if r.created_at is None else to_us(r.created_at),
+        None if r.updated_at is None else to_us(r.updated_at),
+        r.version,
+    )
+
+
+_VALUE_ORDER = [
+    "id",
+    "session_id",
+    "label",
+    "text",
+    "kind",
+    "spec",
+    "tz",
+    "state",
+    "next_fire_at",
+    "fired_count",
+    "alarm",
+    "announce",
+    "urgency",
+    "misfire",
+    "catchup_cap",
+    "on_busy",
+    "last_error",
+    "source",
+    "slot",
+    "snoozed",
+    "created_at",
+    "updated_at",
+    "version",
+]
+if tuple(_VALUE_ORDER) != _REMINDER_FIELDS:  # reminder_values lists them by hand
+    raise RuntimeError("the reminders table's columns moved: reorder reminder_values")
 
 
 def reminder_to_row(r: Reminder) -> dict[str, Any]:
-    return {
-        "id": r.id,
-        "session_id": r.session,
-        "label": r.label,
-        "text": r.text,
-        "kind": r.schedule.kind,
-        "spec": r.schedule.to_json(),
-        "tz": r.schedule.tz,
-        "state": r.state,
-        "next_fire_at": _us(r.next_fire_at),
-        "fired_count": r.fired_count,
-        "alarm": r.alarm,
-        "announce": r.announce,
-        "urgency": r.urgency,
-        "misfire": r.misfire,
-        "catchup_cap": r.catchup_cap,
-        "on_busy": r.on_busy,
-        "last_error": r.last_error,
-        "source": r.source,
-        "slot": r.slot,
-        "snoozed": r.snoozed,
-        "created_at": _us(r.created_at),
-        "updated_at": _us(r.updated_at),
-        "version": r.version,
-    }
+    return dict(zip(_REMINDER_FIELDS, reminder_values(r), strict=True))
 
 
 def reminders_of_tuples(rows: Iterable[Sequence[Any]]) -> list[Reminder]:
