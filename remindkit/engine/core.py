@@ -59,6 +59,9 @@ QUIET_BEFORE = 0.003  # the store thread holds off this long before a fire ...
 QUIET_AFTER = 0.001  # ... until this long after it (the delivery thread runs then)
 MAX_HOLD = 0.02  # but never longer than this in a row
 TAKEOVER_RETRY = 1.0  # seconds before looking again at an expired lease whose owner was spared
+# seconds before claiming again after a claim found nothing although the store says a
+# reminder is due within the horizon: another engine holds those rows in its claim
+CONTENDED_RETRY = 0.1
 NEAR_FIRE_BATCH = 32  # reminders claimed at a time while a fire is within NEAR_FIRE
 NEAR_FIRE = 0.05  # seconds
 # seconds: how often the engine's set-up looks whether its first fires are out
@@ -124,6 +127,9 @@ class Engine:
         self._dirty_epoch = self.dispatcher.epoch()  # sessions cached before this are reloaded
         self._housekeeping_us = 0
         self._takeover_after_us = 0  # an expired lease was left to its live owner: not before this
+        self._contended_until_us = (
+            0  # due reminders were all in another engine's claim: not before this
+        )
         self._lease_keeper = (
             False  # the lease thread runs (run()); tick() alone renews in housekeeping
         )
@@ -187,7 +193,11 @@ class Engine:
                         leave_alerts=self.leave_alerts
                     )
                     self._known = True
-                if self._next_due_us is not None and self._next_due_us <= t + lookahead:
+                if (
+                    self._next_due_us is not None
+                    and self._next_due_us <= t + lookahead
+                    and t >= self._contended_until_us
+                ):
                     changed = True
                     self._claim(t)
                 if (
@@ -239,7 +249,7 @@ class Engine:
                 )
             candidates.append(at)
         if self._next_due_us is not None:
-            candidates.append(self._next_due_us - lookahead)
+            candidates.append(max(self._next_due_us - lookahead, self._contended_until_us))
         if self._next_lease_us is not None:
             candidates.append(max(self._next_lease_us + 1, self._takeover_after_us))
         return max(t, min(candidates))
@@ -260,6 +270,7 @@ class Engine:
         # batches about one look-ahead apart rather than one per fire.
         horizon = t + 2 * int(s.lookahead_s * 1e6) if horizon_us is None else horizon_us
         now = from_us(t)
+        claimed = 0
         while True:
             # While a claimed fire is near, claim in small batches: a batch's Python
             # work holds the GIL between its statements, and a fire waits for it.
@@ -273,6 +284,7 @@ class Engine:
                 plan=lambda r: guarded_plan(r, now, catchup_max=s.catchup_max),
                 leave_alerts=leave,
             )
+            claimed += n
             if fires:
                 failpoints.hit("after_claim_commit")
                 self.dispatcher.prefetch({f.session for f in fires})
@@ -286,6 +298,13 @@ class Engine:
             leave_alerts=self.leave_alerts
         )
         self._known = True
+        # Nothing claimed, yet something is due by the horizon: on PostgreSQL, rows
+        # another engine is claiming right now (skipped as locked, still unclaimed to
+        # a reader until it commits). Trying again at once, round after round, would
+        # scan those locked rows each time and take the CPU from the engine claiming
+        # them (4 engines, 10,000 due at once: about 40 empty claims each).
+        due_now = self._next_due_us is not None and self._next_due_us <= horizon
+        self._contended_until_us = t + int(CONTENDED_RETRY * 1e6) if not claimed and due_now else 0
 
     def _take_over(self, t: int) -> None:
         s = self.settings

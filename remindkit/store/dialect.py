@@ -149,13 +149,22 @@ class Dialect:
         self, table: Table, *, where: Sequence[Any], order_by: Any, limit: Any
     ) -> Select[Any]:
         """The first ``limit`` rows of ``table`` by ``order_by``. Where rows are locked:
-        those rows locked in id order (as every writer of them locks them), skipping
-        rows another engine holds, so engines never deadlock."""
+        the first ``limit`` that no other transaction holds, locked as they are found
+        (``FOR UPDATE SKIP LOCKED`` in the subquery: engines claiming at once each take
+        the next rows, not all the same first ``limit``, of which one engine would win
+        and the others get none), returned in id order, the order every writer of
+        them updates them in. Engines never deadlock: a skipping lock never waits."""
         first = select(table).where(*where).order_by(order_by).limit(limit)
         if not self.locks_rows:
             return first
         key = table.c.id
-        earliest = select(key).where(*where).order_by(order_by).limit(limit)
+        earliest = (
+            select(key)
+            .where(*where)
+            .order_by(order_by)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
         return (
             select(table)
             .where(key.in_(earliest.scalar_subquery()), *where)

@@ -310,3 +310,34 @@ def test_written_is_emitted_once_fires_and_outcomes_are_in_the_store(
     run_until(engine, clock, r.next_fire_at + timedelta(seconds=1))
     assert agent.turns and seen  # written after the fire ...
     assert seen[-1] == [("delivered", True)]  # ... and what it says is in the store when it says so
+
+
+def test_a_claim_that_finds_every_due_row_taken_waits_before_the_next(store, clock, engine, api):
+    """When a claim takes nothing although the store says a reminder is due (on
+    PostgreSQL: another engine's claim holds those rows), the next claim waits
+    CONTENDED_RETRY rather than coming at once, round after round."""
+    import remindkit.engine.core as core
+
+    api.create("due soon", session="s1", in_="10s")
+    calls = []
+    real = store.claims.claim_due
+
+    def taken_elsewhere(**kw):
+        calls.append(clock.now_us())
+        return [], 0
+
+    store.claims.claim_due = taken_elsewhere
+    try:
+        clock.advance(timedelta(seconds=10))
+        engine.tick()
+        engine.tick()
+        assert len(calls) == 1
+        clock.advance(timedelta(seconds=core.CONTENDED_RETRY))
+        engine.tick()
+        assert len(calls) == 2
+    finally:
+        store.claims.claim_due = real
+    engine.tick()  # the rows come free: the next claim after the pause takes them
+    clock.advance(timedelta(seconds=core.CONTENDED_RETRY))
+    engine.tick()
+    assert store.claims.next_due_us()[0] is None
