@@ -4,7 +4,7 @@
     .venv/bin/python bench/run.py --quick    # smaller sizes, shorter idle window
     .venv/bin/python bench/run.py --only spread,burst
 
-Each workload runs each side in a fresh process. The table prints each figure
+Each workload runs each side in a fresh process, after ``os.sync()``. The table prints each figure
 for both systems, the ratio (how many times better remindkit is; > 1 means
 ahead) and the target from the issue. Results are also written to
 bench/results/<time>.json. PostgreSQL rows need REMINDKIT_BENCH_PG (default
@@ -31,6 +31,9 @@ PG = os.environ.get("REMINDKIT_BENCH_PG", "postgresql+psycopg://postgres@127.0.0
 
 
 def side(script: str, *args: object, timeout: float = 900) -> dict:
+    # The pages the workload before left dirty are written first: a side's fsyncs
+    # (a create's commit) would otherwise wait behind their writeback.
+    os.sync()
     proc = subprocess.run(
         [PY, str(HERE / script), *map(str, args)], capture_output=True, text=True, timeout=timeout
     )

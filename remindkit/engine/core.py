@@ -66,7 +66,7 @@ NEAR_FIRE_BATCH = 32  # reminders claimed at a time while a fire is within NEAR_
 NEAR_FIRE = 0.05  # seconds
 # seconds: how often the engine's set-up looks whether its first fires are out
 HAND_OVER_POLL = 0.0002
-HAND_OVER_CHUNK = 256  # fires routed at a time when many come due at once
+HAND_OVER_CHUNK = 256  # fires of a burst routed first, before the rest (see _chunks_by_session)
 FLUSH_INTERVAL = 0.05  # seconds between outcome writes while deliveries stream in
 FLUSH_BUSY_MAX = 0.25  # ... and at most this long while turns are being handed over
 HINT_GAP = 0.02  # seconds: at most one re-read of the store per this, however many hints arrive
