@@ -94,6 +94,7 @@ def run_api(
     config = uvicorn.Config(
         app,
         http=http_parser(),
+        loop="auto",  # uvloop when installed (the api extra), else asyncio's own
         log_level="info" if verbose else "warning",
         access_log=verbose,
         timeout_graceful_shutdown=2,
