@@ -127,9 +127,7 @@ class Engine:
         self._dirty_epoch = self.dispatcher.epoch()  # sessions cached before this are reloaded
         self._housekeeping_us = 0
         self._takeover_after_us = 0  # an expired lease was left to its live owner: not before this
-        self._contended_until_us = (
-            0  # due reminders were all in another engine's claim: not before this
-        )
+        self._contended_until_us = 0  # every due row was in another engine's claim: not before
         self._lease_keeper = (
             False  # the lease thread runs (run()); tick() alone renews in housekeeping
         )

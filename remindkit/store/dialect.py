@@ -81,8 +81,9 @@ class Dialect:
         finally:
             cur.close()
 
-    def execute_many(self, conn: Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """``sql`` (written with :attr:`placeholder`) once per row through the driver's
+    def execute_many(self, conn: Connection, sql: str, rows: Sequence[Any]) -> None:
+        """``sql`` (written with :attr:`placeholder`, or the driver's named style
+        with ``rows`` of mappings) once per row through the driver's
         ``executemany``, in the caller's transaction; errors as :meth:`run` raises
         them. For inserts of rows that are plain values already (events, imports):
         ``exec_driver_sql`` costs ~20 us more a call, and a create makes one."""
@@ -125,16 +126,7 @@ class Dialect:
             params = [{**consts, **r} for r in rows]
         else:
             params = [tuple(r[n] if n in r else consts[n] for n in order) for r in rows]
-        cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        dbapi = conn.dialect.loaded_dbapi
-        try:
-            cur.executemany(sql, params)
-        except dbapi.IntegrityError as exc:
-            raise IntegrityError(sql, params[:1], exc) from exc
-        except dbapi.Error as exc:
-            raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
-        finally:
-            cur.close()
+        self.execute_many(conn, sql, params)
 
     def for_update(self, stmt: Any) -> Any:
         """``SELECT ... FOR UPDATE`` where rows are locked (SQLite holds the write lock)."""
