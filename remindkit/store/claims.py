@@ -521,11 +521,8 @@ class Claims(Role):
 
     def own_claims(self, *, owner: str) -> list[int]:
         """Ids of the occurrences this owner holds claimed."""
-        o = t.occurrences.c
         with self.read() as conn:
-            return [
-                r[0] for r in conn.execute(select(o.id).where(o.state == CLAIMED, o.owner == owner))
-            ]
+            return [r[0] for r in conn.execute(_OWN_CLAIMS, {"owner": owner})]
 
     def claim_waiting(
         self,
@@ -1056,6 +1053,7 @@ _MARK_FIRED = (
 _WAITING_SESSIONS = (
     select(t.occurrences.c.session_id).where(t.occurrences.c.state == WAITING).distinct()
 )
+_OWN_CLAIMS = select(_O.id).where(_O.state == CLAIMED, _O.owner == bindparam("owner"))
 _NEXT_LEASE = select(func.min(t.occurrences.c.lease_until)).where(t.occurrences.c.state == CLAIMED)
 
 

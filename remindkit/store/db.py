@@ -136,6 +136,12 @@ def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engin
     return engine
 
 
+def _driver_execute(conn: Connection, sql: str) -> None:
+    raw = conn.connection.driver_connection
+    assert raw is not None  # a checked-out connection
+    raw.execute(sql)
+
+
 def make_private_file(path: Path) -> None:
     """Create the database folder (0700) and file (0600) before SQLite does."""
     _make_private_folders(path.parent)
@@ -283,6 +289,8 @@ class Db:
         self.engine = engine
         self.settings = settings or Settings.from_env()
         self.dialect = Dialect.of(engine)
+        sync = self.settings.sqlite_synchronous
+        self.sync = sync if sync in ("FULL", "NORMAL", "EXTRA") else "FULL"  # as the engine's
         self.wake: Wake = wake if wake is not None else make_wake(engine)
         self._origin = threading.local()
 
@@ -301,12 +309,30 @@ class Db:
             self._origin.name = before
 
     @contextlib.contextmanager
-    def write(self, *, notify: bool = True) -> Iterator[Connection]:
-        """One write transaction; commits on success, hints engines afterwards."""
+    def write(self, *, notify: bool = True, durable: bool = True) -> Iterator[Connection]:
+        """One write transaction; commits on success, hints engines afterwards.
+        ``durable=False``: on SQLite, this commit is not synced to disk
+        (``synchronous=NORMAL`` for it: other processes see it at once, and the next
+        synced commit syncs it too; a power cut may lose it, never corrupt the
+        store). For an engine's heartbeat and lease renewals, which an idle engine
+        writes every few seconds and a power cut makes moot: their fsync was most of
+        an idle engine's CPU."""
+        relaxed = not durable and not self.dialect.locks_rows and self.sync != "NORMAL"
         try:
-            with self.engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
-                forget_deferred(conn)  # left by a transaction that rolled back
-                yield conn
+            with self.engine.connect().execution_options(**{WRITE: True}) as conn:
+                if relaxed:
+                    _driver_execute(conn, "PRAGMA synchronous=NORMAL")
+                try:
+                    with conn.begin():
+                        forget_deferred(conn)  # left by a transaction that rolled back
+                        yield conn
+                finally:
+                    if relaxed:
+                        try:
+                            _driver_execute(conn, f"PRAGMA synchronous={self.sync}")
+                        except Exception:  # never hand the pool a connection left unsynced
+                            conn.invalidate()
+                            raise
         except IntegrityError:
             raise
         except DBAPIError as exc:

@@ -23,8 +23,10 @@ class Role:
     def dialect(self) -> Dialect:
         return self.db.dialect
 
-    def write(self, *, notify: bool = True) -> contextlib.AbstractContextManager[Connection]:
-        return self.db.write(notify=notify)
+    def write(
+        self, *, notify: bool = True, durable: bool = True
+    ) -> contextlib.AbstractContextManager[Connection]:
+        return self.db.write(notify=notify, durable=durable)
 
     def read(self) -> contextlib.AbstractContextManager[Connection]:
         return self.db.read()

@@ -334,3 +334,31 @@ def test_a_write_that_cannot_get_the_sqlite_lock_is_store_unavailable(tmp_path, 
     api.create("after", session="s1", in_="1h")
     assert [r.text for r in api.list(session="s1")] == ["after"]
     store.close()
+
+
+def test_a_write_that_need_not_be_synced_leaves_its_connection_synced_after(tmp_path, settings):
+    """Db.write(durable=False) (an engine's heartbeat) commits with synchronous=NORMAL
+    on SQLite, visible to other connections at once; the pooled connection goes back
+    to the store's FULL, also when the transaction fails."""
+    import sqlite3
+
+    path = tmp_path / "sync.db"
+    store = open_store(f"sqlite:///{path}", settings=settings)
+    db = store.db
+    assert db.sync == "FULL"
+    seen: list[int] = []
+    with db.write(notify=False, durable=False) as conn:
+        seen.append(conn.connection.driver_connection.execute("PRAGMA synchronous").fetchone()[0])
+        conn.execute(text("INSERT INTO flags (name, value, updated_at) VALUES ('x', '1', 0)"))
+    with pytest.raises(RuntimeError), db.write(notify=False, durable=False):
+        raise RuntimeError("boom")
+    for _ in range(6):  # the pool hands the same connections out again: FULL (2)
+        with db.write(notify=False) as conn:
+            seen.append(
+                conn.connection.driver_connection.execute("PRAGMA synchronous").fetchone()[0]
+            )
+    assert seen[0] == 1 and set(seen[1:]) == {2}
+    other = sqlite3.connect(path)
+    assert other.execute("SELECT value FROM flags WHERE name = 'x'").fetchone() == ("1",)
+    other.close()
+    store.close()
