@@ -127,7 +127,7 @@ class Coordination(Role):
 
 
 # Built once: an idle engine runs these every few seconds, and a statement built anew
-# costs SQLAlchemy more than SQLite's work (an idle engine's CPU is mostly this).
+# costs SQLAlchemy more than SQLite's work.
 _LEASE_HOLDER = select(t.leases.c.holder, t.leases.c.priority).where(
     t.leases.c.name == bindparam("name"), t.leases.c.until >= bindparam("now")
 )

@@ -111,7 +111,7 @@ def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engin
         max_overflow=8,
         connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
     )
-    sync = synchronous if synchronous in ("FULL", "NORMAL", "EXTRA") else "FULL"
+    sync = sqlite_sync(synchronous)
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):
@@ -129,11 +129,17 @@ def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engin
         # statement execution costs more than the BEGIN (~20 us a create).
         sql = "BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE) else "BEGIN"
         try:
-            conn.connection.driver_connection.execute(sql)
+            _driver_execute(conn, sql)
         except sqlite3.Error as exc:  # "database is locked": as exec_driver_sql raised it
             raise DBAPIError.instance(sql, (), exc, sqlite3.Error) from exc
 
     return engine
+
+
+def sqlite_sync(level: str) -> str:
+    """The SQLite ``synchronous`` level a store runs at: the one asked for if SQLite
+    knows it, else FULL."""
+    return level if level in ("FULL", "NORMAL", "EXTRA") else "FULL"
 
 
 def _driver_execute(conn: Connection, sql: str) -> None:
@@ -289,8 +295,7 @@ class Db:
         self.engine = engine
         self.settings = settings or Settings.from_env()
         self.dialect = Dialect.of(engine)
-        sync = self.settings.sqlite_synchronous
-        self.sync = sync if sync in ("FULL", "NORMAL", "EXTRA") else "FULL"  # as the engine's
+        self.sync = sqlite_sync(self.settings.sqlite_synchronous)  # as its connections run
         self.wake: Wake = wake if wake is not None else make_wake(engine)
         self._origin = threading.local()
 

@@ -11,6 +11,7 @@ per statement.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
 from typing import Any, TypeVar
@@ -28,6 +29,23 @@ def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
     """``items`` in slices of at most ``size``."""
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+@contextlib.contextmanager
+def _driver_cursor(conn: Connection, sql: str, params: Any) -> Iterator[Any]:
+    """A driver cursor in the caller's transaction, closed after; a broken
+    constraint raises SQLAlchemy's ``IntegrityError`` (as ``conn.execute`` does),
+    any other driver error ``store_unavailable``."""
+    cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    dbapi = conn.dialect.loaded_dbapi
+    try:
+        yield cur
+    except dbapi.IntegrityError as exc:
+        raise IntegrityError(sql, params, exc) from exc
+    except dbapi.Error as exc:
+        raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
+    finally:
+        cur.close()
 
 
 class Dialect:
@@ -69,17 +87,9 @@ class Dialect:
         transaction; a constraint the statement breaks raises SQLAlchemy's
         ``IntegrityError``, as ``conn.execute`` does. For the statements every create
         runs, where SQLAlchemy's compiled execution costs more than SQLite's own work."""
-        cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        dbapi = conn.dialect.loaded_dbapi
-        try:
+        with _driver_cursor(conn, sql, params) as cur:
             cur.execute(sql, tuple(params))
             return list(cur.fetchall()) if cur.description is not None else []
-        except dbapi.IntegrityError as exc:
-            raise IntegrityError(sql, params, exc) from exc
-        except dbapi.Error as exc:
-            raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
-        finally:
-            cur.close()
 
     def execute_many(self, conn: Connection, sql: str, rows: Sequence[Any]) -> None:
         """``sql`` (written with :attr:`placeholder`, or the driver's named style
@@ -89,16 +99,8 @@ class Dialect:
         ``exec_driver_sql`` costs ~20 us more a call, and a create makes one."""
         if not rows:
             return
-        cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        dbapi = conn.dialect.loaded_dbapi
-        try:
+        with _driver_cursor(conn, sql, rows[:1]) as cur:
             cur.executemany(sql, rows)
-        except dbapi.IntegrityError as exc:
-            raise IntegrityError(sql, rows[:1], exc) from exc
-        except dbapi.Error as exc:
-            raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
-        finally:
-            cur.close()
 
     def run_many(self, conn: Connection, stmt: Any, rows: Sequence[Mapping[str, Any]]) -> None:
         """``conn.execute(stmt, rows)`` through the driver's ``executemany``, for a

@@ -159,7 +159,7 @@ class SocketWake:
 
     def _names(self) -> list[str]:
         """The folder's entries. Listed again only when its mtime moved (a stat costs
-        a fifth of a listing, and every write notifies), or when the folder changed
+        half a listing, and every write notifies), or when the folder changed
         within LISTING_SETTLE_NS of the listing: a timestamp is coarse (a clock
         tick), so a socket made in the same tick as the change before it would leave
         the mtime as it was."""
