@@ -58,8 +58,8 @@ class BusyPolicy(StrEnum):
 
 
 class FallbackPolicy(StrEnum):
-    """What a session does when its turn fails at once (seed 000): re-send once into a
-    fresh session, or not."""
+    """What a session does when its turn fails at once: re-send once into a fresh
+    session, or not."""
 
     FRESH = "fresh"
     NONE = "none"

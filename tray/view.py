@@ -1,6 +1,7 @@
 """What the tray shows, as a pure function of the store's state and ``now``.
 
-The tooltip reads like seed 003's status bar ``[CB:2 2:14]`` spelled out:
+The tooltip is a compact status bar (``[CB:2 2:14]``: two active, the next in
+2:14) spelled out:
 ``2 active · next: deploy in 4:59``; with everything paused,
 ``2 active · paused``; extras follow (`` · muted``, `` · 1 failed``). The
 menu lists live reminders soonest first with their countdown, and the last

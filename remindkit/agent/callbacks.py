@@ -1,4 +1,4 @@
-"""``set_callback`` (seed 003): timers an agent sets for itself, in 8 slots per
+"""``set_callback``: timers an agent sets for itself, in 8 slots per
 session, every 1-3600 s, ``repeat_count`` fires (default 20, -1 forever, 0 or 1
 once).
 
@@ -6,7 +6,7 @@ A callback is an ordinary reminder (``source="callback"``, ``slot`` N, label
 ``callback-N``, so the store's live-label index keeps a slot single) that
 repeats every ``delay_seconds`` and re-bases when its session is busy: a
 deadline that passes during a turn fires one full delay after the turn ends.
-Results are seed 003's texts::
+Results are plain text, like these::
 
     Callback scheduled: fires every 30s, repeats 40 times.
     Active callbacks (2/8):

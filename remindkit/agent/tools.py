@@ -1,11 +1,11 @@
 """Carrying out tool calls: :func:`handle_tool_call` for ``schedule_create``,
-``schedule_list``, ``schedule_delete`` (seed 002), ``set_callback`` (seed 003),
+``schedule_list``, ``schedule_delete``, ``set_callback``,
 ``schedule_pause``, ``schedule_resume`` and ``schedule_snooze``.
 
 A call sees and changes only its own session's reminders. A refusal is a
 result with a stable code, never an exception: the ``schedule_*`` tools answer
 JSON (``{"ok": true, ...}`` or ``{"ok": false, "error": {"code", "message"}}``),
-``set_callback`` answers seed 003's texts.
+``set_callback`` answers in plain text (``Callback scheduled: …``, ``Error: …``).
 
 >>> ctx = ToolContext(Reminders(store), "s1")                        # doctest: +SKIP
 >>> handle_tool_call(ctx, "schedule_create", {"prompt": "Stretch", "after": "25m"}).ok  # doctest: +SKIP

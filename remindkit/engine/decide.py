@@ -47,8 +47,8 @@ class Action(StrEnum):
     WAIT = "wait"  # record them waiting (``wait_for`` says for what)
     SKIP = "skip"  # record them skipped (policy skip)
     REBASE = "rebase"  # push the reminder one period past now; the fire is skipped (re-based)
-    FAIL = "fail"  # record the fire failed; with ``pause`` also pause its reminder (``last_error``, seed 004)
-    FALLBACK = "fallback"  # re-send once into a fresh session (seed 000)
+    FAIL = "fail"  # record the fire failed; with ``pause`` also pause its reminder (``last_error``)
+    FALLBACK = "fallback"  # re-send once into a fresh session
     DELIVERED = "delivered"  # the turn took them
 
 

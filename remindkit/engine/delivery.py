@@ -1,6 +1,6 @@
 """Delivery: from a fired occurrence to a turn in its session.
 
-Order on fire (DESIGN.md): the fired event is published, then the alarm and the
+Order on fire: the fired event is published, then the alarm and the
 announcement play (when the reminder asks and this engine alerts), then the
 ``<schedule-fired>`` message is delivered. Delivery never interrupts a turn:
 
@@ -9,13 +9,13 @@ announcement play (when the reminder asks and this engine alerts), then the
 * a session that is busy (a turn runs through remindkit, or an external agent
   marked it busy) keeps the occurrence ``waiting``, or skips it, or re-bases
   it, per the reminder's ``on_busy`` policy; waiting ones for one session go
-  out together in its next idle turn, ordered by due time. Re-base (seed 003):
+  out together in its next idle turn, ordered by due time. Re-base:
   when the session is idle again, a repeating reminder whose occurrence came
   due during the turn is pushed forward by one full period from then; the
   occurrence is recorded ``skipped`` (re-based) and does not count as a fire;
 * a session this process cannot reach (no adapter, or a python session
   registered elsewhere) keeps it ``waiting`` until one that can picks it up;
-* fallbacks (seed 000): a turn that fails at once (the session cannot be
+* fallbacks: a turn that fails at once (the session cannot be
   resumed) is re-sent once into a fresh session of the same adapter, linked to
   the old one by ``parent_id`` (and reused by later fires of that session); if
   that fails too, the occurrence is ``failed`` with both reasons and a
@@ -566,8 +566,8 @@ class Dispatcher:
             raise AssertionError(f"unexpected routing decision {act}")
 
     def _rebase(self, fires: Sequence[Fire], note: str) -> None:
-        """Seed 003: the session is idle again; each re-based reminder fires next one
-        full period from now, at the position of the fire that came due during the
+        """The session is idle again: each re-based reminder fires next one full
+        period from now, at the position of the fire that came due during the
         turn (which is recorded skipped, not fired); its claims made ahead of time
         are cancelled in the same transaction."""
         now = self.clock.now()
@@ -737,8 +737,8 @@ class Dispatcher:
         fallback_first: bool,
     ) -> tuple[TurnResult, str, bool]:
         """Run the turn; when it fails at once, re-send once into a fresh session
-        (seed 000) if the session's fallback policy allows and a fresh session
-        would really differ. A session whose breaker is open (it failed
+        if the session's fallback policy allows and a fresh session would really
+        differ. A session whose breaker is open (it failed
         ``breaker_after`` turns in a row) is tried after its fallback, not before.
         Returns (result, the session that took it, whether a fallback was tried)."""
         distinct = _fallback_distinct(target)
@@ -947,7 +947,7 @@ def _fallback_distinct(sess: Session) -> bool:
 
 
 def rebased(rem: Reminder, now: datetime, position: int) -> Reminder | None:
-    """Seed 003's re-base of ``rem`` at ``now``: its next fire is one full period
+    """The re-base of ``rem`` at ``now``: its next fire is one full period
     from now (the anchor moves with it) at ``position``, the place of the fire
     that came due while its session was busy."""
     if rem.state not in (ACTIVE, DONE) or not rem.schedule.every_s:

@@ -1,6 +1,6 @@
 """What claiming a due reminder does: pure functions of the reminder and ``now``.
 
-Missed while no engine ran (DESIGN.md): an overdue one-shot fires once; a
+Missed while no engine ran: an overdue one-shot fires once; a
 repeating reminder follows its ``misfire`` policy:
 
 * ``latest`` (default): fire the latest missed occurrence once; the record

@@ -84,7 +84,7 @@ def tool_result(result: ToolResult) -> types.CallToolResult:
     """A handle_tool_call result as MCP: structuredContent and its JSON as text."""
     if result.data is not None and "ok" in result.data:
         data = dict(result.data)
-    else:  # set_callback answers in seed 003's words
+    else:  # set_callback answers in plain text
         data = {"ok": result.ok, "text": result.content}
         if result.data and isinstance(result.data.get("slot"), int):
             data["slot"] = result.data["slot"]

@@ -1,7 +1,7 @@
 """Alerts in the browser: the kernel engine's alerter.
 
 When no tray holds the alerter lease, the engine in the kernel is the one that
-alerts (DESIGN.md, "Alerts and UIs"). Its :class:`BrowserAlerter` hands each
+alerts. Its :class:`BrowserAlerter` hands each
 alert to the panels shown in this kernel; their browser side shows a banner,
 plays the alarm through an ``<audio>`` element and speaks ``announce`` with the
 speech synthesis API. While the tray holds the lease the engine leaves

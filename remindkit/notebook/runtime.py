@@ -33,7 +33,7 @@ from .hub import Hub
 
 log = logging.getLogger(__name__)
 NOTEBOOK_ALERT_PRIORITY = 5
-TRAY_ALERT_PRIORITY = 10  # the tray app's priority (DESIGN.md: the preferred alerter)
+TRAY_ALERT_PRIORITY = 10  # the tray app's priority: it is the preferred alerter
 
 
 class KernelRuntime:

@@ -7,8 +7,8 @@ model server or network.
 * :class:`ScriptedAssistant` understands three sentences: ``Remind me in 10
   seconds to stretch``, ``Every 30 seconds remind me to drink water`` and
   ``Cancel stretch``. A reminder's label is the last word of what to do.
-* :class:`ScriptedPoller` is seed 003's recipe: asked to watch something, it
-  sets a callback (the ``set_callback`` tool) and on each fire calls your
+* :class:`ScriptedPoller` is an agent that polls: asked to watch something,
+  it sets a callback (the ``set_callback`` tool) and on each fire calls your
   ``check()``; when ``until(status)`` holds, it cancels its own callback and
   reports.
 """
@@ -110,8 +110,9 @@ def _schedule_tag(label: str, what: str, **when: str) -> str:
 
 class ScriptedPoller:
     """A scripted local model that polls until a condition holds, then cancels
-    itself (seed 003: "Check the deploy status; if it succeeded or failed, cancel
-    this callback and report; otherwise say nothing new").
+    itself, like an agent whose callback says "Check the deploy status; if it
+    succeeded or failed, cancel this callback and report; otherwise say nothing
+    new".
 
     ``check()`` looks at the thing (returns a status), ``until(status)`` says when
     to stop. Any typed message starts the watch with ``set_callback`` every

@@ -7,8 +7,7 @@ twins of that countdown (:func:`seconds_left`, :func:`format_left`) are what the
 tests check and what a text view would print.
 
 A fired turn never shows its ``<schedule-fired>`` block: it becomes one short
-marker line, ``⏰ check back fired 14:05``, followed by the agent's reply
-(seed 000's hidden system messages).
+marker line, ``⏰ check back fired 14:05``, followed by the agent's reply.
 """
 
 from __future__ import annotations

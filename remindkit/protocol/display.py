@@ -4,7 +4,7 @@
   tags from an agent reply (tags inside code stay: they are text);
 * :func:`strip_user_display_tags` removes the ``<schedule-fired>`` and
   ``<schedule-feedback>`` blocks that remindkit adds to user-role messages; a
-  message that is empty afterwards is hidden (seed 000's ``stripUserDisplayTags``);
+  message that is empty afterwards is hidden;
 * :func:`fired_marker` is the short line UIs show in place of a fired turn;
 * :func:`transcript_view` is what a person sees of a whole transcript.
 

@@ -4,8 +4,7 @@ One user-role message per delivery, one block per occurrence, ordered by due
 time. Dynamic values are escaped so that reminder text can neither close the
 block nor open a tag: attribute values are XML-escaped, and the text is JSON
 with ``<``, ``>``, ``&``, DEL, C1 controls and U+2028/2029 as ``\\uXXXX``. The
-model is told the text is untrusted reminder content, not a new instruction
-(the framing of seed 002).
+model is told the text is untrusted reminder content, not a new instruction.
 
 Example::
 

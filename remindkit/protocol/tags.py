@@ -1,4 +1,4 @@
-"""``<schedule>`` and ``<cancel-schedule>`` tags in an agent reply (seed 000).
+"""``<schedule>`` and ``<cancel-schedule>`` tags in an agent reply.
 
 ::
 

@@ -1,6 +1,6 @@
 """The reminder tools an agent can call, as data: ``schedule_create``,
-``schedule_list``, ``schedule_delete`` (seed 002), ``set_callback`` (seed 003),
-and ``schedule_pause``, ``schedule_resume``, ``schedule_snooze``.
+``schedule_list``, ``schedule_delete``, ``set_callback``, ``schedule_pause``,
+``schedule_resume`` and ``schedule_snooze``.
 
 One definition, three exports (and the MCP server's tool list)::
 
@@ -258,7 +258,10 @@ _OUTPUTS = {
     "schedule_list": _result(reminders={"type": "array", "items": _REMINDER}),
     "schedule_delete": _result(deleted={"type": "string"}, reminder=_REMINDER),
     "set_callback": _result(
-        text={"type": "string", "description": "the answer, as seed 003 words it"},
+        text={
+            "type": "string",
+            "description": "the answer in plain text, e.g. 'Callback scheduled: fires every 30s, repeats 40 times.'",
+        },
         slot={"type": "integer"},
     ),
     "schedule_pause": _result(reminder=_REMINDER),

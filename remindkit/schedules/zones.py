@@ -1,6 +1,6 @@
 """Time zones and local wall times.
 
-Rules (DESIGN.md): a local time inside a DST gap is an error when the user
+Rules: a local time inside a DST gap is an error when the user
 typed it (``nonexistent_local_time``); when a repeating rule produces it, it
 fires once when the gap ends, as Vixie cron does. An ambiguous (repeated) wall
 time always means its earlier instant.

@@ -148,7 +148,7 @@ _SETTLE_LOCK, _SETTLE, _SETTLE_LOCKED = _settle_statements()
 def pause_failed(
     conn: Connection, failed: Sequence[tuple[int, str | None]], now_us: int | None
 ) -> None:
-    """After the final failure of a fire (seed 004), its reminder is paused with
+    """After the final failure of a fire, its reminder is paused with
     ``last_error`` (``resume`` clears it); a one-shot, which has nothing left to
     fire, ends ``failed``."""
     o, c = t.occurrences.c, t.reminders.c
@@ -616,11 +616,12 @@ class Claims(Role):
         push: Callable[[Reminder, int], Reminder | None],
         note: str,
     ) -> tuple[list[int], list[int]]:
-        """Seed 003's re-base, in one transaction: each reminder of ``fires`` is
-        pushed (``push(reminder, first position)``, a pure function), its fires
-        that came due during the turn are recorded ``skipped`` (re-based), and
-        its claimed occurrences that have not fired yet are cancelled (they would
-        repeat a position). Returns (stale occurrence ids, cancelled ones)."""
+        """The re-base of a busy session's repeating reminders, in one transaction:
+        each reminder of ``fires`` is pushed (``push(reminder, first position)``, a
+        pure function), its fires that came due during the turn are recorded
+        ``skipped`` (re-based), and its claimed occurrences that have not fired yet
+        are cancelled (they would repeat a position). Returns (stale occurrence ids,
+        cancelled ones)."""
         c, o = t.reminders.c, t.occurrences.c
         first: dict[str, int] = {}
         for f in fires:

@@ -582,7 +582,8 @@ class Reminders(Role):
         waiting ones, and claimed ones that are not due yet. A claimed one whose due
         time has come is firing (its engine records ``fired_at`` with its next batch),
         so it is left to finish: a turn that cancels the reminder it was fired by
-        (seed 003's recipe) keeps that fire recorded as delivered."""
+        (an agent stopping its own polling callback) keeps that fire recorded as
+        delivered."""
         o = t.occurrences.c
         for chunk in chunks(list(reminder_ids)):
             conn.execute(

@@ -1,5 +1,5 @@
-"""Tool calls: results, stable error codes, seed 003's texts, and that a call
-sees only its own session. Runs over SQLite and PostgreSQL."""
+"""Tool calls: results, stable error codes, set_callback's plain-text answers, and
+that a call sees only its own session. Runs over SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_unknown_tool(api: Reminders) -> None:
     assert call(api, "rm_rf", {})["error"]["code"] == "unknown_tool"
 
 
-# -- set_callback (seed 003) -----------------------------------------------------------------------
+# -- set_callback ----------------------------------------------------------------------------------
 
 DEPLOY = "Check the deploy job; report success or failure, then re-arm if still running."
 

@@ -92,8 +92,9 @@ def test_the_tray_takes_alerting_over_from_the_kernel(
 def test_an_agent_cancelling_its_own_callback_keeps_an_honest_record(
     runtime: KernelRuntime, clock: FakeClock
 ) -> None:
-    """Seed 003's recipe: the fired turn that sees the build green cancels the
-    callback it came from. That fire was delivered, and the history says so."""
+    """An agent polling with a callback: the fired turn that sees the build green
+    cancels the callback it came from. That fire was delivered, and the history
+    says so."""
     from remindkit.agent.chat import ChatSession
     from remindkit.notebook import ScriptedPoller
 
