@@ -5,7 +5,9 @@
 
 1. create: one keep-alive connection posting reminders one after another, beside
    ``Reminders.create`` in this process on a store of its own (target >= 1,500/s
-   over HTTP);
+   over HTTP), and beside the floor under it: the same requests to a FastAPI route on
+   the same uvicorn set-up that validates the body and answers, doing nothing else
+   (``bench/api_floor.py``);
 2. list of 200: ``GET …/reminders`` of a session with 200 live reminders (the
    body parsed as JSON), beside ``Reminders.list`` (target <= 5 ms).
 
@@ -75,6 +77,24 @@ def start_server(db: str, home: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("remindkit api did not start")
 
 
+def start_floor(home: Path) -> tuple[subprocess.Popen[bytes], str]:
+    log = home / "floor.log"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "api_floor.py")],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        m = re.search(r"listening on (http://\S+)", log.read_text())
+        if m:
+            return proc, m.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(log.read_text())
+        time.sleep(0.05)
+    raise RuntimeError("bench/api_floor.py did not start")
+
+
 CLIENT = "http.client, one keep-alive connection"
 
 
@@ -109,20 +129,26 @@ class Connection:
         self.conn.close()
 
 
-def bench_create(url: str, api: Reminders, n: int) -> dict:
+def post_rate(url: str, n: int) -> float:
+    """Creates per second, one after another on one keep-alive connection."""
     with Connection(url) as http:
         path = "/v1/projects/default/sessions/bench/reminders"
         http.post(path, {"prompt": "warm", "in": "1h"})
         t0 = time.perf_counter()
         for i in range(n):
             http.post(path, {"prompt": f"reminder {i}", "in": "1h"})
-        http_rate = n / (time.perf_counter() - t0)
+        return n / (time.perf_counter() - t0)
+
+
+def bench_create(url: str, floor_url: str, api: Reminders, n: int) -> dict:
+    http_rate = post_rate(url, n)
+    floor_rate = post_rate(floor_url, n)
     api.create("warm", session="bench", in_="1h")
     t0 = time.perf_counter()
     for i in range(n):
         api.create(f"reminder {i}", session="bench", in_="1h")
     local_rate = n / (time.perf_counter() - t0)
-    return {"http_per_s": http_rate, "in_process_per_s": local_rate}
+    return {"http_per_s": http_rate, "in_process_per_s": local_rate, "floor_per_s": floor_rate}
 
 
 def bench_list(url: str, api: Reminders, rounds: int) -> dict:
@@ -239,21 +265,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         proc, url = start_server(f"sqlite:///{home / 'api.db'}", home)
+        floor, floor_url = start_floor(home)
         settings = Settings.from_env(env=UNLIMITED, home=home / "local")
         store = open_store(f"sqlite:///{home / 'local.db'}", settings=settings)
         api = Reminders(store, settings=settings)
         try:
-            create = bench_create(url, api, n)
+            create = bench_create(url, floor_url, api, n)
             listing = bench_list(url, api, rounds)
             events = asyncio.run(bench_events(url, clients, fires))
         finally:
             store.close()
-            proc.terminate()
-            proc.wait(30)
+            for p in (proc, floor):
+                p.terminate()
+                p.wait(30)
     print(f"HTTP client for create and list: {CLIENT}")
     print(f"{'workload':34} {'HTTP API':>12} {'in-process':>12}  target")
     print(
         f"{'create, one connection (/s)':34} {create['http_per_s']:12.0f} {create['in_process_per_s']:12.0f}  >= 1500/s"
+        f" (the stack's floor, an empty FastAPI route: {create['floor_per_s']:.0f}/s)"
     )
     print(
         f"{'list of 200, median (ms)':34} {listing['http_median_ms']:12.2f} {listing['in_process_median_ms']:12.2f}"
