@@ -1,0 +1,51 @@
+"""A server holds at most STREAMS_MAX event streams: the next is refused with
+``too_many_streams`` (409) before it starts, and a closed stream makes room."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from remindkit.api import events as api_events
+from remindkit.api.app import status_of
+from remindkit.errors import LimitExceeded
+from remindkit.settings import Settings
+from remindkit.store import open_store
+
+
+def test_streams_past_the_bound_are_refused_and_closing_one_makes_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(api_events, "STREAMS_MAX", 2)
+    settings = Settings.from_env(env={}, home=tmp_path, tz="UTC")
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}", settings=settings)
+    feed = api_events.EventFeed(store)
+
+    async def run() -> None:
+        gens = [feed.stream(("default", None), None) for _ in range(2)]
+        first = [asyncio.ensure_future(g.__anext__()) for g in gens]
+        while feed.open_streams() < 2:  # each registers when it starts
+            await asyncio.sleep(0.01)
+        with pytest.raises(LimitExceeded) as full:
+            feed.check_room()
+        assert full.value.code == "too_many_streams" and status_of(full.value) == 409
+        extra = feed.stream(("default", None), None)
+        with pytest.raises(LimitExceeded):
+            await extra.__anext__()  # one that got past the check is refused as well
+        first[0].cancel()
+        await asyncio.gather(first[0], return_exceptions=True)
+        await gens[0].aclose()
+        while feed.open_streams() > 1:
+            await asyncio.sleep(0.01)
+        feed.check_room()  # room again
+        first[1].cancel()
+        await asyncio.gather(first[1], return_exceptions=True)
+        await gens[1].aclose()
+
+    try:
+        asyncio.run(asyncio.wait_for(run(), 60))
+        assert feed.open_streams() == 0
+    finally:
+        store.close()
