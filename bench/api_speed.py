@@ -59,13 +59,21 @@ UNLIMITED = {
 
 def start_server(db: str, home: Path) -> tuple[subprocess.Popen[bytes], str]:
     env = dict(os.environ, REMINDKIT_HOME=str(home), PYTHONPATH=str(ROOT), **UNLIMITED)
-    log = home / "api.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "remindkit", "api", "--db", db, "--port", "0", "--no-alerts"],
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        env=env,
+    argv = [sys.executable, "-m", "remindkit", "api", "--db", db, "--port", "0", "--no-alerts"]
+    return start_listening(argv, home / "api.log", env)
+
+
+def start_floor(home: Path) -> tuple[subprocess.Popen[bytes], str]:
+    return start_listening(
+        [sys.executable, str(ROOT / "bench" / "api_floor.py")], home / "floor.log"
     )
+
+
+def start_listening(
+    argv: list[str], log: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``argv`` and return it with the URL it prints ("listening on URL")."""
+    proc = subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         m = re.search(r"listening on (http://\S+)", log.read_text())
@@ -74,25 +82,8 @@ def start_server(db: str, home: Path) -> tuple[subprocess.Popen[bytes], str]:
         if proc.poll() is not None:
             raise RuntimeError(log.read_text())
         time.sleep(0.05)
-    raise RuntimeError("remindkit api did not start")
-
-
-def start_floor(home: Path) -> tuple[subprocess.Popen[bytes], str]:
-    log = home / "floor.log"
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "api_floor.py")],
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        m = re.search(r"listening on (http://\S+)", log.read_text())
-        if m:
-            return proc, m.group(1)
-        if proc.poll() is not None:
-            raise RuntimeError(log.read_text())
-        time.sleep(0.05)
-    raise RuntimeError("bench/api_floor.py did not start")
+    proc.kill()
+    raise RuntimeError(f"{' '.join(argv[1:3])} did not start (see {log})")
 
 
 CLIENT = "http.client, one keep-alive connection"
@@ -265,7 +256,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         proc, url = start_server(f"sqlite:///{home / 'api.db'}", home)
-        floor, floor_url = start_floor(home)
+        try:
+            floor, floor_url = start_floor(home)
+        except BaseException:
+            proc.terminate()
+            raise
         settings = Settings.from_env(env=UNLIMITED, home=home / "local")
         store = open_store(f"sqlite:///{home / 'local.db'}", settings=settings)
         api = Reminders(store, settings=settings)
