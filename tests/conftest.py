@@ -139,7 +139,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
-    """Print the table of fault scenarios run: occurrences, lost, duplicates, lateness."""
+    """Print the table of fault scenarios run: occurrences, lost, duplicates, lateness,
+    and PostgreSQL's deadlocks where a scenario counted them."""
     if not RELIABILITY_REPORT.exists():
         return
     import json
@@ -154,12 +155,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # ty
         tr.section("reliability report")
         width = max(len(r["scenario"]) for r in rows)
         tr.write_line(
-            f"{'scenario'.ljust(width)}  occurrences   lost  duplicates  max lateness (ms)"
+            f"{'scenario'.ljust(width)}  occurrences   lost  duplicates  max lateness (ms)  deadlocks"
         )
         for r in rows:
+            dl = r.get("deadlocks")
             tr.write_line(
                 f"{r['scenario'].ljust(width)}  {r['occurrences']:>11}  {r['lost']:>5}  {r['duplicates']:>10}"
-                f"  {r['max_late_ms']:>17.1f}"
+                f"  {r['max_late_ms']:>17.1f}  {'-' if dl is None else dl:>9}"
             )
         tr.write_line(
             "duplicates: repeats of a turn cut short by SIGKILL/SIGSTOP (at-least-once), each under its own key"

@@ -814,7 +814,13 @@ class Claims(Role):
         turns (an engine renews the turns it is running, never one whose release
         failed, which must be left to expire)."""
         with self.write(notify=False) as conn:
-            return renew_leases(conn, owner=owner, until_us=until_us, turn_tokens=turn_tokens)
+            return renew_leases(
+                conn,
+                owner=owner,
+                until_us=until_us,
+                turn_tokens=turn_tokens,
+                locks_rows=self.dialect.locks_rows,
+            )
 
     # -- what to wait for ----------------------------------------------------------------
 

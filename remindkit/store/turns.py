@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, or_, update
+from sqlalchemy import Connection, or_, select, update
 
 from ..clock import Clock, now_us
 from ..models import CLAIMED
@@ -30,15 +30,34 @@ log = logging.getLogger(__name__)
 
 
 def renew_leases(
-    conn: Connection, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None
+    conn: Connection,
+    *,
+    owner: str,
+    until_us: int,
+    turn_tokens: Iterable[str] | None,
+    locks_rows: bool = False,
 ) -> int:
-    """Extend the owner's claims and session turns (see :meth:`Claims.renew_leases`)."""
+    """Extend the owner's claims and session turns (see :meth:`Claims.renew_leases`).
+    ``locks_rows`` (PostgreSQL): the claims are locked in id order first, and a claim
+    another transaction holds is left out (``SKIP LOCKED``): that is this engine's
+    outcome flush finishing it, or another engine taking over one that lapsed.
+    Updated in the order of the scan and waiting for each, they deadlocked with the
+    outcome flush, which holds some of them and waits for the next; and a renewal
+    waiting behind flushes let other claims lapse. A claim left out is renewed by the
+    next renewal, a quarter lease later."""
     o, s = t.occurrences.c, t.sessions.c
-    res = conn.execute(
-        update(t.occurrences)
-        .where(o.owner == owner, o.state == CLAIMED)
-        .values(lease_until=until_us)
-    )
+    mine = (o.owner == owner, o.state == CLAIMED)
+    stmt = update(t.occurrences)
+    if locks_rows:
+        held = t.occurrences.alias("held")
+        in_order = (
+            select(held.c.id)
+            .where(held.c.owner == owner, held.c.state == CLAIMED)
+            .order_by(held.c.id)
+            .with_for_update(skip_locked=True)
+        )
+        stmt = stmt.where(o.id.in_(in_order))
+    res = conn.execute(stmt.where(*mine).values(lease_until=until_us))
     tokens = None if turn_tokens is None else list(turn_tokens)
     if tokens is None or tokens:
         turns = update(t.sessions).where(s.turn_owner == owner)
@@ -101,7 +120,13 @@ class Turns(Role):
     ) -> int:
         """Extend the owner's claims and session turns (``turn_tokens``: only those turns)."""
         with self.write(notify=False) as conn:
-            return renew_leases(conn, owner=owner, until_us=until_us, turn_tokens=turn_tokens)
+            return renew_leases(
+                conn,
+                owner=owner,
+                until_us=until_us,
+                turn_tokens=turn_tokens,
+                locks_rows=self.dialect.locks_rows,
+            )
 
 
 class TurnLease:

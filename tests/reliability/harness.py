@@ -191,9 +191,30 @@ class Cluster:
         self.api.import_(lines)
         return keys
 
-    def close(self) -> None:
+    def deadlocks(self) -> int | None:
+        """The deadlocks PostgreSQL has detected in this database so far (all sessions,
+        ``pg_stat_database``); None on SQLite."""
+        if not self.url.startswith("postgresql"):
+            return None
+        import psycopg
+        from sqlalchemy.engine import make_url
+
+        raw = make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(raw, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def stop_engines(self) -> None:
+        """Stop every engine. A PostgreSQL backend's statistics (its deadlocks among them)
+        are written when its session ends, so :meth:`deadlocks` counts theirs after this."""
         for e in self.engines:
             e.stop()
+
+    def close(self) -> None:
+        self.stop_engines()
         self.store.close()
 
 

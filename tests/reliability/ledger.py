@@ -73,6 +73,7 @@ class Verdict:
     duplicates: int
     max_late_ms: float
     repeats_from: set[int] = field(default_factory=set)
+    deadlocks: int | None = None  # PostgreSQL's count over the scenario; None: not counted
 
     def record(self) -> None:
         REPORT.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +86,7 @@ class Verdict:
                         "lost": self.lost,
                         "duplicates": self.duplicates,
                         "max_late_ms": round(self.max_late_ms, 1),
+                        "deadlocks": self.deadlocks,
                     }
                 )
                 + "\n"
@@ -135,10 +137,18 @@ class Ledger:
             )
         return not missing
 
-    def verdict(self, scenario: str, expected: set[str], *, killed: Iterable[int] = ()) -> Verdict:
+    def verdict(
+        self,
+        scenario: str,
+        expected: set[str],
+        *,
+        killed: Iterable[int] = (),
+        deadlocks: int | None = None,
+    ) -> Verdict:
         """Check and record: every expected key delivered; a key delivered more than
         once only if one of its deliveries was by a killed (or frozen) engine:
-        at-least-once across a crash, and then always under the same key."""
+        at-least-once across a crash, and then always under the same key. With
+        ``deadlocks`` (PostgreSQL's count over the scenario): none."""
         killed = set(killed)
         first: dict[str, tuple[int, float, int]] = {}
         by: dict[str, set[int]] = {}
@@ -167,10 +177,12 @@ class Ledger:
             sum(count[k] - 1 for k in repeats),
             max(late) if late else 0.0,
             {first[k][0] for k in repeats},
+            deadlocks,
         )
         v.record()
         assert not lost, f"{scenario}: {len(lost)} occurrence(s) lost, e.g. {sorted(lost)[:3]}"
         assert not bad, (
             f"{scenario}: {len(bad)} delivered twice without a crash, e.g. {sorted(bad)[:3]}"
         )
+        assert not deadlocks, f"{scenario}: PostgreSQL detected {deadlocks} deadlock(s)"
         return v

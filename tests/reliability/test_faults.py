@@ -21,27 +21,48 @@ def backend(url: str) -> str:
     return "sqlite" if url.startswith("sqlite") else "postgres"
 
 
+def deadlocks_since(c, before: int | None) -> int | None:  # type: ignore[no-untyped-def]
+    """PostgreSQL's deadlocks since ``before``, the engines stopped first (a backend's
+    count is written when its session ends); None on SQLite."""
+    if before is None:
+        return None
+    c.stop_engines()
+    after = c.deadlocks()
+    assert after is not None
+    return after - before
+
+
 def test_burst_10k_four_engines(any_url, cluster_factory):  # noqa: F811
     c = cluster_factory(any_url)
+    before = c.deadlocks()
     c.start(4)
     due = now_us() + 4_000_000
     expected = c.load([due] * 10_000, sessions=100)
     ledger = Ledger(c.ledger_path)
     assert ledger.wait_for(expected, 60)
-    v = ledger.verdict(f"10,000 due at once, 4 engines, {backend(any_url)}", expected)
+    v = ledger.verdict(
+        f"10,000 due at once, 4 engines, {backend(any_url)}",
+        expected,
+        deadlocks=deadlocks_since(c, before),
+    )
     assert v.duplicates == 0
 
 
 @pytest.mark.parametrize("engines", [3])
 def test_steady_500_per_second_for_a_minute(any_url, cluster_factory, engines):  # noqa: F811
     c = cluster_factory(any_url)
+    before = c.deadlocks()
     c.start(engines)
     start = now_us() + 5_000_000
     n = 30_000
     expected = c.load([start + i * 2_000 for i in range(n)], sessions=50)  # one every 2 ms
     ledger = Ledger(c.ledger_path)
     assert ledger.wait_for(expected, 60 + 60)
-    v = ledger.verdict(f"500/s for 60 s, {engines} engines, {backend(any_url)}", expected)
+    v = ledger.verdict(
+        f"500/s for 60 s, {engines} engines, {backend(any_url)}",
+        expected,
+        deadlocks=deadlocks_since(c, before),
+    )
     assert v.duplicates == 0
 
 
