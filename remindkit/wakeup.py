@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from .clock import Clock, now_us
+from .store.wake import parse_hint
 
 if TYPE_CHECKING:
     from .store.wake import Listener, Wake
@@ -58,6 +59,7 @@ class Waiter:
         self._listener: Listener | None = None
         self._ignore: str | None = None
         self._hint_at = 0.0  # monotonic time of the last hint reported
+        self.added_due_us: int | None = None  # see wait()
         self._closed = False
 
     # -- waking it -----------------------------------------------------------------------
@@ -136,7 +138,10 @@ class Waiter:
 
     def wait(self, timeout: float) -> bool:
         """Sleep up to ``timeout`` seconds, less when poked or hinted (hints are read
-        even with no time left). Returns whether another process hinted a change."""
+        even with no time left). Returns whether another process hinted a change;
+        then :attr:`added_due_us` is set when all it did was add reminders: the
+        earliest of their first fires (else None)."""
+        self.added_due_us = None
         sel = self._sel
         if sel is None:
             if timeout <= 0:
@@ -146,21 +151,31 @@ class Waiter:
                 self.drain()
             return False
         hinted = False
+        anything = False  # a hint of another's write that may have changed anything
         for key, _mask in sel.select(max(0.0, timeout)):
             if key.data == "poke":
                 self.drain()
                 continue
             try:
                 assert self._listener is not None
-                origins = self._listener.drain()
+                payloads = self._listener.drain()
             except Exception:  # a dropped PostgreSQL listener: listen again (or poll)
                 sel.unregister(key.fileobj)
                 if self._listener is not None:
                     self._listener.close()
                 self._listen()
-                origins = {""}
-            if origins - {self._ignore}:
+                payloads = {""}
+            for payload in payloads:
+                origin, due = parse_hint(payload)
+                if origin == self._ignore:
+                    continue
                 hinted = True
+                if due is None:
+                    anything = True
+                elif self.added_due_us is None or due < self.added_due_us:
+                    self.added_due_us = due
+        if anything:
+            self.added_due_us = None
         if hinted and self.hint_gap > 0:
             gap = self._hint_at + self.hint_gap - time.monotonic()
             if gap > 0:

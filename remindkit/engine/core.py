@@ -124,6 +124,7 @@ class Engine:
         self._next_lease_us: int | None = None
         self._known = False  # _next_due_us / _next_lease_us are current
         self._dirty = True
+        self._added = False  # hinted: others only added reminders (_hinted)
         self._dirty_epoch = self.dispatcher.epoch()  # sessions cached before this are reloaded
         self._housekeeping_us = 0
         self._takeover_after_us = 0  # an expired lease was left to its live owner: not before this
@@ -179,6 +180,9 @@ class Engine:
                         return t
                 if t >= self._housekeeping_us:
                     self._housekeeping(t)
+                if self._added:  # the status file's summary of the store moved
+                    changed = True
+                    self._added = False
                 if self._dirty:
                     changed = True
                     self._dirty = False
@@ -662,9 +666,21 @@ class Engine:
         self._collect_garbage()
         timeout = min(max(0.0, (wake_at - now_us(self.clock)) / 1e6), self._poll_cap)
         if waiter.wait(timeout):
-            self._dirty_epoch = self.dispatcher.epoch()
-            self._dirty = True
+            self._hinted(waiter.added_due_us)
         return None
+
+    def _hinted(self, added_due_us: int | None) -> None:
+        """Another's write committed. One that only added reminders (``added_due_us``:
+        the earliest first fire among them) changes nothing this engine holds: while
+        it knows when its next fire is due, the earlier of the two is that, without a
+        read of the store. Any other write: read again (``_dirty``)."""
+        if added_due_us is not None and self._known and not self._dirty:
+            nxt = self._next_due_us
+            self._next_due_us = added_due_us if nxt is None else min(nxt, added_due_us)
+            self._added = True
+            return
+        self._dirty_epoch = self.dispatcher.epoch()
+        self._dirty = True
 
     def _collect_garbage(self) -> None:
         """Let the collector run while the next claimed fire is far enough away

@@ -37,6 +37,7 @@ from .wake import Wake, make_wake
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
 WRITE = "rk_write"
+_ADDED_DUE = "rk_added_due"  # conn.info: the first fire of what a write only added (only_added)
 
 
 SQLITE_DRIVERS = ("sqlite", "sqlite+pysqlite")
@@ -323,15 +324,18 @@ class Db:
         writes every few seconds and a power cut makes moot: their fsync was most of
         an idle engine's CPU."""
         relaxed = not durable and not self.dialect.locks_rows and self.sync != "NORMAL"
+        added_due_us: int | None = None
         try:
             with self.engine.connect().execution_options(**{WRITE: True}) as conn:
                 if relaxed:
                     _driver_execute(conn, "PRAGMA synchronous=NORMAL")
                 try:
+                    conn.info.pop(_ADDED_DUE, None)
                     with conn.begin():
                         forget_deferred(conn)  # left by a transaction that rolled back
                         yield conn
                 finally:
+                    added_due_us = conn.info.pop(_ADDED_DUE, None)
                     if relaxed:
                         try:
                             _driver_execute(conn, f"PRAGMA synchronous={self.sync}")
@@ -345,7 +349,16 @@ class Db:
                 f"the store is unavailable: {exc.orig}", code="store_unavailable"
             ) from exc
         if notify:
-            self.wake.notify(getattr(self._origin, "name", ""))
+            self.wake.notify(getattr(self._origin, "name", ""), added_due_us=added_due_us)
+
+    @staticmethod
+    def only_added(conn: Connection, due_us: int) -> None:
+        """Say, within a :meth:`write`, that it only adds a reminder first due at
+        ``due_us`` (nothing else changes): its hint says so, and an engine that knows
+        when its next fire is due takes the earlier of the two without reading the
+        store (``remindkit/store/wake.py``). Said twice, the earlier due is kept."""
+        known = conn.info.get(_ADDED_DUE)
+        conn.info[_ADDED_DUE] = due_us if known is None else min(known, due_us)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:

@@ -33,6 +33,7 @@ from ..audit import EventKind, Surface
 from ..clock import format_utc, from_us, to_us
 from ..errors import Conflict, InvalidInput, LimitExceeded, NotFound, StoreError
 from ..models import (
+    ACTIVE,
     CANCELLED,
     CLAIMED,
     LIVE_STATES,
@@ -46,7 +47,7 @@ from ..models import (
 )
 from ..settings import Limits
 from . import schema as t
-from .claims import waiting_of
+from .claims import waiting_in_session, waiting_of
 from .dialect import Dialect, chunks
 from .events import EventRow, changes, event_row, write_events
 from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION
@@ -200,6 +201,8 @@ class Reminders(Role):
                         )
                     )
                     write_events(conn, events)
+                    if not replaced and rem.state == ACTIVE and rem.next_fire_at is not None:
+                        self.db.only_added(conn, to_us(rem.next_fire_at))
                     engines: list[tuple[str, int]] = []
                     if alive_since_us is not None:
                         engines = [
@@ -436,7 +439,9 @@ class Reminders(Role):
         sql += " ORDER BY created_at, id"
         with self.read() as conn:
             found = reminders_of_tuples(d.fetch(conn, sql, (session, *(states or ()))))
-            return self._with_delivery(found, conn)
+            if not any(r.state in LIVE_STATES for r in found):
+                return found
+            return _attach_waiting(found, waiting_in_session(conn, d, session))
 
     def _with_delivery(
         self, rems: list[Reminder], conn: Connection | None = None
@@ -450,16 +455,7 @@ class Reminders(Role):
                 waiting = waiting_of(conn, live)
         else:
             waiting = waiting_of(conn, live)
-        if not waiting:
-            return rems
-        out = []
-        for r in rems:
-            w = waiting.get(r.id)
-            if w is not None:
-                wait_for, reason, due_us, count = w
-                r = replace(r, delivery=Delivery(WAITING, wait_for, reason, from_us(due_us), count))
-            out.append(r)
-        return out
+        return _attach_waiting(rems, waiting)
 
     def count_reminders(
         self, *, session: str | None | type[Any] = Any, states: Iterable[str] | None = None
@@ -650,6 +646,22 @@ class Reminders(Role):
                 for r in conn.execute(select(t.sessions).order_by(t.sessions.c.id))
             ]
         return rems, sess
+
+
+def _attach_waiting(
+    rems: list[Reminder], waiting: dict[str, tuple[str | None, str | None, int, int]]
+) -> list[Reminder]:
+    """The reminders, each live one with the fires that wait for its session."""
+    if not waiting:
+        return rems
+    out = []
+    for r in rems:
+        w = waiting.get(r.id) if r.state in LIVE_STATES else None
+        if w is not None:
+            wait_for, reason, due_us, count = w
+            r = replace(r, delivery=Delivery(WAITING, wait_for, reason, from_us(due_us), count))
+        out.append(r)
+    return out
 
 
 def _filter(stmt, *, session=Any, states=None, label=None, ids=None):

@@ -4,6 +4,9 @@ A hint only shortens a sleep; correctness never depends on it (engines also
 wake at their cap). After a write commits, the store calls :meth:`notify`
 with the writer's origin (an engine id, or ``""``); engines wait on
 :meth:`Listener.fileno` with ``select`` and ignore hints of their own making.
+A write that only added a reminder says when it first fires (``added_due_us``):
+an engine that knows when its next fire is due needs no re-read of the store
+for it, only the earlier of the two (:func:`parse_hint`).
 
 * SQLite: every listening process binds a Unix datagram socket in a private
   per-user folder named after the database file; ``notify`` sends one byte
@@ -36,23 +39,66 @@ DRAIN_MAX = 1024
 LISTING_SETTLE_NS = 100_000_000  # a folder changed this recently is listed again next time
 
 
+def hint_payload(origin: str, added_due_us: int | None = None) -> str:
+    """What a hint carries: the writer's origin, and for a write that only added a
+    reminder, a newline and when that reminder first fires."""
+    origin = origin.replace("\n", " ").encode()[:180].decode("utf-8", "ignore")
+    return origin if added_due_us is None else f"{origin}\n{int(added_due_us)}"
+
+
+def parse_hint(payload: str) -> tuple[str, int | None]:
+    """(origin, when the reminder it added first fires, or None: anything may have
+    changed). A payload of any other shape is a hint that anything may have changed."""
+    origin, sep, due = payload.partition("\n")
+    if not sep:
+        return origin, None
+    try:
+        return origin, int(due)
+    except ValueError:
+        return origin, None
+
+
+class Hints:
+    """Hints drained in one go, folded by origin: a plain hint outweighs any that only
+    added, and of those the earliest fire is kept. More than 64 origins fold into
+    one plain hint from ``"*"``: "someone else wrote" is all that matters then."""
+
+    def __init__(self) -> None:
+        self.by_origin: dict[str, int | None] = {}
+
+    def add(self, payload: str) -> None:
+        by = self.by_origin
+        if "*" in by:
+            return
+        origin, due = parse_hint(payload)
+        if origin in by:
+            known = by[origin]
+            due = None if known is None or due is None else min(known, due)
+        by[origin] = due
+        if len(by) > 64:
+            self.by_origin = {"*": None}
+
+    def payloads(self) -> set[str]:
+        return {hint_payload(o, due) for o, due in self.by_origin.items()}
+
+
 class Listener(Protocol):
     def fileno(self) -> int: ...
     def drain(self) -> set[str]:
-        """Consume pending hints; return their origins."""
+        """Consume pending hints; return their payloads (:func:`parse_hint`)."""
         ...
 
     def close(self) -> None: ...
 
 
 class Wake(Protocol):
-    def notify(self, origin: str = "") -> None: ...
+    def notify(self, origin: str = "", added_due_us: int | None = None) -> None: ...
     def listen(self) -> Listener | None: ...
     def close(self) -> None: ...
 
 
 class NoWake:
-    def notify(self, origin: str = "") -> None:
+    def notify(self, origin: str = "", added_due_us: int | None = None) -> None:
         pass
 
     def listen(self) -> Listener | None:
@@ -124,15 +170,13 @@ class SocketListener:
 
     def drain(self) -> set[str]:
         """At most :data:`DRAIN_MAX` datagrams a call: a flood cannot keep it reading."""
-        origins: set[str] = set()
+        hints = Hints()
         for _ in range(DRAIN_MAX):
             try:
-                origins.add(self.sock.recv(256).decode("utf-8", "replace"))
+                hints.add(self.sock.recv(256).decode("utf-8", "replace"))
             except (BlockingIOError, InterruptedError, OSError):
-                return origins
-            if len(origins) > 64:  # many senders: "someone else wrote" is all that matters
-                origins = {"*"}
-        return origins
+                break
+        return hints.payloads()
 
     def close(self) -> None:
         self._closer()
@@ -172,12 +216,12 @@ class SocketWake:
         self._listed = (st.st_mtime_ns, names) if settled else None
         return names
 
-    def notify(self, origin: str = "") -> None:
+    def notify(self, origin: str = "", added_due_us: int | None = None) -> None:
         try:
             names = self._names()
         except OSError:
             return
-        payload = origin.encode()[:200]
+        payload = hint_payload(origin, added_due_us).encode()
         with self._lock:
             for name in names:
                 if not name.endswith(".sock"):
@@ -222,16 +266,16 @@ class PgListener:
         return self.conn.pgconn.socket
 
     def drain(self) -> set[str]:
-        origins: set[str] = set()
+        hints = Hints()
         pg = self.conn.pgconn
         try:
             pg.consume_input()
             while (note := pg.notifies()) is not None:
-                origins.add(note.extra.decode("utf-8", "replace"))
+                hints.add(note.extra.decode("utf-8", "replace"))
         except Exception as exc:  # the connection dropped; engines keep waking at their cap
             log.warning("wake: PostgreSQL listener failed: %s", exc)
             raise
-        return origins
+        return hints.payloads()
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -245,11 +289,12 @@ class PgWake:
         self.dsn = dsn
         self._factory = notify_conn_factory
 
-    def notify(self, origin: str = "") -> None:
+    def notify(self, origin: str = "", added_due_us: int | None = None) -> None:
         try:
             with self._factory() as conn:
                 conn.exec_driver_sql(
-                    "SELECT pg_notify(%(c)s, %(o)s)", {"c": CHANNEL, "o": origin[:200]}
+                    "SELECT pg_notify(%(c)s, %(o)s)",
+                    {"c": CHANNEL, "o": hint_payload(origin, added_due_us)},
                 )
                 conn.commit()
         except Exception as exc:

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from remindkit.clock import FakeClock, SystemClock, now_us
+from remindkit.store.wake import Hints, hint_payload, parse_hint
 from remindkit.wakeup import Waiter
 
 
@@ -45,8 +46,8 @@ class FakeWake:
         self.refuse = refuse
         self.listeners: list[FakeListener] = []
 
-    def notify(self, origin: str = "") -> None:
-        self.listeners[-1].theirs.send(origin.encode())
+    def notify(self, origin: str = "", added_due_us: int | None = None) -> None:
+        self.listeners[-1].theirs.send(hint_payload(origin, added_due_us).encode())
 
     def listen(self) -> FakeListener:
         if self.refuse:
@@ -95,6 +96,46 @@ def test_hints_from_others_end_the_wait_and_our_own_are_ignored(waiter: Waiter) 
         wake.notify("someone else")
         assert waiter.wait(20.0) is True
     assert wake.listeners[-1].closed  # the block's end closes the listener
+
+
+def test_a_hint_says_when_a_write_that_only_added_first_fires() -> None:
+    assert parse_hint(hint_payload("engine-1", 1_700_000_000_000_000)) == (
+        "engine-1",
+        1_700_000_000_000_000,
+    )
+    assert parse_hint(hint_payload("engine-1")) == ("engine-1", None)
+    assert parse_hint(hint_payload("two\nlines", 5)) == ("two lines", 5)  # no forged due
+    assert parse_hint("engine-1\nnot a time") == ("engine-1", None)  # anything may have changed
+    assert parse_hint(hint_payload("é" * 500, 7))[1] == 7  # a long origin is cut, not the time
+    assert len(hint_payload("é" * 500, 7).encode()) <= 256  # one datagram's worth
+
+
+def test_hints_fold_by_origin_a_plain_one_outweighs_and_the_earliest_fire_is_kept() -> None:
+    hints = Hints()
+    for payload in (hint_payload("a", 30), hint_payload("a", 10), hint_payload("b", 5)):
+        hints.add(payload)
+    hints.add(hint_payload("c", 1))
+    hints.add(hint_payload("c"))  # c also changed something else
+    hints.add(hint_payload("c", 2))
+    assert {parse_hint(p) for p in hints.payloads()} == {("a", 10), ("b", 5), ("c", None)}
+    for i in range(100):
+        hints.add(hint_payload(f"engine-{i}", i))
+    assert hints.payloads() == {"*"}  # many writers: look at the store
+
+
+def test_a_waiter_reports_the_first_fire_of_writes_that_only_added(waiter: Waiter) -> None:
+    wake = FakeWake()
+    with waiter.listening(wake, ignore="me"):
+        wake.notify("other", added_due_us=2_000)
+        wake.notify("other", added_due_us=1_000)
+        wake.notify("me")  # our own write: not a hint, whatever it did
+        assert waiter.wait(20.0) is True
+        assert waiter.added_due_us == 1_000
+        wake.notify("other", added_due_us=500)
+        wake.notify("third")  # a write that may have changed anything
+        assert waiter.wait(20.0) is True
+        assert waiter.added_due_us is None
+        assert waiter.wait(0.0) is False and waiter.added_due_us is None
 
 
 def test_a_failed_listener_is_replaced_and_counts_as_a_hint(waiter: Waiter) -> None:

@@ -150,6 +150,9 @@ def test_claim_once_and_advance(api, store, clock):
     waiting = api.get(rep.id)
     assert waiting.state == ACTIVE and waiting.delivery is not None
     assert waiting.delivery.wait_for == "idle" and waiting.delivery.reason == "busy"
+    assert waiting.session is not None  # a session's list reads its waiting fires on its own
+    listed = {r.id: r for r in api.list(session=waiting.session)}
+    assert listed[rep.id].delivery == waiting.delivery
     (f3,) = store.claims.claim_waiting(
         now_us=clock.now_us(), owner="e1", lease_us=30_000_000, sessions=None
     )
