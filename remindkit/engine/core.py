@@ -372,7 +372,7 @@ class Engine:
         lease = int(s.lease_s * 1e6)
         self._housekeeping_us = t + lease // 4
         if not self._lease_keeper:  # the lease thread renews on its own when run() runs
-            self.store.claims.renew_leases(
+            self.store.turns.renew_leases(
                 owner=self.id,
                 until_us=t + lease,  # first: what we hold
                 turn_tokens=self.dispatcher.turn_tokens(),
@@ -596,7 +596,7 @@ class Engine:
                 continue  # nothing in hand (an orphaned claim is left to expire and be taken over)
             try:
                 with self.store.origin(self.id):
-                    self.store.claims.renew_leases(
+                    self.store.turns.renew_leases(
                         owner=self.id,
                         until_us=now_us(self.clock) + int(lease * 1e6),
                         turn_tokens=self.dispatcher.turn_tokens(),

@@ -71,7 +71,6 @@ from .rows import (
     reminder_to_row,
     whole_rows,
 )
-from .turns import renew_leases
 
 log = logging.getLogger(__name__)
 
@@ -806,21 +805,6 @@ class Claims(Role):
             [{"b_id": i, "b_token": tok, "b_fired": f} for i, tok, f in sorted(items)],
         )
         write_events(conn, [_fired_event(fresh[i], f) for i, _tok, f in items if i in fresh])
-
-    def renew_leases(
-        self, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None = None
-    ) -> int:
-        """Extend the owner's claims and session turns. ``turn_tokens``: only those
-        turns (an engine renews the turns it is running, never one whose release
-        failed, which must be left to expire)."""
-        with self.write(notify=False) as conn:
-            return renew_leases(
-                conn,
-                owner=owner,
-                until_us=until_us,
-                turn_tokens=turn_tokens,
-                locks_rows=self.dialect.locks_rows,
-            )
 
     # -- what to wait for ----------------------------------------------------------------
 

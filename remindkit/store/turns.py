@@ -37,7 +37,7 @@ def renew_leases(
     turn_tokens: Iterable[str] | None,
     locks_rows: bool = False,
 ) -> int:
-    """Extend the owner's claims and session turns (see :meth:`Claims.renew_leases`).
+    """Extend the owner's claims and session turns (:meth:`Turns.renew_leases`).
     ``locks_rows`` (PostgreSQL): the claims are locked in id order first, and a claim
     another transaction holds is left out (``SKIP LOCKED``): that is this engine's
     outcome flush finishing it, or another engine taking over one that lapsed.
@@ -118,7 +118,9 @@ class Turns(Role):
     def renew_leases(
         self, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None = None
     ) -> int:
-        """Extend the owner's claims and session turns (``turn_tokens``: only those turns)."""
+        """Extend the owner's claims and session turns. ``turn_tokens``: only those
+        turns (an engine renews the turns it is running, never one whose release
+        failed, which must be left to expire; the agent loop renews its own)."""
         with self.write(notify=False) as conn:
             return renew_leases(
                 conn,
