@@ -6,7 +6,9 @@ hub all loop the same way: do a round of work, then sleep until the earliest of
 * a poke from this process (:meth:`Waiter.poke`, from any thread: work was
   handed over, a click asks for a redraw);
 * a hint that another process changed the store (the store's ``wake``: see
-  ``remindkit/store/wake.py``), while :meth:`Waiter.listening` listens;
+  ``remindkit/store/wake.py``), while :meth:`Waiter.listening` listens (a
+  hint of a write that only added reminders also says when the first of them
+  fires: :func:`hint_payload`, :func:`parse_hint`);
 * the deadline the round asked for;
 * a stop (:meth:`Waiter.stop`, or setting the ``stop`` event it was given).
 
@@ -30,7 +32,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from .clock import Clock, now_us
-from .store.wake import parse_hint
 
 if TYPE_CHECKING:
     from .store.wake import Listener, Wake
@@ -38,6 +39,49 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 EARLY_WAKE = 0.002  # seconds before a due time that wait_until stops sleeping long
 SPIN = 0.0004  # ... and the last stretch, which it waits out awake (a sleep's wake-up can be late)
+
+
+def hint_payload(origin: str, added_due_us: int | None = None) -> str:
+    """What a hint carries: the writer's origin, and for a write that only added a
+    reminder, a newline and when that reminder first fires."""
+    origin = origin.replace("\n", " ").encode()[:180].decode("utf-8", "ignore")
+    return origin if added_due_us is None else f"{origin}\n{int(added_due_us)}"
+
+
+def parse_hint(payload: str) -> tuple[str, int | None]:
+    """(origin, when the reminder it added first fires, or None: anything may have
+    changed). A payload of any other shape is a hint that anything may have changed."""
+    origin, sep, due = payload.partition("\n")
+    if not sep:
+        return origin, None
+    try:
+        return origin, int(due)
+    except ValueError:
+        return origin, None
+
+
+class Hints:
+    """Hints drained in one go, folded by origin: a plain hint outweighs any that only
+    added, and of those the earliest fire is kept. More than 64 origins fold into
+    one plain hint from ``"*"``: "someone else wrote" is all that matters then."""
+
+    def __init__(self) -> None:
+        self.by_origin: dict[str, int | None] = {}
+
+    def add(self, payload: str) -> None:
+        by = self.by_origin
+        if "*" in by:
+            return
+        origin, due = parse_hint(payload)
+        if origin in by:
+            known = by[origin]
+            due = None if known is None or due is None else min(known, due)
+        by[origin] = due
+        if len(by) > 64:
+            self.by_origin = {"*": None}
+
+    def payloads(self) -> set[str]:
+        return {hint_payload(o, due) for o, due in self.by_origin.items()}
 
 
 class Waiter:
@@ -244,4 +288,4 @@ def wait_awake(until_us: int, clock: Clock, spin: float = SPIN) -> bool:
     return True
 
 
-__all__ = ["EARLY_WAKE", "SPIN", "Waiter", "wait_awake"]
+__all__ = ["EARLY_WAKE", "SPIN", "Hints", "Waiter", "hint_payload", "parse_hint", "wait_awake"]

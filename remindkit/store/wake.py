@@ -6,7 +6,7 @@ with the writer's origin (an engine id, or ``""``); engines wait on
 :meth:`Listener.fileno` with ``select`` and ignore hints of their own making.
 A write that only added a reminder says when it first fires (``added_due_us``):
 an engine that knows when its next fire is due needs no re-read of the store
-for it, only the earlier of the two (:func:`parse_hint`).
+for it, only the earlier of the two (:func:`remindkit.wakeup.parse_hint`).
 
 * SQLite: every listening process binds a Unix datagram socket in a private
   per-user folder named after the database file; ``notify`` sends one byte
@@ -33,53 +33,12 @@ import weakref
 from pathlib import Path
 from typing import Protocol
 
+from ..wakeup import Hints, hint_payload
+
 log = logging.getLogger(__name__)
 CHANNEL = "remindkit"
 DRAIN_MAX = 1024
 LISTING_SETTLE_NS = 100_000_000  # a folder changed this recently is listed again next time
-
-
-def hint_payload(origin: str, added_due_us: int | None = None) -> str:
-    """What a hint carries: the writer's origin, and for a write that only added a
-    reminder, a newline and when that reminder first fires."""
-    origin = origin.replace("\n", " ").encode()[:180].decode("utf-8", "ignore")
-    return origin if added_due_us is None else f"{origin}\n{int(added_due_us)}"
-
-
-def parse_hint(payload: str) -> tuple[str, int | None]:
-    """(origin, when the reminder it added first fires, or None: anything may have
-    changed). A payload of any other shape is a hint that anything may have changed."""
-    origin, sep, due = payload.partition("\n")
-    if not sep:
-        return origin, None
-    try:
-        return origin, int(due)
-    except ValueError:
-        return origin, None
-
-
-class Hints:
-    """Hints drained in one go, folded by origin: a plain hint outweighs any that only
-    added, and of those the earliest fire is kept. More than 64 origins fold into
-    one plain hint from ``"*"``: "someone else wrote" is all that matters then."""
-
-    def __init__(self) -> None:
-        self.by_origin: dict[str, int | None] = {}
-
-    def add(self, payload: str) -> None:
-        by = self.by_origin
-        if "*" in by:
-            return
-        origin, due = parse_hint(payload)
-        if origin in by:
-            known = by[origin]
-            due = None if known is None or due is None else min(known, due)
-        by[origin] = due
-        if len(by) > 64:
-            self.by_origin = {"*": None}
-
-    def payloads(self) -> set[str]:
-        return {hint_payload(o, due) for o, due in self.by_origin.items()}
 
 
 class Listener(Protocol):

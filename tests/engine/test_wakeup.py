@@ -11,8 +11,7 @@ import time
 import pytest
 
 from remindkit.clock import FakeClock, SystemClock, now_us
-from remindkit.store.wake import Hints, hint_payload, parse_hint
-from remindkit.wakeup import Waiter
+from remindkit.wakeup import Hints, Waiter, hint_payload, parse_hint
 
 
 class FakeListener:

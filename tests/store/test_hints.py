@@ -16,7 +16,8 @@ from remindkit.clock import to_us
 from remindkit.engine import Engine
 from remindkit.reminders import Reminders
 from remindkit.store import SqlStore
-from remindkit.store.wake import Listener, parse_hint
+from remindkit.store.wake import Listener
+from remindkit.wakeup import parse_hint
 
 
 @pytest.fixture
