@@ -330,7 +330,6 @@ class Db:
                 if relaxed:
                     _driver_execute(conn, "PRAGMA synchronous=NORMAL")
                 try:
-                    conn.info.pop(_ADDED_DUE, None)
                     with conn.begin():
                         forget_deferred(conn)  # left by a transaction that rolled back
                         yield conn

@@ -9,10 +9,11 @@ an engine that knows when its next fire is due needs no re-read of the store
 for it, only the earlier of the two (:func:`remindkit.wakeup.parse_hint`).
 
 * SQLite: every listening process binds a Unix datagram socket in a private
-  per-user folder named after the database file; ``notify`` sends one byte
-  to each (and removes sockets whose owner is gone). A folder that is not ours
-  alone (made first by another user, a link, a file, open to others) is not
-  used: the store works without hints (engines poll), and says so once.
+  per-user folder named after the database file; ``notify`` sends the hint
+  (its origin, and the first fire of what it only added) to each (and removes
+  sockets whose owner is gone). A folder that is not ours alone (made first by
+  another user, a link, a file, open to others) is not used: the store works
+  without hints (engines poll), and says so once.
 * PostgreSQL: ``LISTEN remindkit`` / ``NOTIFY remindkit``.
 * Elsewhere (no AF_UNIX datagrams): no hints; engines poll at a short cap.
 """
