@@ -36,6 +36,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "({session} and {message} replaced), e.g. 'claude -p --resume {session}'",
     )
     m.add_argument(
+        "--pass-env",
+        metavar="NAME",
+        action="append",
+        help="with --resume-command: pass this variable of the engine's environment to it "
+        "(repeat for more), e.g. ANTHROPIC_API_KEY",
+    )
+    m.add_argument(
         "--no-channel",
         action="store_true",
         help="do not declare the claude/channel capability (tools only)",
@@ -164,6 +171,7 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
             code="missing_dependency",
         ) from None
     resume = None
+    pass_env = None
     if args.resume_command:
         from ..sessions.command import parse_argv
 
@@ -171,6 +179,10 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
             resume = parse_argv(args.resume_command)
         except ValueError as exc:
             raise InvalidInput(f"--resume-command: {exc}", code="invalid_command") from None
+    if args.pass_env:
+        from ..sessions.command import pass_env_names
+
+        pass_env = pass_env_names(args.pass_env)
     session = args.session or os.environ.get("REMINDKIT_SESSION") or None
     if session is not None:
         from ..reminders import check_session_id
@@ -184,5 +196,6 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
         session=session,
         project=Path(project),
         resume_argv=resume,
+        pass_env=pass_env,
         channel=not args.no_channel,
     )

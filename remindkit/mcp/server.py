@@ -111,6 +111,7 @@ class RemindkitMcp:
         session: str | None = None,
         project: Path | None = None,
         resume_argv: list[str] | None = None,
+        pass_env: list[str] | None = None,
         engine: Engine | None = None,
         channel: bool = True,
         session_for: Callable[[Any], str | None] | None = None,
@@ -121,6 +122,7 @@ class RemindkitMcp:
         self.fixed_session = session
         self.project = project or identity.project_dir()
         self.resume_argv = resume_argv
+        self.pass_env = pass_env
         self.channel = channel
         self.session_for = session_for  # HTTP: the session of a request (from its token)
         self.engine = engine
@@ -190,8 +192,11 @@ class RemindkitMcp:
             return
         config = dict(existing.config) if existing is not None else {}
         config["project"] = str(self.project)
+        config["cwd"] = str(self.project)  # where its resume command runs
         if self.resume_argv:
             config["argv"] = list(self.resume_argv)
+        if self.pass_env:
+            config["pass_env"] = list(self.pass_env)
         if existing is None or existing.adapter != "mcp" or existing.config != config:
             self.store.sessions.put_session(
                 Session(
