@@ -22,7 +22,9 @@ def add_parsers(ms: Any, common: argparse.ArgumentParser) -> None:
             parents=[common],
             help=f"write {_WRITES[host]} into a project (or --user); idempotent, shows the diff",
         )
-        p.add_argument("--user", action="store_true", help="the user's config instead of the project's")
+        p.add_argument(
+            "--user", action="store_true", help="the user's config instead of the project's"
+        )
         p.add_argument("--project", help="the project folder (default: the working directory)")
         p.add_argument(
             "--command",

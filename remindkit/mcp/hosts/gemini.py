@@ -48,7 +48,9 @@ HOOK_EVENTS = (
     ("AfterAgent", "session idle --hook"),
 )
 KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GEMINI_CLI_HOME")
-RESUME_PROMPT = "(A reminder set earlier in this conversation fired: the <schedule-fired> block above.)"
+RESUME_PROMPT = (
+    "(A reminder set earlier in this conversation fired: the <schedule-fired> block above.)"
+)
 HOOK_TIMEOUT_MS = 30_000
 
 
@@ -89,7 +91,11 @@ def plan(
     server = with_entry(settings, ("mcpServers", SERVER_KEY), entry)
     # one file, two edits: the hooks are added to what the server edit left
     changes = [with_hooks(settings, hooks, timeout=HOOK_TIMEOUT_MS, start=server.after)]
-    notes = [] if user else [f"Gemini reads {settings} only in a trusted folder: trust {project} when it asks."]
+    notes = (
+        []
+        if user
+        else [f"Gemini reads {settings} only in a trusted folder: trust {project} when it asks."]
+    )
     return Plan(changes, notes)
 
 

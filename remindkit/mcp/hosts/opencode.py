@@ -135,7 +135,15 @@ def plugin_source(command: list[str]) -> str:
 
 
 def preset(opencode: str | None = None) -> Preset:
-    argv = (executable("opencode", opencode), "run", "--session", "{session}", "--dir", ".", "{message}")
+    argv = (
+        executable("opencode", opencode),
+        "run",
+        "--session",
+        "{session}",
+        "--dir",
+        ".",
+        "{message}",
+    )
     return Preset(argv, KEY_ENV)
 
 
@@ -150,7 +158,11 @@ def plan(
     environ: dict[str, str] | None = None,
 ) -> Plan:
     root = config_dir(environ) if user else project
-    if not user and (project / "opencode.jsonc").exists() and not (project / "opencode.json").exists():
+    if (
+        not user
+        and (project / "opencode.jsonc").exists()
+        and not (project / "opencode.json").exists()
+    ):
         raise InvalidInput(
             f"{project / 'opencode.jsonc'} holds comments remindkit cannot keep: add the entry "
             "by hand (remindkit mcp install-opencode --dry-run shows it)",

@@ -51,7 +51,9 @@ class World:
     rk_home: Path
     env: dict[str, str]
 
-    def run(self, argv: list[str], *, timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, argv: list[str], *, timeout: float = 120, **kw: Any
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             argv,
             cwd=kw.pop("cwd", self.project),

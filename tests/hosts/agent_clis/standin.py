@@ -108,7 +108,9 @@ def normalise_responses(body: dict[str, Any]) -> tuple[list[tuple[str, str]], li
         kind = item.get("type", "message")
         if kind == "message":
             role = item.get("role", "user")
-            texts.append(("assistant" if role == "assistant" else role, _text_of(item.get("content"))))
+            texts.append(
+                ("assistant" if role == "assistant" else role, _text_of(item.get("content")))
+            )
         elif kind == "function_call":
             texts.append(("call", f"{item.get('name')} {item.get('arguments')}"))
         elif kind == "function_call_output":
@@ -161,7 +163,9 @@ def normalise_chat(body: dict[str, Any]) -> tuple[list[tuple[str, str]], list[st
             fn = tc.get("function") or {}
             texts.append(("call", f"{fn.get('name')} {fn.get('arguments')}"))
     tools = [
-        (t.get("function") or {}).get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)
+        (t.get("function") or {}).get("name", "")
+        for t in body.get("tools") or []
+        if isinstance(t, dict)
     ]
     return texts, tools
 
@@ -186,7 +190,10 @@ class ModelStandin:
                 with standin.lock:
                     standin.other.append(("GET", self.path))
                 if self.path.rstrip("/").endswith("/models"):
-                    self._json(200, {"object": "list", "data": [{"id": "standin-model", "object": "model"}]})
+                    self._json(
+                        200,
+                        {"object": "list", "data": [{"id": "standin-model", "object": "model"}]},
+                    )
                 else:
                     self._json(404, {"error": {"message": f"no {self.path} here"}})
 
@@ -290,7 +297,9 @@ def _usage() -> dict[str, int]:
 def _responses_events(reply: Reply, body: dict[str, Any]) -> list[tuple[str, Any]]:
     rid = f"resp_{uuid.uuid4().hex[:16]}"
     created = {"id": rid, "object": "response", "status": "in_progress", "model": body.get("model")}
-    events: list[tuple[str, Any]] = [("response.created", {"type": "response.created", "response": created})]
+    events: list[tuple[str, Any]] = [
+        ("response.created", {"type": "response.created", "response": created})
+    ]
     if isinstance(reply, Say):
         item = {
             "type": "message",
@@ -300,12 +309,25 @@ def _responses_events(reply: Reply, body: dict[str, Any]) -> list[tuple[str, Any
             "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
         }
         events.append(
-            ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": {**item, "content": [], "status": "in_progress"}})
+            (
+                "response.output_item.added",
+                {
+                    "type": "response.output_item.added",
+                    "output_index": 0,
+                    "item": {**item, "content": [], "status": "in_progress"},
+                },
+            )
         )
         events.append(
             (
                 "response.output_text.delta",
-                {"type": "response.output_text.delta", "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": reply.text},
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": item["id"],
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": reply.text,
+                },
             )
         )
     else:
@@ -321,14 +343,21 @@ def _responses_events(reply: Reply, body: dict[str, Any]) -> list[tuple[str, Any
         if namespace and _namespaced(body, namespace):
             item["namespace"] = namespace
             item["name"] = short
-    events.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}))
+    events.append(
+        (
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+        )
+    )
     done = {**created, "status": "completed", "output": [item], "usage": _usage()}
     events.append(("response.completed", {"type": "response.completed", "response": done}))
     return events
 
 
 def _namespaced(body: dict[str, Any], namespace: str) -> bool:
-    return any(t.get("type") == "namespace" and t.get("name") == namespace for t in body.get("tools") or [])
+    return any(
+        t.get("type") == "namespace" and t.get("name") == namespace for t in body.get("tools") or []
+    )
 
 
 def _gemini_chunk(reply: Reply) -> dict[str, Any]:
@@ -337,7 +366,9 @@ def _gemini_chunk(reply: Reply) -> dict[str, Any]:
     else:
         parts = [{"functionCall": {"name": reply.name, "args": reply.arguments}}]
     return {
-        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
         "modelVersion": "standin-model",
     }
@@ -345,11 +376,29 @@ def _gemini_chunk(reply: Reply) -> dict[str, Any]:
 
 def _chat_events(reply: Reply, body: dict[str, Any]) -> list[Any]:
     cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
-    base = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model", "m")}
+    base = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model", "m"),
+    }
     if isinstance(reply, Say):
         return [
-            {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": reply.text}, "finish_reason": None}]},
-            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}},
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": reply.text},
+                        "finish_reason": None,
+                    }
+                ],
+            },
+            {
+                **base,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            },
         ]
     call = {
         "index": 0,
@@ -358,6 +407,19 @@ def _chat_events(reply: Reply, body: dict[str, Any]) -> list[Any]:
         "function": {"name": reply.name, "arguments": json.dumps(reply.arguments)},
     }
     return [
-        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": None}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}},
+        {
+            **base,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"role": "assistant", "content": None, "tool_calls": [call]},
+                    "finish_reason": None,
+                }
+            ],
+        },
+        {
+            **base,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        },
     ]

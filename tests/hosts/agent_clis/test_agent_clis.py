@@ -101,9 +101,15 @@ def comes_back(world: World, standin: ModelStandin, api: Any, session: str, earl
     conversation's earlier turns and the project folder, and the fire is delivered."""
     turn = wait_for(lambda: fired_requests(standin), 90, "a model request with the fired block")[0]
     assert earlier in turn.all_text(), "the resumed request lacks the conversation's earlier turns"
-    assert str(world.project) in turn.all_text(), "the resumed CLI did not run in the project"
     wait_for(lambda: "delivered" in states(world, api, session), 60, "the fire recorded delivered")
     return turn
+
+
+def in_system(turn: Turn, project: Path) -> None:
+    """The resumed CLI ran in the project: its system prompt, built anew by that process,
+    names the folder it runs in."""
+    system = "\n".join(t for r, t in turn.texts if r == "system")
+    assert str(project) in system, system[-2000:]
 
 
 def codex_config(world: World, url: str) -> None:
@@ -154,6 +160,13 @@ def test_codex(world: World, serve: Any) -> None:
         assert threads, f"{session} is not a Codex thread id"  # taken from tools/call _meta
         turn = comes_back(world, standin, api, session, ASK)
         assert turn.api == "responses"
+        # the resumed turn ran in the project: Codex records each turn's folder in the thread
+        cwds = [
+            json.loads(line)["payload"].get("cwd")
+            for line in threads[0].read_text().splitlines()
+            if json.loads(line).get("type") == "turn_context"
+        ]
+        assert len(cwds) >= 2 and cwds[-1] == str(world.project), cwds
 
 
 def test_gemini(world: World, serve: Any) -> None:
@@ -173,7 +186,9 @@ def test_gemini(world: World, serve: Any) -> None:
         )
         (gdir / "trustedFolders.json").write_text(json.dumps({str(world.project): "TRUST_FOLDER"}))
         # the key where Gemini reads it itself; the base URL passed on to the preset
-        (gdir / ".env").write_text(f"GEMINI_API_KEY=test-key\nGOOGLE_GEMINI_BASE_URL={standin.url}\n")
+        (gdir / ".env").write_text(
+            f"GEMINI_API_KEY=test-key\nGOOGLE_GEMINI_BASE_URL={standin.url}\n"
+        )
         out = world.install("gemini", "--gemini", gemini)
         assert "BeforeAgent" in out and "AfterAgent" in out
         import subprocess
@@ -194,6 +209,9 @@ def test_gemini(world: World, serve: Any) -> None:
         assert "mcp_remindkit_schedule_create" in first.tools
         assert re.fullmatch(r"[0-9a-f-]{36}", session), session  # Gemini's session, by its hooks
         comes_back(world, standin, api, session, ASK)
+        # Gemini keeps a project's sessions under its folder and resumes one only from there
+        chats = list((world.home / ".gemini" / "tmp").rglob(f"session-*{session[:8]}*.jsonl"))
+        assert chats and any("schedule-fired" in c.read_text() for c in chats), chats
 
 
 def test_opencode(world: World, serve: Any) -> None:
@@ -216,7 +234,10 @@ def test_opencode(world: World, serve: Any) -> None:
         (world.project / "opencode.json").write_text(json.dumps(config, indent=2))
         out = world.install("opencode", "--opencode", opencode)
         assert "plugin/remindkit.js" in out
-        assert json.loads((world.project / "opencode.json").read_text())["provider"] == config["provider"]
+        assert (
+            json.loads((world.project / "opencode.json").read_text())["provider"]
+            == config["provider"]
+        )
         world.env.update({"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"})
         import subprocess
 
@@ -235,7 +256,8 @@ def test_opencode(world: World, serve: Any) -> None:
         first = [t for t in standin.seen() if t.tools][0]
         assert "remindkit_schedule_create" in first.tools
         assert session.startswith("ses_"), session  # opencode's session, by the plugin
-        comes_back(world, standin, api, session, ASK)
+        turn = comes_back(world, standin, api, session, ASK)
+        in_system(turn, world.project)
 
 
 def test_installers_refuse_a_symlink_out_of_the_project(tmp_path: Path) -> None:
