@@ -96,6 +96,7 @@ def world(tmp_path: Path) -> Iterator[World]:
             "HOME": str(home),
             "REMINDKIT_HOME": str(rk_home),
             "REMINDKIT_WAIT_CAP": "1",
+            "REMINDKIT_LEASE": "3",  # a server killed by its CLI frees the session soon
             "PYTHONPATH": str(ROOT),
             "NO_COLOR": "1",
             "STANDIN_KEY": "sk-standin",  # the key of Codex's configured provider (env_key)
