@@ -22,12 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from apscheduler.executors.pool import ThreadPoolExecutor  # noqa: E402
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore  # noqa: E402
 from apscheduler.schedulers.background import BackgroundScheduler  # noqa: E402
-from common import percentiles  # noqa: E402
+from common import cpu_s, percentiles  # noqa: E402
 
 logging.getLogger("apscheduler").setLevel(logging.ERROR)
 LATE: list[float] = []
 LAST = [0.0]
 FIRST = [None]
+CPU = [0.0]
 LOCK = threading.Lock()
 REF = "apscheduler_side:record"
 
@@ -63,34 +64,42 @@ def add(s: BackgroundScheduler, i: int, due: float) -> None:
     )
 
 
-def run_jobs(folder: Path, dues: list[float], wait_until: float) -> dict:
+def run_jobs(folder: Path, offsets: list[float], grace: float) -> tuple[dict, float]:
+    """Add a job due at ``start + offset`` for each offset, then run the scheduler until
+    all have run (or ``grace`` seconds after the last is due). ``start`` is set once
+    the time an add takes here is known: each ``add_job`` commits, and a busy disk
+    takes several times longer than a quiet one."""
     s = scheduler(folder)
     s.start(paused=True)
+    t0 = time.perf_counter()
+    probe = min(100, len(offsets))
+    for i in range(probe):
+        add(s, 10_000_000 + i, time.time() + 86_400)
+    per_add = (time.perf_counter() - t0) / probe
+    s.remove_all_jobs()
+    start = time.time() + 2 * per_add * len(offsets) + 3
+    dues = [start + o for o in offsets]
     for i, due in enumerate(dues):
         add(s, i, due)
     if time.time() > min(dues):
-        raise SystemExit("loading took longer than planned; increase the lead")
+        raise SystemExit("loading took longer than planned")
+    c0 = cpu_s()
     s.resume()
     m = me()
-    while len(m.LATE) < len(dues) and time.time() < wait_until:
+    while len(m.LATE) < len(dues) and time.time() < max(dues) + grace:
         time.sleep(0.01)
     s.shutdown(wait=False)
-    return m
-
-
-# Seconds of lead per job to load (each add_job commits); a slow or busy disk needs more.
-LEAD_PER_JOB = float(os.environ.get("REMINDKIT_BENCH_LEAD_PER_JOB", 1 / 400))
+    m.CPU[0] = cpu_s() - c0
+    return m, start
 
 
 def spread(folder: Path, n: int, span: float) -> dict:
-    start = time.time() + n * LEAD_PER_JOB + 3
-    m = run_jobs(folder, [start + span * i / n for i in range(n)], start + span + 60)
-    return {"n": n, "delivered": len(m.LATE), **percentiles(m.LATE)}
+    m, _start = run_jobs(folder, [span * i / n for i in range(n)], 60)
+    return {"n": n, "delivered": len(m.LATE), "cpu_s": m.CPU[0], **percentiles(m.LATE)}
 
 
 def burst(folder: Path, n: int) -> dict:
-    due = time.time() + n * LEAD_PER_JOB + 3
-    m = run_jobs(folder, [due] * n, due + 120)
+    m, due = run_jobs(folder, [0.0] * n, 120)
     return {"n": n, "delivered": len(m.LATE), "drain_s": m.LAST[0] - due, **percentiles(m.LATE)}
 
 
@@ -98,12 +107,12 @@ def create_rate(folder: Path, n: int) -> dict:
     s = scheduler(folder)
     s.start(paused=True)
     base = time.time() + 3600
-    t0 = time.perf_counter()
+    c0, t0 = cpu_s(), time.perf_counter()
     for i in range(n):
         add(s, i, base + i)
     dt = time.perf_counter() - t0
     s.shutdown(wait=False)
-    return {"n": n, "per_s": n / dt}
+    return {"n": n, "per_s": n / dt, "cpu_ms_each": (cpu_s() - c0) * 1000 / n}
 
 
 def big_prepare(folder: Path, n: int) -> dict:

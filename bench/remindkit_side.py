@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import percentiles  # noqa: E402
+from common import cpu_s, percentiles  # noqa: E402
 
 import remindkit as rk  # noqa: E402
 from remindkit.clock import format_utc, from_us, to_us  # noqa: E402
@@ -109,11 +109,17 @@ def spread(folder: Path, n: int, span: float, sessions: int) -> dict:
     start = time.time() + 2.0
     bulk(api, [int((start + span * i / n) * 1e6) for i in range(n)], sessions)
     engine, noop = engine_for(store, settings)
+    c0 = cpu_s()
     engine.start()
     while len(noop.late_ms) < n and time.time() < start + span + 30:
         time.sleep(0.05)
     engine.stop()
-    return {"n": n, "delivered": len(noop.late_ms), **percentiles(noop.late_ms)}
+    return {
+        "n": n,
+        "delivered": len(noop.late_ms),
+        "cpu_s": cpu_s() - c0,
+        **percentiles(noop.late_ms),
+    }
 
 
 def burst(folder: Path, n: int, sessions: int, url: str | None = None) -> dict:
@@ -136,21 +142,21 @@ def burst(folder: Path, n: int, sessions: int, url: str | None = None) -> dict:
 
 def create_rate(folder: Path, n: int) -> dict:
     store, api, _settings = open_bench(folder)
-    t0 = time.perf_counter()
+    c0, t0 = cpu_s(), time.perf_counter()
     for i in range(n):
         api.create(f"reminder {i}", session=f"s{i % 50}", in_="1h")
     dt = time.perf_counter() - t0
-    return {"n": n, "per_s": n / dt}
+    return {"n": n, "per_s": n / dt, "cpu_ms_each": (cpu_s() - c0) * 1000 / n}
 
 
 def import_rate(folder: Path, n: int) -> dict:
     store, api, _settings = open_bench(folder)
     now = time.time()
     lines = list(_lines([int((now + 3600 + i) * 1e6) for i in range(n)]))
-    t0 = time.perf_counter()
+    c0, t0 = cpu_s(), time.perf_counter()
     api.import_(lines)
     dt = time.perf_counter() - t0
-    return {"n": n, "per_s": n / dt}
+    return {"n": n, "per_s": n / dt, "cpu_ms_each": (cpu_s() - c0) * 1000 / n}
 
 
 def _lines(dues_us):

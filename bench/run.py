@@ -1,12 +1,18 @@
-"""remindkit vs APScheduler 3.11 + SQLAlchemyJobStore, on the same SQLite disk, in one run.
+"""remindkit vs APScheduler 3.11 + SQLAlchemyJobStore and the machine's floors, on the same
+SQLite disk, in one run.
 
-    .venv/bin/python bench/run.py            # everything (about 10 minutes)
+    .venv/bin/python bench/run.py            # everything (about 12 minutes)
     .venv/bin/python bench/run.py --quick    # smaller sizes, shorter idle window
-    .venv/bin/python bench/run.py --only spread,burst
+    .venv/bin/python bench/run.py --only spread,create
+    .venv/bin/python bench/run.py --remindkit /path/to/other/checkout   # its remindkit side
 
-Each workload runs each side in a fresh process, after ``os.sync()``. The table prints each figure
-for both systems, the ratio (how many times better remindkit is; > 1 means
-ahead) and the target from the issue. Results are also written to
+Each workload runs each side in a fresh process, after ``os.sync()``: remindkit, the
+peer, and the floor under the row (``bench/floor_side.py``: a bare thread waiting for
+the same deadlines, a bare ``sqlite3`` insert + commit loop at the store's journal mode
+and ``synchronous``). Each row prints remindkit / APScheduler / floor, remindkit's
+ratio to the floor, CPU time beside wall time where the VM is noisy, the machine's load
+average when the row ran, and its targets (ratios: to the floor, and never behind
+APScheduler) with whether this run met them. Results are also written to
 bench/results/<time>.json. PostgreSQL rows need REMINDKIT_BENCH_PG (default
 postgresql+psycopg://postgres@127.0.0.1:5432/test).
 """
@@ -22,20 +28,51 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import (  # noqa: E402
+    Row,
+    Table,
+    at_most,
+    equals,
+    load,
+    machine,
+    not_behind,
+    share_of_floor,
+    stamp,
+    within_floor,
+)
+
 PY = sys.executable
 PG = os.environ.get("REMINDKIT_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+SYNC = os.environ.get("REMINDKIT_SQLITE_SYNC", "FULL").upper()
+# --remindkit: the checkout whose remindkit the remindkit side imports (PYTHONPATH)
+SOURCE: list[str] = []
+TABLE = Table()
+
+
+def source_env() -> dict[str, str]:
+    """The environment of a remindkit side: with --remindkit, its checkout first on the path."""
+    env = dict(os.environ)
+    if SOURCE:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (SOURCE[0], env.get("PYTHONPATH")) if p)
+    return env
 
 
 def side(script: str, *args: object, timeout: float = 900) -> dict:
     # The pages the workload before left dirty are written first: a side's fsyncs
     # (a create's commit) would otherwise wait behind their writeback.
     os.sync()
+    env = source_env() if script == "remindkit_side.py" else None
     proc = subprocess.run(
-        [PY, str(HERE / script), *map(str, args)], capture_output=True, text=True, timeout=timeout
+        [PY, str(HERE / script), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{script} {args}: {proc.stderr[-2000:]}")
@@ -46,91 +83,138 @@ def fresh() -> Path:
     return Path(tempfile.mkdtemp(prefix="rk-bench-", dir=os.environ.get("REMINDKIT_BENCH_DIR")))
 
 
-ROWS: list[tuple[str, object, object, str, str]] = []
+def cpu_each(ours: dict, peer: dict | None, floor: dict | None, key: str, unit: str) -> str:
+    """remindkit / APScheduler / floor CPU time, one figure per side."""
 
+    def one(d: dict | None) -> str:
+        return "-" if d is None or d.get(key) is None else f"{d[key]:.3g}"
 
-def row(metric: str, ours: object, peer: object, target: str, better: str = "lower") -> None:
-    ROWS.append((metric, ours, peer, target, better))
-    print(f"  {metric}: remindkit={fmt(ours)} apscheduler={fmt(peer)} target={target}", flush=True)
-
-
-def fmt(v: object) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.2f}" if abs(v) < 100 else f"{v:,.0f}"
-    return str(v)
-
-
-def ratio(ours: object, peer: object, better: str) -> str:
-    if (
-        not isinstance(ours, (int, float))
-        or not isinstance(peer, (int, float))
-        or isinstance(ours, bool)
-    ):
-        return "-"
-    if better == "lower":
-        return "-" if ours <= 0 else f"{peer / ours:,.1f}x"
-    return "-" if peer <= 0 else f"{ours / peer:,.1f}x"
+    return f"{one(ours)} / {one(peer)} / {one(floor)} {unit}"
 
 
 def bench_spread(q: bool) -> None:
-    for n, span, target in ((10_000, 10.0, "p99 <= 5 ms"), (1_000, 5.0, "p99 <= 1 ms")):
+    for n, span, factor in ((10_000, 10.0, 3.0), (1_000, 5.0, 1.5)):
         n = n // 5 if q and n > 2000 else n
+        at = load()
         ours = side("remindkit_side.py", "spread", fresh(), n, span, 1000)
         peer = side("apscheduler_side.py", "spread", fresh(), n, span)
-        row(
-            f"{n:,} one-shots over {span:g} s: lateness p50 (ms)",
-            ours["p50_ms"],
-            peer["p50_ms"],
-            "-",
+        floor = side("floor_side.py", "waiter", fresh(), n, span)
+        what = f"{n:,} one-shots over {span:g} s"
+        cpu = cpu_each(ours, peer, floor, "cpu_s", "s CPU")
+        TABLE.add(
+            Row(
+                f"{what}: lateness p50 (ms)",
+                ours["p50_ms"],
+                peer["p50_ms"],
+                floor["p50_ms"],
+                checks=[not_behind(ours["p50_ms"], peer["p50_ms"])],
+                load=at,
+            )
         )
-        row(
-            f"{n:,} one-shots over {span:g} s: lateness p99 (ms)",
-            ours["p99_ms"],
-            peer["p99_ms"],
-            target,
+        TABLE.add(
+            Row(
+                f"{what}: lateness p99 (ms)",
+                ours["p99_ms"],
+                peer["p99_ms"],
+                floor["p99_ms"],
+                checks=[
+                    within_floor(ours["p99_ms"], floor["p99_ms"], factor),
+                    not_behind(ours["p99_ms"], peer["p99_ms"]),
+                ],
+                cpu=cpu,
+                load=at,
+            )
         )
-        row(
-            f"{n:,} one-shots over {span:g} s: lateness max (ms)",
-            ours["max_ms"],
-            peer["max_ms"],
-            "-",
+        TABLE.add(
+            Row(
+                f"{what}: lateness max (ms)",
+                ours["max_ms"],
+                peer["max_ms"],
+                floor["max_ms"],
+                checks=[not_behind(ours["max_ms"], peer["max_ms"])],
+                load=at,
+            )
         )
-        row(
-            f"{n:,} one-shots over {span:g} s: delivered",
-            ours["delivered"],
-            peer["delivered"],
-            f"{n}",
-            "higher",
+        TABLE.add(
+            Row(
+                f"{what}: delivered",
+                ours["delivered"],
+                peer["delivered"],
+                floor["delivered"],
+                better="higher",
+                checks=[equals(ours["delivered"], n)],
+                load=at,
+            )
         )
 
 
 def bench_create(q: bool) -> None:
     n = 2_000 if q else 5_000
+    at = load()
     ours = side("remindkit_side.py", "create", fresh(), n)
     peer = side("apscheduler_side.py", "create", fresh(), n)
-    row(
-        "create one by one, each committed (per s)",
-        ours["per_s"],
-        peer["per_s"],
-        ">= 2,000",
-        "higher",
+    floor = side("floor_side.py", "commit", fresh(), n, SYNC)
+    TABLE.add(
+        Row(
+            f"create one by one, each committed (per s; floor: sqlite3 insert + commit, {SYNC})",
+            ours["per_s"],
+            peer["per_s"],
+            floor["per_s"],
+            better="higher",
+            checks=[
+                share_of_floor(ours["per_s"], floor["per_s"], 0.70),
+                not_behind(ours["per_s"], peer["per_s"], "higher"),
+            ],
+            cpu=cpu_each(ours, peer, floor, "cpu_ms_each", "ms CPU each"),
+            load=at,
+        )
     )
-    imp = side("remindkit_side.py", "import", fresh(), 20_000 if q else 100_000)
-    row("import, one transaction (per s)", imp["per_s"], peer["per_s"], ">= 30,000", "higher")
+    m = 20_000 if q else 100_000
+    at = load()
+    imp = side("remindkit_side.py", "import", fresh(), m)
+    bulk = side("floor_side.py", "bulk", fresh(), m, SYNC)
+    TABLE.add(
+        Row(
+            "import, one transaction (per s; APScheduler: one by one; floor: one executemany)",
+            imp["per_s"],
+            peer["per_s"],
+            bulk["per_s"],
+            better="higher",
+            checks=[not_behind(imp["per_s"], peer["per_s"], "higher")],
+            cpu=cpu_each(imp, None, bulk, "cpu_ms_each", "ms CPU each"),
+            load=at,
+        )
+    )
 
 
 def bench_burst(q: bool) -> None:
     n = 2_000 if q else 10_000
+    at = load()
     peer = side("apscheduler_side.py", "burst", fresh(), n)
     # Occurrences of one session that come due together go out as one turn, so the
     # figure depends on how many sessions they belong to: both ends are shown.
     for sessions in (100, n):
         ours = side("remindkit_side.py", "burst", fresh(), n, sessions)
         what = f"{n:,} due at one instant, {sessions:,} sessions"
-        row(f"{what}: all handed over after (s)", ours["drain_s"], peer["drain_s"], "<= 0.5 s")
-        row(f"{what}: delivered", ours["delivered"], peer["delivered"], f"{n}", "higher")
+        TABLE.add(
+            Row(
+                f"{what}: all handed over after (s)",
+                ours["drain_s"],
+                peer["drain_s"],
+                checks=[not_behind(ours["drain_s"], peer["drain_s"])],
+                load=at,
+            )
+        )
+        TABLE.add(
+            Row(
+                f"{what}: delivered",
+                ours["delivered"],
+                peer["delivered"],
+                better="higher",
+                checks=[equals(ours["delivered"], n)],
+                load=at,
+            )
+        )
 
 
 def bench_big(q: bool) -> None:
@@ -138,25 +222,43 @@ def bench_big(q: bool) -> None:
     n_peer = 5_000 if q else 20_000
     idle = 10 if q else 60
     d_ours, d_peer = fresh(), fresh()
+    at = load()
     prep = side("remindkit_side.py", "big_prepare", d_ours, n_ours)
     side("apscheduler_side.py", "big_prepare", d_peer, n_peer)
     ours = side("remindkit_side.py", "big_run", d_ours, idle)
     peer = side("apscheduler_side.py", "big_run", d_peer, idle)
     label = f"{n_ours:,} stored (APScheduler: {n_peer:,})"
-    row(
-        f"{label}: engine start to first overdue fire (ms)",
-        ours["first_fire_ms"],
-        peer["first_fire_ms"],
-        "<= 5 ms",
+    TABLE.add(
+        Row(
+            f"{label}: engine start to first overdue fire (ms)",
+            ours["first_fire_ms"],
+            peer["first_fire_ms"],
+            checks=[not_behind(ours["first_fire_ms"], peer["first_fire_ms"])],
+            load=at,
+        )
     )
-    row(f"{label}: peak RSS (MB)", ours["peak_rss_mb"], peer["peak_rss_mb"], "<= 64 MB")
-    row(
-        f"{label}: idle CPU over {idle} s (% of a core)",
-        ours["idle_cpu_pct"],
-        peer["idle_cpu_pct"],
-        "<= 0.1 %",
+    TABLE.add(
+        Row(
+            f"{label}: peak RSS (MB)",
+            ours["peak_rss_mb"],
+            peer["peak_rss_mb"],
+            checks=[not_behind(ours["peak_rss_mb"], peer["peak_rss_mb"])],
+            load=at,
+        )
     )
-    row(f"{label}: database size (MB)", prep["db_mb"], None, "-")
+    TABLE.add(
+        Row(
+            f"{label}: idle CPU over {idle} s (% of a core)",
+            ours["idle_cpu_pct"],
+            peer["idle_cpu_pct"],
+            checks=[
+                at_most(ours["idle_cpu_pct"], 0.1, " %"),
+                not_behind(ours["idle_cpu_pct"], peer["idle_cpu_pct"]),
+            ],
+            load=at,
+        )
+    )
+    TABLE.add(Row(f"{label}: database size (MB)", prep["db_mb"], None, load=at))
 
 
 def bench_cross(q: bool) -> None:
@@ -164,10 +266,13 @@ def bench_cross(q: bool) -> None:
     d = fresh()
     url = f"sqlite:///{d / 'remindkit.db'}"
     out = d / "engine.json"
+    at = load()
     side("remindkit_side.py", "init", d, url)  # create the store
+    env = source_env()
     engine = subprocess.Popen(
         [PY, str(HERE / "remindkit_side.py"), "cross_engine", str(d), url, str(n), str(out)],
         stdout=subprocess.DEVNULL,
+        env=env,
     )
     while not (d / "engine-ready").exists():
         time.sleep(0.05)
@@ -176,110 +281,56 @@ def bench_cross(q: bool) -> None:
     engine.wait(120)
     ours = json.loads(out.read_text())
     peer = side("apscheduler_side.py", "cross", fresh(), min(n, 10), 200)
-    row(
-        "made by another process 200 ms before due: lateness p99 (ms)",
-        ours["p99_ms"],
-        peer["p99_ms"],
-        "<= 5 ms",
+    TABLE.add(
+        Row(
+            "made by another process 200 ms before due: lateness p99 (ms)",
+            ours["p99_ms"],
+            peer["p99_ms"],
+            checks=[not_behind(ours["p99_ms"], peer["p99_ms"] if peer["p99_ms"] else 1e9)],
+            load=at,
+        )
     )
-    row(
-        "made by another process 200 ms before due: fired",
-        f"{ours['delivered']}/{n}",
-        f"{peer['ran_within_5s']}/{peer['n']}",
-        "all",
-        "none",
-    )
-
-
-def _deadlocks(conn) -> int:  # type: ignore[no-untyped-def]
-    """Deadlocks the server has detected in this database (all sessions)."""
-    return int(
-        conn.execute(
-            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
-        ).fetchone()[0]
+    TABLE.add(
+        Row(
+            "made by another process 200 ms before due: fired",
+            f"{ours['delivered']}/{n}",
+            f"{peer['ran_within_5s']}/{peer['n']}",
+            checks=[equals(ours["delivered"], n)],
+            load=at,
+        )
     )
 
 
 def bench_pg(q: bool) -> None:
-    import psycopg
-    from sqlalchemy.engine import make_url
+    from pg_burst import pg_burst
 
     n = 2_000 if q else 10_000
-    schema = f"rk_bench_{uuid.uuid4().hex[:8]}"
-    raw = make_url(PG).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(raw, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-        deadlocks_before = _deadlocks(conn)
-    url = (
-        make_url(PG)
-        .update_query_dict({"options": f"-csearch_path={schema}"})
-        .render_as_string(hide_password=False)
+    at = load()
+    got = pg_burst(n, 4, source_env())
+    what = f"PostgreSQL, 4 engines, {n:,} due at once"
+    TABLE.add(
+        Row(
+            f"{what}: duplicates", got["duplicates"], checks=[equals(got["duplicates"], 0)], load=at
+        )
     )
-    try:
-        d = fresh()
-        side("remindkit_side.py", "init", d, url)  # migrate once
-        outs = [d / f"engine{i}.json" for i in range(4)]
-        procs = [
-            subprocess.Popen(
-                [
-                    PY,
-                    str(HERE / "remindkit_side.py"),
-                    "pg_engine",
-                    str(d),
-                    url,
-                    str(o),
-                    str(n),
-                    "25",
-                ],
-                stdout=subprocess.DEVNULL,
-            )
-            for o in outs
-        ]
-        while not all(o.with_suffix(".ready").exists() for o in outs):
-            time.sleep(0.05)
-        due = time.time() + 6
-        side("remindkit_side.py", "pg_load", d, url, n, due, 200)
-        for p in procs:
-            p.wait(120)
-        keys: list[str] = []
-        last = 0
-        per_engine = []
-        for o in outs:
-            data = json.loads(o.read_text())
-            keys += data["keys"]
-            last = max(last, data["last_us"])
-            per_engine.append(len(data["keys"]))
-        unique = set(keys)
-        row(
-            f"PostgreSQL, 4 engines, {n:,} due at once: duplicates",
-            len(keys) - len(unique),
-            None,
-            "0",
+    TABLE.add(Row(f"{what}: lost", got["lost"], checks=[equals(got["lost"], 0)], load=at))
+    TABLE.add(
+        Row(
+            f"{what}: drained after (s)",
+            got["drain_s"],
+            checks=[at_most(got["drain_s"], 5, " s")],
+            load=at,
         )
-        row(f"PostgreSQL, 4 engines, {n:,} due at once: lost", n - len(unique), None, "0")
-        row(
-            f"PostgreSQL, 4 engines, {n:,} due at once: drained after (s)",
-            last / 1e6 - due,
-            None,
-            "<= 2 s",
+    )
+    TABLE.add(Row(f"{what}: per engine", "/".join(map(str, got["per_engine"])), load=at))
+    TABLE.add(
+        Row(
+            f"{what}: deadlocks (pg_stat_database)",
+            got["deadlocks"],
+            checks=[equals(got["deadlocks"], 0)],
+            load=at,
         )
-        row(
-            f"PostgreSQL, 4 engines, {n:,} due at once: per engine",
-            "/".join(map(str, per_engine)),
-            None,
-            "-",
-            "none",
-        )
-        with psycopg.connect(raw, autocommit=True) as conn:
-            row(
-                f"PostgreSQL, 4 engines, {n:,} due at once: deadlocks (pg_stat_database)",
-                _deadlocks(conn) - deadlocks_before,
-                None,
-                "0",
-            )
-    finally:
-        with psycopg.connect(raw, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    )
 
 
 BENCHES = {
@@ -298,30 +349,43 @@ def main() -> None:
     )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=",".join(BENCHES))
+    ap.add_argument(
+        "--remindkit", type=Path, help="a checkout whose remindkit the remindkit side runs"
+    )
     args = ap.parse_args()
+    if args.remindkit:
+        SOURCE.append(str(args.remindkit.resolve()))
     import apscheduler
     import sqlalchemy
 
-    import remindkit
-
+    version = subprocess.run(
+        [
+            PY,
+            "-c",
+            "import remindkit, os; print(remindkit.__version__, os.path.dirname(remindkit.__file__))",
+        ],
+        capture_output=True,
+        text=True,
+        env=source_env(),
+        check=True,
+    ).stdout.strip()
     info = (
         f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"SQLite {sqlite3.sqlite_version}, SQLAlchemy {sqlalchemy.__version__}, "
-        f"remindkit {remindkit.__version__}, APScheduler {apscheduler.__version__}"
+        f"SQLite {sqlite3.sqlite_version} (synchronous={SYNC}), SQLAlchemy {sqlalchemy.__version__}, "
+        f"remindkit {version}, APScheduler {apscheduler.__version__}"
     )
     print(info, flush=True)
+    print(f"at the start: {machine()}", flush=True)
     for name in args.only.split(","):
-        print(f"[{name}]", flush=True)
+        print(f"[{name}] load average {load():.1f}", flush=True)
         BENCHES[name](args.quick)
+    print(f"at the end: {machine()}")
     print()
-    print("| metric | remindkit | APScheduler 3.11 | ratio | target |")
-    print("|---|---|---|---|---|")
-    for metric, ours, peer, target, better in ROWS:
-        print(f"| {metric} | {fmt(ours)} | {fmt(peer)} | {ratio(ours, peer, better)} | {target} |")
+    print(TABLE.markdown())
     out = HERE / "results"
     out.mkdir(exist_ok=True)
-    (out / f"{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(
-        json.dumps({"info": info, "rows": ROWS}, indent=1, default=str)
+    (out / f"run-{stamp()}.json").write_text(
+        json.dumps({"info": info, "rows": TABLE.as_json()}, indent=1, default=str)
     )
 
 
