@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._compat import collector_paused
 from .audit import Event, EventKind, Surface, parse_surface
@@ -53,7 +53,9 @@ from .schedules import (
     resume_next,
 )
 from .settings import Settings
-from .store import SqlStore
+
+if TYPE_CHECKING:
+    from .store import SqlStore
 
 EXPORT_VERSION = 1
 MAX_HISTORY = 100_000

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ..errors import RemindkitError
 
@@ -81,6 +81,8 @@ class Context:
         self._lent: Reminders | None = api
         self._graph: Graph | None = None
         self._settings: Settings | None = None
+        self._reader: Reminders | None = None
+        self._lite: Any = None  # a LiteStore, False when the full store must read
 
     @property
     def settings(self) -> Settings:
@@ -113,10 +115,41 @@ class Context:
     def api(self) -> Reminders:
         return self._lent if self._lent is not None else self.graph.api
 
+    @property
+    def read_store(self) -> Any:
+        """The store for a command that only reads (``ls``, ``status --line``): the
+        SQLite file through the driver alone (:class:`~remindkit.store.lite.LiteStore`,
+        no SQLAlchemy to import) when the process has no store open yet and the file is
+        at this remindkit's schema; else the store of :attr:`api`. Only the reads
+        ``LiteStore`` has."""
+        if self._lent is not None or self._graph is not None:
+            return self.api.store
+        if self._lite is None:
+            from ..store.lite import open_lite
+
+            self._lite = open_lite(self.url, settings=self.settings) or False
+        return self._lite or self.api.store
+
+    @property
+    def read_api(self) -> Reminders:
+        """The reminders API over :attr:`read_store`, for the reads ``LiteStore`` has."""
+        store = self.read_store
+        if self._lent is not None or self._graph is not None or not self._lite:
+            return self.api
+        if self._reader is None:
+            from ..audit import Surface
+            from ..reminders import Reminders
+
+            self._reader = Reminders(cast(Any, store), settings=self.settings, surface=Surface.CLI)
+        return self._reader
+
     def close(self) -> None:
         if self._graph is not None and self._lent is None:
             self._graph.close()
         self._graph = None
+        if self._lite:
+            self._lite.close()
+        self._lite = self._reader = None
 
     def json(self, data: Any) -> None:
         emit_json(self.out, data)

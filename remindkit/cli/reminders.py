@@ -169,7 +169,7 @@ def not_armed_hint(db: str | None) -> str:
 def ls(cx: Context) -> int:
     args = cx.args
     within = scope(args)
-    api = cx.api
+    api = cx.read_api
     rems = api.list(session=within, all=args.all)
     if args.json:
         cx.json([r.to_dict() for r in rems])

@@ -95,7 +95,7 @@ def status_line(cx: Context) -> int:
     source = "file"
     if data is None or summary is None:
         source = "store"
-        data = cx.api.store.reports.status_summary(now_us=now_us)
+        data = cx.read_store.reports.status_summary(now_us=now_us)
         summary = statusfile.summary_for(data, session)
         assert summary is not None  # an untruncated summary always answers
     cx.out.write(

@@ -40,7 +40,6 @@ from ..models import (
     OCC_CANCELLED,
     SESSION_DELETED,
     WAITING,
-    Delivery,
     Occurrence,
     Reminder,
     Session,
@@ -51,6 +50,7 @@ from .claims import waiting_in_session, waiting_of
 from .dialect import Dialect, chunks
 from .events import EventRow, changes, event_row, write_events
 from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION
+from .records import attach_waiting as _attach_waiting
 from .role import Role
 from .rows import (
     REMINDER_COLUMNS,
@@ -646,22 +646,6 @@ class Reminders(Role):
                 for r in conn.execute(select(t.sessions).order_by(t.sessions.c.id))
             ]
         return rems, sess
-
-
-def _attach_waiting(
-    rems: list[Reminder], waiting: dict[str, tuple[str | None, str | None, int, int]]
-) -> list[Reminder]:
-    """The reminders, each live one with the fires that wait for its session."""
-    if not waiting:
-        return rems
-    out = []
-    for r in rems:
-        w = waiting.get(r.id) if r.state in LIVE_STATES else None
-        if w is not None:
-            wait_for, reason, due_us, count = w
-            r = replace(r, delivery=Delivery(WAITING, wait_for, reason, from_us(due_us), count))
-        out.append(r)
-    return out
 
 
 def _filter(stmt, *, session=Any, states=None, label=None, ids=None):

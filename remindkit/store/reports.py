@@ -10,12 +10,18 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import select
 
 from . import schema as t
+from .lite import (
+    FAILED_WINDOW_US,
+    PAUSED_ALL_SQL,
+    SUMMARY_COUNTS_SQL,
+    SUMMARY_OUTCOMES_SQL,
+    summarize,
+)
 from .role import Role
 
-FAILED_WINDOW_US = 7 * 86_400 * 1_000_000  # `!` looks at the last week of fires
 STATS_STATES = ("delivered", "failed", "waiting", "skipped", "cancelled")
 
 
@@ -24,66 +30,18 @@ class Reports(Role):
 
     def status_summary(self, *, now_us: int, max_sessions: int = 1_000) -> dict[str, Any]:
         """Per session and overall: active and paused counts, the next fire (µs), and
-        whether the latest finished fire failed."""
-        c, o = t.reminders.c, t.occurrences.c
+        whether the latest finished fire failed (the statements and the fold are the
+        command line's own when no engine runs: :mod:`remindkit.store.lite`)."""
+        d = self.dialect
         with self.read() as conn:
-            rows = conn.execute(
-                select(
-                    c.session_id,
-                    func.sum(case((c.state == "active", 1), else_=0)),
-                    func.sum(case((c.state == "paused", 1), else_=0)),
-                    func.min(case((c.state == "active", c.next_fire_at), else_=None)),
-                )
-                .where(c.state.in_(("active", "paused")))
-                .group_by(c.session_id)
-            ).all()
-            outcomes = conn.execute(
-                select(
-                    o.session_id,
-                    func.max(case((o.state == "failed", o.fired_at), else_=None)),
-                    func.max(case((o.state == "delivered", o.fired_at), else_=None)),
-                )
-                .where(o.fired_at >= now_us - FAILED_WINDOW_US)
-                .group_by(o.session_id)
-            ).all()
-            flag = conn.execute(
-                select(t.flags.c.value).where(t.flags.c.name == "paused_all")
-            ).scalar()
-        failed = {sid: f is not None and (d is None or f >= d) for sid, f, d in outcomes}
-        sessions: dict[str, dict[str, Any]] = {}
-        total: dict[str, Any] = {"active": 0, "paused": 0, "next_us": None, "failed": False}
-        for sid, active, paused, nxt in rows:
-            entry: dict[str, Any] = {
-                "active": int(active or 0),
-                "paused": int(paused or 0),
-                "next_us": None if nxt is None else int(nxt),
-                "failed": failed.get(sid, False),
-            }
-            if sid is not None:
-                sessions[sid] = entry
-            total["active"] += entry["active"]
-            total["paused"] += entry["paused"]
-            if entry["next_us"] is not None and (
-                total["next_us"] is None or entry["next_us"] < total["next_us"]
-            ):
-                total["next_us"] = entry["next_us"]
-        for sid, bad in failed.items():
-            if sid is not None and sid not in sessions and bad:
-                sessions[sid] = {"active": 0, "paused": 0, "next_us": None, "failed": True}
-        last_failed = [f for _sid, f, _d in outcomes if f is not None]
-        last_delivered = [d for _sid, _f, d in outcomes if d is not None]
-        total["failed"] = bool(last_failed) and (
-            not last_delivered or max(last_failed) >= max(last_delivered)
-        )
-        truncated = len(sessions) > max_sessions
-        if truncated:
-            sessions = dict(sorted(sessions.items(), key=_soonest)[:max_sessions])
-        return {
-            "paused_all": flag == "1",
-            "all": total,
-            "sessions": sessions,
-            "truncated": truncated,
-        }
+            counts = d.fetch(conn, SUMMARY_COUNTS_SQL, ())
+            outcomes = d.fetch(
+                conn,
+                SUMMARY_OUTCOMES_SQL.replace("?", d.placeholder),
+                (now_us - FAILED_WINDOW_US,),
+            )
+            flag = d.fetch(conn, PAUSED_ALL_SQL, ())
+        return summarize(counts, outcomes, flag[0][0] if flag else None, max_sessions)
 
     def fire_stats(self, *, since_us: int, session: str | None = None) -> dict[str, Any]:
         """Fires since ``since_us``, per session (``-`` for none) and in all: counts by
@@ -115,11 +73,6 @@ class Reports(Role):
 
 def _rows(result: Any) -> Iterator[Any]:
     yield from result
-
-
-def _soonest(item: tuple[str, dict[str, Any]]) -> tuple[int, int]:
-    nxt = item[1]["next_us"]
-    return (0 if item[1]["failed"] else 1, nxt if nxt is not None else 1 << 62)
 
 
 def _lateness(values: list[int]) -> dict[str, int | None]:

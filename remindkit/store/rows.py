@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -11,12 +10,16 @@ from typing import Any
 
 from ..clock import from_us, to_us
 from ..models import SESSION_ACTIVE, Fire, Message, Occurrence, Reminder, Session
-from ..schedules import Schedule
 from . import schema as t
+from .records import REMINDER_COLUMNS as REMINDER_COLUMNS  # the driver-level mapping, re-exported
+from .records import REMINDER_FIELDS, _reminder_of_mapping, _reminder_of_values
+from .records import reminder_values as reminder_values
+from .records import reminders_of_tuples as reminders_of_tuples
 
 log = logging.getLogger(__name__)
-_REMINDER_FIELDS = tuple(c.name for c in t.reminders.c)
-REMINDER_COLUMNS = ", ".join(_REMINDER_FIELDS)  # for statements run through the driver
+_REMINDER_FIELDS = REMINDER_FIELDS
+if tuple(c.name for c in t.reminders.c) != REMINDER_FIELDS:  # records.py lists them by hand
+    raise RuntimeError("the reminders table's columns moved: reorder records.REMINDER_FIELDS")
 
 
 def _dt(us: int | None):
@@ -46,112 +49,8 @@ def reminder_from_row(row: Any, *, whole: bool | None = None) -> Reminder:
     return _reminder_of_mapping(row._mapping)
 
 
-@functools.lru_cache(maxsize=8192)
-def _reminder_of_values(values: tuple[Any, ...]) -> Reminder:
-    return _reminder_of_mapping(dict(zip(_REMINDER_FIELDS, values, strict=True)))
-
-
-def _reminder_of_mapping(m: Any) -> Reminder:
-    return Reminder(
-        id=m["id"],
-        session=m["session_id"],
-        label=m["label"],
-        text=m["text"],
-        schedule=Schedule.from_json(m["spec"]),
-        state=m["state"],
-        next_fire_at=_dt(m["next_fire_at"]),
-        fired_count=m["fired_count"],
-        alarm=bool(m["alarm"]),
-        announce=m["announce"],
-        urgency=m["urgency"],
-        misfire=m["misfire"],
-        catchup_cap=m["catchup_cap"],
-        on_busy=m["on_busy"],
-        last_error=m["last_error"],
-        created_at=_dt(m["created_at"]),
-        updated_at=_dt(m["updated_at"]),
-        source=m["source"],
-        slot=m["slot"],
-        snoozed=bool(m["snoozed"]),
-        version=m["version"],
-    )
-
-
-def reminder_values(r: Reminder) -> tuple[Any, ...]:
-    """A reminder's ``reminders`` row as values in column order
-    (:data:`REMINDER_COLUMNS`), for an ``INSERT`` through the driver: every create
-    makes one, an import one per line (no dict in between)."""
-    s = r.schedule
-    return (
-        r.id,
-        r.session,
-        r.label,
-        r.text,
-        s.kind,
-        s.to_json(),
-        s.tz,
-        r.state,
-        None if r.next_fire_at is None else to_us(r.next_fire_at),
-        r.fired_count,
-        r.alarm,
-        r.announce,
-        r.urgency,
-        r.misfire,
-        r.catchup_cap,
-        r.on_busy,
-        r.last_error,
-        r.source,
-        r.slot,
-        r.snoozed,
-        None if r.created_at is None else to_us(r.created_at),
-        None if r.updated_at is None else to_us(r.updated_at),
-        r.version,
-    )
-
-
-_VALUE_ORDER = [
-    "id",
-    "session_id",
-    "label",
-    "text",
-    "kind",
-    "spec",
-    "tz",
-    "state",
-    "next_fire_at",
-    "fired_count",
-    "alarm",
-    "announce",
-    "urgency",
-    "misfire",
-    "catchup_cap",
-    "on_busy",
-    "last_error",
-    "source",
-    "slot",
-    "snoozed",
-    "created_at",
-    "updated_at",
-    "version",
-]
-if tuple(_VALUE_ORDER) != _REMINDER_FIELDS:  # reminder_values lists them by hand
-    raise RuntimeError("the reminders table's columns moved: reorder reminder_values")
-
-
 def reminder_to_row(r: Reminder) -> dict[str, Any]:
     return dict(zip(_REMINDER_FIELDS, reminder_values(r), strict=True))
-
-
-def reminders_of_tuples(rows: Iterable[Sequence[Any]]) -> list[Reminder]:
-    """:func:`readable_reminders` for plain tuples in ``reminders`` column order, as a
-    driver's cursor returns them (:meth:`Dialect.fetch`)."""
-    out = []
-    for row in rows:
-        try:
-            out.append(_reminder_of_values(tuple(row)))
-        except Exception as exc:
-            log.warning("reminder %s cannot be read: %s: %s", row[0], type(exc).__name__, exc)
-    return out
 
 
 def readable_reminders(rows: Iterable[Any]) -> list[Reminder]:

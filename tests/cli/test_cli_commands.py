@@ -126,6 +126,44 @@ def test_command_line_starts_light() -> None:
     assert proc.stdout.strip() == "[]"
 
 
+def test_ls_and_the_status_line_read_without_sqlalchemy(home: Home) -> None:
+    """With no engine to hand them to, `ls` and `status --line` read the SQLite file
+    through the driver alone (remindkit.store.lite): SQLAlchemy is not imported, and
+    they print what the store says. A new store is made by the full store first."""
+    fresh = home.proc("ls", "--json")
+    assert fresh.returncode == 0 and json.loads(fresh.stdout) == [], fresh.stderr
+    assert home.proc("remind", "soon", "--session", "s1", "--in", "5m").returncode == 0
+    assert home.proc("remind", "later", "--session", "s2", "--in", "2h").returncode == 0
+    code = (
+        "import io, json, sys\n"
+        "from remindkit.cli.main import main\n"
+        "out = io.StringIO()\n"
+        "assert main(['ls', '--json'], stdout=out) == 0\n"
+        "rows = json.loads(out.getvalue())\n"
+        "line = io.StringIO()\n"
+        "assert main(['status', '--line', '--json'], stdout=line) == 0\n"
+        "mine = io.StringIO()\n"
+        "assert main(['ls', '--session', 's2'], stdout=mine) == 0\n"
+        "print(json.dumps({'texts': [r['text'] for r in rows], 'line': json.loads(line.getvalue()),\n"
+        "                  's2': mine.getvalue(),\n"
+        "                  'heavy': [m for m in sys.modules if m.startswith(('sqlalchemy', 'remindkit.store.sql'))]}))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=home.env(),
+        cwd=home.path,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["heavy"] == []
+    assert got["texts"] == ["soon", "later"]
+    assert got["line"]["active"] == 2 and got["line"]["source"] == "store"
+    assert "later" in got["s2"] and "soon" not in got["s2"]
+
+
 def test_a_reminder_command_loads_no_engine(home: Home) -> None:
     """`remind` and `ls` need the store, never the engine, the alerts or the ORM (nor
     Alembic, once the store exists: the first command on a new store migrates it)."""
