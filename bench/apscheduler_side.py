@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import resource
 import subprocess
 import sys
@@ -135,10 +134,9 @@ def big_run(folder: Path, idle_s: float) -> dict:
         time.sleep(0.0002)
     first_ms = ((m.FIRST[0] or time.perf_counter()) - t0) * 1000
     time.sleep(2)
-    c0, w0 = os.times(), time.perf_counter()
+    c0, w0 = cpu_s(), time.perf_counter()
     time.sleep(idle_s)
-    c1 = os.times()
-    cpu = (c1.user - c0.user) + (c1.system - c0.system)
+    cpu = cpu_s() - c0
     wall = time.perf_counter() - w0
     s.shutdown(wait=False)
     return {

@@ -5,7 +5,6 @@ object. Delivery is a no-op adapter that records when it is handed each fire."""
 from __future__ import annotations
 
 import json
-import os
 import resource
 import sys
 import threading
@@ -215,11 +214,10 @@ def big_store_run(folder: Path, idle_s: float) -> dict:
     deadline = time.perf_counter() + 30
     while time.perf_counter() < deadline and not _settled(engine):
         time.sleep(0.05)
-    c0 = os.times()
+    c0 = cpu_s()
     w0 = time.perf_counter()
     time.sleep(idle_s)
-    c1 = os.times()
-    cpu = (c1.user - c0.user) + (c1.system - c0.system)
+    cpu = cpu_s() - c0
     wall = time.perf_counter() - w0
     engine.stop()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
