@@ -99,6 +99,7 @@ def http_app(
     *,
     path: str = "/mcp",
     allowed_hosts: list[str] | None = None,
+    session_idle_timeout: float | None = 1800,
 ) -> Starlette:
     """Streamable HTTP MCP at ``path``, each call acting for the session of its token."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -111,7 +112,11 @@ def http_app(
             allowed_hosts=allowed_hosts,
             allowed_origins=[f"http://{h}" for h in allowed_hosts],
         )
-    app = server.server.streamable_http_app(streamable_http_path=path, transport_security=security)
+    app = server.server.streamable_http_app(
+        streamable_http_path=path,
+        transport_security=security,
+        session_idle_timeout=session_idle_timeout,
+    )
     app.add_middleware(BearerGate, verify=verify)
     return app
 
