@@ -12,15 +12,15 @@ import builtins
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..checks import check_session_id
+from ..checks import MAX_SESSION_ID, check_session_id
 from ..clock import to_us
 from ..credential import LocalCredential
 from ..errors import (
@@ -36,9 +36,9 @@ from . import schema
 from . import tokens as tk
 from .guard import SCOPE_KEY, Guard, HostNames, status_of
 
-STATIC = Path(__file__).with_name("static")
-NOTEBOOK_STATIC = Path(__file__).parent.parent / "notebook" / "static"
-ASSETS = Path(__file__).parent.parent / "assets"
+STATIC = FilePath(__file__).with_name("static")
+NOTEBOOK_STATIC = FilePath(__file__).parent.parent / "notebook" / "static"
+ASSETS = FilePath(__file__).parent.parent / "assets"
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
@@ -261,12 +261,15 @@ def create_app(
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(
             exc.status_code, "invalid_argument"
         )
+        headers = exc.headers
+        if exc.status_code == 405:  # every method of the path, not just the first route's
+            headers = {"Allow": ", ".join(sorted(_methods_of(app, request.scope)))}
         return JSONResponse(
-            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers
         )
 
     def principal(request: Request) -> tk.Principal:
@@ -298,6 +301,20 @@ def create_app(
         return to_us(api.clock.now())
 
     base = "/v1/projects/{project}/sessions"
+    Project = Annotated[
+        str,
+        Path(
+            description="a project name",
+            json_schema_extra={"pattern": PROJECT_PATTERN, "examples": ["default"]},
+        ),
+    ]
+    SessionId = Annotated[
+        str,
+        Path(
+            description="a session id (may hold /)",
+            json_schema_extra={"maxLength": MAX_SESSION_ID, "examples": ["s1"]},
+        ),
+    ]
 
     # -- service ---------------------------------------------------------------------------
 
@@ -349,7 +366,7 @@ def create_app(
         response_model=builtins.list[schema.SessionOut],
         responses=_responses(*READ),
     )
-    def list_sessions(project: str, who: Who) -> Response:
+    def list_sessions(project: Project, who: Who) -> Response:
         in_project(who, project, None)
         return JSONResponse(
             [
@@ -358,7 +375,7 @@ def create_app(
             ]
         )
 
-    def get_session(project: str, session: str, who: Who) -> Response:
+    def get_session(project: Project, session: SessionId, who: Who) -> Response:
         sid, got = in_project(who, project, session)
         if got is None:
             raise NotFound(
@@ -372,7 +389,7 @@ def create_app(
         response_model=schema.View,
         responses=_responses(*READ),
     )
-    def get_session_view(project: str, session: str, who: Who) -> Response:
+    def get_session_view(project: Project, session: SessionId, who: Who) -> Response:
         """What the web page shows: the live reminders as pills (``due_ms``) and the
         conversation as lines, a fired turn as one marker (the notebook panel's view)."""
         from ..notebook.state import TRANSCRIPT_LINES, chat_lines, pills
@@ -400,8 +417,8 @@ def create_app(
         responses=_responses(*READ),
     )
     async def list_reminders(
-        project: str,
-        session: str,
+        project: Project,
+        session: SessionId,
         who: Who,
         all: Annotated[bool, Query(description="finished ones too")] = False,
     ) -> Response:
@@ -429,8 +446,8 @@ def create_app(
         },
     )
     async def create_reminder(
-        project: str,
-        session: str,
+        project: Project,
+        session: SessionId,
         body: ReminderIn,  # type: ignore[valid-type]
         who: Who,
     ) -> Response:
@@ -471,7 +488,9 @@ def create_app(
         response_model=schema.Reminder,
         responses=_responses(*READ),
     )
-    async def get_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
+    async def get_reminder(
+        project: Project, session: SessionId, reminder_id: str, who: Who
+    ) -> Response:
         sid, sess = in_project(who, project, session)
         return JSONResponse(reminder_out(own(api.get(reminder_id), sid, sess)))
 
@@ -482,8 +501,8 @@ def create_app(
         responses=_responses(*WRITE),
     )
     async def update_reminder(
-        project: str,
-        session: str,
+        project: Project,
+        session: SessionId,
         reminder_id: str,
         body: ReminderPatch,  # type: ignore[valid-type]
         who: Who,
@@ -509,7 +528,9 @@ def create_app(
         response_class=Response,
         responses={204: {"description": "cancelled (kept in history)"}, **_responses(*WRITE)},
     )
-    async def delete_reminder(project: str, session: str, reminder_id: str, who: Who) -> Response:
+    async def delete_reminder(
+        project: Project, session: SessionId, reminder_id: str, who: Who
+    ) -> Response:
         sid, sess = in_project(who, project, session, write=True)
         own(api.get(reminder_id), sid, sess)
         api.cancel([reminder_id], session=sid)
@@ -522,8 +543,8 @@ def create_app(
         responses=_responses(*READ),
     )
     def get_reminder_history(
-        project: str,
-        session: str,
+        project: Project,
+        session: SessionId,
         reminder_id: str,
         who: Who,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -629,6 +650,18 @@ def create_app(
     return app
 
 
+def _methods_of(app: FastAPI, scope: Any) -> set[str]:
+    """The methods of every route whose path fits (a session id may hold "/")."""
+    found: set[str] = set()
+    for route in app.router.routes:
+        methods = getattr(route, "methods", None)
+        regex = getattr(route, "path_regex", None)
+        if methods and regex is not None and regex.match(scope["path"]):
+            found |= set(methods)
+    return found
+
+
+PROJECT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # check_project's
 EVENT_ID_MAX = 2**63 - 1
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; media-src 'self' blob: data:; "
