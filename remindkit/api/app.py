@@ -700,6 +700,13 @@ def _openapi(app: FastAPI, cookie: str) -> dict[str, Any]:
     schemas = components.setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
+    for name in ("ReminderIn", "ReminderPatch"):  # request bodies: a default is the server's
+        for prop in schemas.get(name, {}).get("properties", {}).values():
+            # said in words: generators (openapi-typescript) make a field with a default required
+            if "default" in prop and prop["default"] is not None:
+                text = prop.get("description", "")
+                prop["description"] = (text + "; " if text else "") + f"default {prop['default']!r}"
+            prop.pop("default", None)
     components["securitySchemes"] = {
         "bearer": {
             "type": "http",

@@ -518,7 +518,7 @@ export interface components {
             until?: string | null;
             /**
              * Alarm
-             * @default false
+             * @description default False
              */
             alarm?: boolean;
             /**
@@ -528,19 +528,19 @@ export interface components {
             announce?: string | null;
             /**
              * On Busy
-             * @default wait
+             * @description default 'wait'
              * @enum {string}
              */
             on_busy?: "wait" | "rebase" | "skip";
             /**
              * Urgency
-             * @default normal
+             * @description default 'normal'
              * @enum {string}
              */
             urgency?: "low" | "normal" | "critical";
             /**
              * Misfire
-             * @default latest
+             * @description default 'latest'
              * @enum {string}
              */
             misfire?: "latest" | "skip" | "all";
