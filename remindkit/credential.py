@@ -127,6 +127,7 @@ class LocalCredential:
         self.home = home
         self.path = credential_path(home)
         self._clock = clock
+        _private_home(home)  # a home others can read or enter is tightened to 0700
         self._value = load_credential(home, create=True) or ""
         self._stamp = self._stat()
         self._checked = clock()

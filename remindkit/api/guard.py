@@ -209,7 +209,12 @@ class Guard:
             if int(length) > self.max_body:
                 await _answer(send, *_too_large(self.max_body))
                 return
-        await self.app(scope, self._bounded(receive), _secured(send))
+        started = [False]
+        try:
+            await self.app(scope, self._bounded(receive), _secured(send, started))
+        except _Overflow:  # a body past the bound, found while reading it
+            if not started[0]:
+                await _answer(send, *_too_large(self.max_body))
 
     def _refusal(
         self, scope: Any, headers: dict[bytes, bytes]
@@ -305,9 +310,8 @@ class Guard:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise BodyTooLarge(
-                        f"a request body is at most {limit} bytes", code="body_too_large"
-                    )
+                    # not an Exception: no parser on the way turns it into a 400 or a 500
+                    raise _Overflow
             return message
 
         return bounded
@@ -318,9 +322,14 @@ def _too_large(limit: int) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     return status, [*headers, (b"connection", b"close")], body
 
 
-def _secured(send: Any) -> Any:
+class _Overflow(BaseException):
+    """A request body grew past the bound while it was read."""
+
+
+def _secured(send: Any, started: list[bool]) -> Any:
     async def secured(message: Any) -> None:
         if message["type"] == "http.response.start":
+            started[0] = True
             message["headers"] = [*message.get("headers", ()), *SECURITY_HEADERS]
         await send(message)
 

@@ -32,6 +32,7 @@ class ApiServer:
         args: tuple[str, ...] = (),
         name: str = "api",
         port: int = 0,
+        nofile: int | None = None,
     ) -> None:
         self.db = url
         self.home = home
@@ -67,6 +68,7 @@ class ApiServer:
             stderr=subprocess.STDOUT,
             env=full,
             start_new_session=True,
+            preexec_fn=None if nofile is None else _limit_nofile(nofile),
         )
         self.base_url = ""
 
@@ -109,6 +111,15 @@ class ApiServer:
         if not self.fh.closed:
             self.fh.close()
         return self.proc.returncode
+
+
+def _limit_nofile(n: int) -> Callable[[], None]:
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+    return limit
 
 
 @pytest.fixture

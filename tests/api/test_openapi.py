@@ -77,7 +77,7 @@ def test_schemathesis_with_and_without_a_credential(api_server, sqlite_url):
     total = _cases(own.stdout) + _cases(anonymous.stdout)
     assert total >= 2000, (own.stdout[-2000:], anonymous.stdout[-2000:])
     with httpx.Client(base_url=srv.base_url, headers=srv.headers, timeout=30) as http:
-        for bad in ("-5", str(2**63), "1e3", "٣"):  # refused before the stream starts
+        for bad in ("-5", str(2**63), "1e3", "0x10"):  # refused before the stream starts
             resp = http.get("/v1/events", headers={"Last-Event-ID": bad})
             assert resp.status_code == 400, (bad, resp.text)
             assert resp.json()["error"]["code"] == "invalid_argument"

@@ -64,9 +64,7 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         try:
-            opened = cli(
-                "api", "open", "--session", "web", "--json", db=sqlite_url, home=tmp_path
-            )
+            opened = cli("api", "open", "--session", "web", "--json", db=sqlite_url, home=tmp_path)
             assert opened.returncode == 0, opened.stderr
             page.goto(json.loads(opened.stdout)["url"])  # the one-time login, then the page
             assert page.url == f"{srv.base_url}/?project=default&session=web", page.url
