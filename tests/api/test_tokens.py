@@ -135,6 +135,12 @@ def test_agent_commands_of_the_api_server_reach_it_as_their_session(
     wait_for(lambda: seen.exists() and seen.read_text().strip(), timeout=60)
     got = json.loads(seen.read_text().splitlines()[0])
     assert got == {"mine": 200, "other": 403, "session": "s1"}
+    # the agent's token never changes how the user's own clients get in (before: the
+    # open API locked itself at the first command turn, refusing them)
+    from remindkit.client import Client
+
+    with Client(server.base_url) as own:
+        assert own.status()["scope"]["scope"] == "admin"
     listed = cli("token", "ls", "--json", db=sqlite_url, home=home)
     assert [t["session"] for t in json.loads(listed.stdout)] == ["s1"]
     assert server.stop() == 0  # a graceful stop (uvicorn re-raises SIGTERM otherwise)
