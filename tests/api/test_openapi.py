@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -50,6 +51,7 @@ def _schemathesis(url: str, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=400,
         env=dict(os.environ, NO_COLOR="1"),
+        cwd=tempfile.mkdtemp(prefix="rk-st-"),  # its cache, out of the working tree
     )
 
 
