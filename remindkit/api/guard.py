@@ -47,12 +47,7 @@ LOCAL = tk.Principal("admin", token_id="local")
 USED_MAX = 10_000
 
 
-class BodyTooLarge(InvalidInput):
-    """A request body past :data:`MAX_BODY`."""
-
-
 STATUS: dict[type[RemindkitError], int] = {
-    BodyTooLarge: 413,
     InvalidInput: 400,
     Unauthorized: 401,
     Forbidden: 403,
@@ -343,4 +338,4 @@ async def _answer(send: Any, status: int, headers: list[tuple[bytes, bytes]], bo
     await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["MAX_BODY", "SCOPE_KEY", "BodyTooLarge", "Guard", "HostNames", "status_of"]
+__all__ = ["MAX_BODY", "SCOPE_KEY", "Guard", "HostNames", "status_of"]
