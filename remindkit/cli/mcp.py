@@ -93,6 +93,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="passed to the server, e.g. 'claude -p --resume {session}'",
     )
     cc.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
+    from .mcp_hosts import add_parsers as add_host_parsers
+
+    add_host_parsers(ms, common)  # install-codex, install-gemini, install-opencode
     m.set_defaults(func=run_command)
 
 
@@ -103,11 +106,11 @@ def run_command(cx: Any) -> int:
 
 
 def runs_without_store(args: argparse.Namespace) -> bool:
-    return args.command == "mcp" and args.mcp_command in (
-        "bind",
-        "hook",
-        "install",
-        "install-claude-code",
+    from .mcp_hosts import COMMANDS as HOST_COMMANDS
+
+    return args.command == "mcp" and (
+        args.mcp_command in ("bind", "hook", "install", "install-claude-code")
+        or args.mcp_command in HOST_COMMANDS
     )
 
 
@@ -129,6 +132,10 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
     if args.mcp_command == "install":
         out.write(install.snippets(args.host_command))
         return 0
+    from . import mcp_hosts
+
+    if args.mcp_command in mcp_hosts.COMMANDS:
+        return mcp_hosts.run(args, out)
     if args.mcp_command == "install-claude-code":
         project = identity.project_dir(args.project or ".")
         changes = install.claude_code_changes(

@@ -15,7 +15,7 @@ either era: from then until the client goes, the session's fires take the way
 back that this host has:
 
 * a host that declared it takes channel events (``experimental["claude/channel"]``,
-  or Claude Code when its own checks pass, :mod:`remindkit.mcp.hosts`) gets them as
+  or Claude Code when its own checks pass, :mod:`remindkit.mcp.hosts.claude_code`) gets them as
   ``notifications/claude/channel`` (``params.content`` one framed
   ``<schedule-fired>`` block, ``params.meta`` string attributes ``id``, ``label``,
   ``key``, ``due``, ``repeat``; the model sees ``<channel source="remindkit" …>``).
@@ -59,12 +59,13 @@ from ..protocol import frame_fired
 from ..protocol.tools import mcp_tools
 from ..sessions.mcp import LEASE_PREFIX, McpSessions
 from ..wiring import Graph
-from . import hosts, identity
+from . import identity
+from .hosts import claude_code
 
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "remindkit"
-CHANNEL_CAPABILITY = hosts.CHANNEL_CAPABILITY
+CHANNEL_CAPABILITY = claude_code.CHANNEL_CAPABILITY
 CHANNEL_METHOD = "notifications/claude/channel"
 PUSH_TIMEOUT_S = 10.0
 WATCH_EVERY_S = 1.0
@@ -141,9 +142,9 @@ class Client:
             info, caps = params.get("clientInfo"), params.get("capabilities")
         self.name = str(info.get("name")) if isinstance(info, dict) else ""
         self.capabilities: dict[str, Any] = caps if isinstance(caps, dict) else {}
-        self.declared = hosts.declares_channel(self.capabilities) or hosts.declares_channel(
-            {"experimental": self.capabilities.get("extensions")}
-        )
+        self.declared = claude_code.declares_channel(
+            self.capabilities
+        ) or claude_code.declares_channel({"experimental": self.capabilities.get("extensions")})
 
     @property
     def era(self) -> str:
@@ -178,7 +179,7 @@ class RemindkitMcp:
         self.engine = engine
         self._own_engine = False
         # whether Claude Code (the parent) takes this server's channel events: None, or why not
-        self._cc_gate = claude_code_channel or hosts.claude_code_channel
+        self._cc_gate = claude_code_channel or claude_code.claude_code_channel
         self.session_id, self.found_by = self._resolve()
         self.client: Client | None = None
         self.pushes = False  # the client takes channel events
@@ -229,7 +230,10 @@ class RemindkitMcp:
         if stamp == self._bindings_stamp:
             return
         self._bindings_stamp = stamp
-        sid, how = self._resolve()
+        self._follow(*self._resolve())
+
+    def _follow(self, sid: str, how: str) -> None:
+        """Speak for ``sid`` from now on (re-attached when the client is connected)."""
         with self._lock:
             old, was = self.session_id, self.found_by
             if sid == old and how == was:
@@ -388,7 +392,7 @@ class RemindkitMcp:
 
     def _handshake_for(self, client: Client) -> bool:
         """Send this modern client to the handshake era (it takes channels only there)."""
-        if not self.channel or client.name != hosts.CLAUDE_CODE or client.declared:
+        if not self.channel or client.name != claude_code.CLAUDE_CODE or client.declared:
             return False
         why = self._cc_gate()
         if why is not None:
@@ -397,7 +401,7 @@ class RemindkitMcp:
 
     def _opened(self, client: Client, tg: Any) -> None:
         declared = client.declared or (
-            client.name == hosts.CLAUDE_CODE and not client.modern and self._cc_gate() is None
+            client.name == claude_code.CLAUDE_CODE and not client.modern and self._cc_gate() is None
         )
         pushes = self.channel and declared and not client.modern
         if self._options is not None:  # the initialize answer says what this connection does
@@ -422,7 +426,7 @@ class RemindkitMcp:
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        sid = self._session_of(ctx)
+        sid = self._session_of(ctx, getattr(params, "meta", None))
         if sid is None:
             return tool_result(
                 ToolResult(
@@ -475,10 +479,22 @@ class RemindkitMcp:
         self._outliving = (time.monotonic(), found)
         return found
 
-    def _session_of(self, ctx: Any) -> str | None:
+    def _session_of(self, ctx: Any, meta: Any = None) -> str | None:
         if self.session_for is not None:
             return self.session_for(getattr(ctx, "request", None))
         self.refresh_identity()
+        if not self.fixed_session:  # a host that names its conversation in each call (Codex)
+            from .hosts import session_from_meta
+
+            if hasattr(meta, "model_dump"):
+                meta = meta.model_dump(by_alias=True)
+            host_sid = session_from_meta(meta)
+            if host_sid is not None:
+                with contextlib.suppress(ValueError):
+                    from ..reminders import check_session_id
+
+                    check_session_id(host_sid)
+                    self._follow(host_sid, "host")
         with self._lock:
             return self.session_id
 

@@ -114,7 +114,7 @@ def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
 
 def _host_argv(pids: Sequence[int] | None) -> list[str] | None:
     """The command line of the nearest ancestor that is Claude Code."""
-    from .identity import ancestors
+    from ..identity import ancestors
 
     chain = list(pids) if pids is not None else ancestors()[1:]
     for pid in chain:
