@@ -157,12 +157,13 @@ def session_out(sess: Session, project: str) -> dict[str, Any]:
     return data
 
 
-def mcp_over_http(api: Reminders) -> Any:
+def mcp_over_http(api: Reminders, host: str = "127.0.0.1") -> Any:
     """The MCP server's tools over Streamable HTTP for ``/mcp`` (``remindkit[mcp]``), each
     call acting for the session of its bearer token: a session token, not read-only,
-    of a project whose reminders feature is on. None without the ``mcp`` extra."""
+    of a project whose reminders feature is on; ``Host`` and ``Origin`` name the server
+    listening on ``host``. None without the ``mcp`` extra."""
     try:
-        from ..mcp.http import http_app
+        from ..mcp.http import McpEndpoint, answer_names
     except ImportError:
         return None
     store = api.store
@@ -182,23 +183,29 @@ def mcp_over_http(api: Reminders) -> Any:
             return None
         return who.session
 
-    return http_app(api, verify, path="/")
+    return McpEndpoint(api, verify, hosts=answer_names(host))
 
 
 def create_app(
-    api: Reminders, *, open_loopback: bool = True, engine: Any = None, feed: Any = None
+    api: Reminders,
+    *,
+    open_loopback: bool = True,
+    engine: Any = None,
+    feed: Any = None,
+    host: str = "127.0.0.1",
 ) -> FastAPI:
     """The application over ``api``. ``open_loopback``: with no token in the store a
-    request without one acts as admin (the server listens on loopback only)."""
+    request without one acts as admin (the server listens on loopback only). ``host``:
+    what the server listens on (the names ``/mcp`` answers to)."""
     store = api.store
-    mcp_app = mcp_over_http(api)
+    mcp_app = mcp_over_http(api, host)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if mcp_app is None:
             yield
             return
-        async with mcp_app.router.lifespan_context(mcp_app):  # the MCP session manager
+        async with mcp_app.running():  # the MCP session manager
             yield
 
     app = FastAPI(
@@ -217,7 +224,9 @@ def create_app(
     app.state.api = api
     app.state.engine = engine
     if mcp_app is not None:
-        app.mount("/mcp", mcp_app)
+        from ..mcp.http import routes
+
+        app.router.routes.extend(routes(mcp_app, "/mcp"))  # /mcp and /mcp/, no redirect
 
     @app.exception_handler(RemindkitError)
     async def _refusal(_request: Request, exc: RemindkitError) -> JSONResponse:

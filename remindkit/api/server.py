@@ -85,7 +85,7 @@ def run_api(
     if eng is not None and feed is not None:
         # this engine's fires and outcomes, once committed: read them at once
         eng.events.subscribe(ev.WRITTEN, lambda *_a, **_k: feed.poke())
-    app = create_app(api, open_loopback=loopback, engine=eng, feed=feed)
+    app = create_app(api, open_loopback=loopback, engine=eng, feed=feed, host=host)
     sock = bind(host, port)
     where = sock.getsockname()
     shown = f"[{where[0]}]" if ":" in where[0] else where[0]

@@ -35,7 +35,7 @@ def served(db: str, home: Path) -> Iterator[tuple[str, SqlStore]]:
     store = open_store(db, settings=Settings.from_env({"REMINDKIT_HOME": str(home)}))
     api = Reminders(store, clock=SystemClock())
     port = _port()
-    app = http_app(api, TOKENS.get, allowed_hosts=[f"127.0.0.1:{port}"])
+    app = http_app(api, TOKENS.get, allowed_hosts=["127.0.0.1"])
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )
