@@ -13,7 +13,9 @@ session manager. Each request is checked, in this order:
 * ``Authorization: Bearer <token>``: ``verify(token)`` returns the session the
   token reaches (its tool calls act for that session only) or ``None``, answered
   ``401``. A handshake-era session is bound to the session of the token that
-  opened it: another token presenting its ``Mcp-Session-Id`` is ``404``.
+  opened it: another token presenting its ``Mcp-Session-Id`` is ``404``;
+* at most ``max_open`` requests at once (a GET stream holds one) and ``max_sessions``
+  handshake-era sessions: past that ``503``.
 
 Tools only: nothing is pushed over HTTP, and the instructions say so. A fire of
 the session waits for a way in that really reaches the conversation (a resume
@@ -44,6 +46,8 @@ from .server import RemindkitMcp
 
 SCOPE_KEY = "remindkit.session"
 MAX_TOKEN = 4096
+MAX_OPEN = 1000  # requests served at once (a GET stream or a listen holds one open)
+MAX_SESSIONS = 1000  # handshake-era sessions open at once (each expires after 30 idle minutes)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 WILDCARDS = ("", "0.0.0.0", "::")
 INSTRUCTIONS = (
@@ -148,6 +152,8 @@ class McpEndpoint:
         verify: Callable[[str], str | None],
         *,
         hosts: Iterable[str] = LOOPBACK_NAMES,
+        max_open: int = MAX_OPEN,
+        max_sessions: int = MAX_SESSIONS,
     ) -> None:
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         from mcp.server.transport_security import TransportSecuritySettings
@@ -161,7 +167,10 @@ class McpEndpoint:
         self.manager = StreamableHTTPSessionManager(
             app=self.mcp.server,
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_sessions=max_sessions,
         )
+        self.max_open = max_open
+        self.open = 0
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -194,12 +203,21 @@ class McpEndpoint:
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from mcp.server.auth.provider import AccessToken
 
+        if self.open >= self.max_open:
+            await _answer(
+                send, 503, "too_many_requests", f"{self.max_open} MCP requests are open already"
+            )
+            return
         scope[SCOPE_KEY] = session
         # the SDK binds a handshake-era session to the principal that opened it
         scope["user"] = AuthenticatedUser(
             AccessToken(token="-", client_id="remindkit", scopes=[], subject=session)
         )
-        await self.manager.handle_request(scope, receive, send)
+        self.open += 1
+        try:
+            await self.manager.handle_request(scope, receive, send)
+        finally:
+            self.open -= 1
 
 
 async def _answer(
@@ -255,10 +273,11 @@ def http_app(
     *,
     path: str = "/mcp",
     allowed_hosts: Iterable[str] = LOOPBACK_NAMES,
+    max_open: int = MAX_OPEN,
 ) -> Starlette:
     """A Starlette app serving :class:`McpEndpoint` at ``path`` (and ``path/``); its
     lifespan runs the session manager. ``allowed_hosts``: the names it answers to."""
-    endpoint = McpEndpoint(api, verify, hosts=allowed_hosts)
+    endpoint = McpEndpoint(api, verify, hosts=allowed_hosts, max_open=max_open)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
