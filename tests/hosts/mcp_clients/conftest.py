@@ -110,6 +110,7 @@ class Driver:
     log: Path
     events: list[dict[str, Any]] = field(default_factory=list)
     _q: queue.Queue[dict[str, Any] | None] = field(default_factory=queue.Queue)
+    _pending: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def start(cls, python: Path, script: str, spec: dict[str, Any], log: Path) -> Driver:
@@ -138,8 +139,18 @@ class Driver:
                 self._q.put({"event": "stdout", "line": line})
         self._q.put(None)
 
-    def next(self, name: str, timeout: float = START_S) -> dict[str, Any]:
-        """Events up to and including the next ``name``."""
+    def next(
+        self, name: str, timeout: float = START_S, *, era: str | None = None
+    ) -> dict[str, Any]:
+        """The next event ``name`` (of ``era``, when given); the others wait their turn."""
+
+        def wanted(event: dict[str, Any]) -> bool:
+            return event["event"] == name and (era is None or event.get("era") == era)
+
+        for event in self._pending:
+            if wanted(event):
+                self._pending.remove(event)
+                return event
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -156,18 +167,20 @@ class Driver:
                     f"stderr:\n{self.stderr()[-4000:]}"
                 )
             self.events.append(event)
-            if event["event"] == name:
+            if wanted(event):
                 return event
+            self._pending.append(event)
 
-    def go(self) -> None:
+    def go(self, era: str = "") -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write("go\n")
+        self.proc.stdin.write(f"go {era}\n")
         self.proc.stdin.flush()
 
     def stderr(self) -> str:
         return self.log.read_text(errors="replace")
 
     def of(self, name: str, era: str | None = None) -> list[dict[str, Any]]:
+        """The events ``name`` (of ``era``) seen so far."""
         return [
             e for e in self.events if e["event"] == name and (era is None or e.get("era") == era)
         ]
@@ -211,20 +224,16 @@ def drive_eras(driver: Driver, db: str, home: Path, eras: list[str]) -> dict[str
     """Follow the driver through each era: its calls, then the fire it made (due 1 s
     after the first call) while it stays connected."""
     seen: dict[str, Seen] = {}
-    for era in eras:
-        connected = driver.next("connected")
-        tools = driver.next("tools")
-        waiting = driver.next("await_fire")
+    for era in eras:  # the eras run at once: follow each in turn
+        connected = driver.next("connected", era=era)
+        tools = driver.next("tools", era=era)
+        waiting = driver.next("await_fire", era=era)
         fire = fire_outcome(db, home, waiting["id"])
-        driver.go()
-        driver.next("messages")
-        seen[era] = Seen(
-            era,
-            connected.get("protocol"),
-            tools["names"],
-            [e for e in driver.of("called", era)],
-            fire,
-        )
+        driver.go(era)
+        seen[era] = Seen(era, connected.get("protocol"), tools["names"], [], fire)
+    for era in eras:
+        driver.next("messages", era=era)
+        seen[era].calls = driver.of("called", era)
     driver.finish()
     return seen
 
@@ -287,14 +296,14 @@ def stop_api(server: ApiServer) -> None:
             server.proc.wait(30)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def api_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("api-home")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def api(api_home: Path) -> Iterator[ApiServer]:
-    """One ``remindkit api`` for the module's HTTP clients (a token per session)."""
+    """One ``remindkit api`` for every HTTP client (a token per session)."""
     db = f"sqlite:///{api_home / 'rk.db'}"
     # the first token exists before the server starts: from then on every request needs one
     first = ApiServer(None, api_home / "none.log", db, api_home)  # type: ignore[arg-type]
@@ -366,3 +375,27 @@ def check_seen(client: str, transport: str, seen: dict[str, Seen]) -> None:
                 "reason": fire.error,
             }
             out.write(json.dumps(row) + "\n")
+
+
+def stdio_job(db: str, home: Path, session: str, eras: list[str], **more: Any) -> dict[str, Any]:
+    """A driver's job over stdio: each era runs ``remindkit mcp`` for a session of its own."""
+    return {
+        "transport": "stdio",
+        "eras": eras,
+        "command": mcp_command(db, session),
+        "env": remindkit_env(home),
+        "cwd": str(home),
+        "per_era": {e: {"command": mcp_command(db, f"{session}-{e}")} for e in eras},
+        **more,
+    }
+
+
+def http_job(api: ApiServer, session: str, eras: list[str], **more: Any) -> dict[str, Any]:
+    """A driver's job over Streamable HTTP: each era with a session token of its own."""
+    return {
+        "transport": "http",
+        "eras": eras,
+        "url": f"{api.url}/mcp",
+        "per_era": {e: {"token": api.token(f"{session}-{e}")} for e in eras},
+        **more,
+    }

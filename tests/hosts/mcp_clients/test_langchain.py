@@ -24,8 +24,10 @@ from .conftest import (
     drive_eras,
     fire_outcome,
     history,
+    http_job,
     mcp_command,
     remindkit_env,
+    stdio_job,
     wait_for,
 )
 from .standin import StrictModel
@@ -51,13 +53,7 @@ def check_strict(driver: Driver, model: StrictModel) -> None:
 
 def test_langchain_over_stdio(db: str, home: Path, drivers: list[Driver], tmp_path: Path) -> None:
     with StrictModel() as model:
-        spec = {
-            "transport": "stdio",
-            "command": mcp_command(db, "langchain-stdio"),
-            "env": remindkit_env(home),
-            "cwd": str(home),
-            "model_url": model.base_url,
-        }
+        spec = stdio_job(db, home, "langchain-stdio", ERAS, model_url=model.base_url)
         driver = Driver.start(
             client_python("mcp1"), "langchain_client.py", spec, tmp_path / "d.log"
         )
@@ -71,12 +67,7 @@ def test_langchain_over_stdio(db: str, home: Path, drivers: list[Driver], tmp_pa
 
 def test_langchain_over_http(api: ApiServer, drivers: list[Driver], tmp_path: Path) -> None:
     with StrictModel() as model:
-        spec = {
-            "transport": "http",
-            "url": f"{api.url}/mcp/",
-            "token": api.token("langchain-http"),
-            "model_url": model.base_url,
-        }
+        spec = http_job(api, "langchain-http", ERAS, model_url=model.base_url)
         driver = Driver.start(
             client_python("mcp1"), "langchain_client.py", spec, tmp_path / "d.log"
         )

@@ -11,15 +11,7 @@ import pytest
 
 from remindkit.protocol.tools import TOOLS
 
-from .conftest import (
-    ApiServer,
-    Driver,
-    check_seen,
-    client_python,
-    drive_eras,
-    mcp_command,
-    remindkit_env,
-)
+from .conftest import ApiServer, Driver, check_seen, client_python, drive_eras, http_job, stdio_job
 from .standin import StrictModel
 
 pytestmark = [pytest.mark.clients, pytest.mark.processes]
@@ -46,14 +38,7 @@ def test_openai_agents_over_stdio(
     db: str, home: Path, drivers: list[Driver], tmp_path: Path
 ) -> None:
     with StrictModel() as model:
-        spec = {
-            "transport": "stdio",
-            "eras": ERAS,
-            "command": mcp_command(db, "openai-agents-stdio"),
-            "env": remindkit_env(home),
-            "cwd": str(home),
-            "model_url": model.base_url,
-        }
+        spec = stdio_job(db, home, "openai-agents-stdio", ERAS, model_url=model.base_url)
         driver = Driver.start(
             client_python("mcp2"), "openai_agents_client.py", spec, tmp_path / "d.log"
         )
@@ -67,13 +52,7 @@ def test_openai_agents_over_stdio(
 
 def test_openai_agents_over_http(api: ApiServer, drivers: list[Driver], tmp_path: Path) -> None:
     with StrictModel() as model:
-        spec = {
-            "transport": "http",
-            "eras": ERAS,
-            "url": f"{api.url}/mcp",
-            "token": api.token("openai-agents-http"),
-            "model_url": model.base_url,
-        }
+        spec = http_job(api, "openai-agents-http", ERAS, model_url=model.base_url)
         driver = Driver.start(
             client_python("mcp2"), "openai_agents_client.py", spec, tmp_path / "d.log"
         )

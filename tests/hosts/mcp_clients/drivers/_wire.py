@@ -2,16 +2,19 @@
 it reads its job from ``argv[1]`` (JSON), drives the framework against remindkit's MCP
 server, and reports on stdout, one JSON object a line; the test on the other end reads
 them. Before each connection closes it says ``await_fire`` and waits for a line on stdin,
-so that the test can watch what happens to a fire while the client is connected.
+so that the test can watch what happens to a fire while the client is connected. The
+eras of one job run at once, each on a connection of its own.
 
 The job: ``{"transport": "stdio" | "http", "eras": [...], "command": [...], "env": {...},
-"cwd": ..., "url": ..., "token": ..., "model_url": ...}``.
+"cwd": ..., "url": ..., "token": ..., "model_url": ..., "per_era": {era: {...}}}``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import threading
 import time
 from typing import Any
 
@@ -22,17 +25,38 @@ def job() -> dict[str, Any]:
     return dict(json.loads(sys.argv[1]))
 
 
+def for_era(spec: dict[str, Any], era: str) -> dict[str, Any]:
+    """The job as one era sees it: ``spec["per_era"][era]`` (its own session's command
+    or token) over the rest."""
+    return {**spec, **spec.get("per_era", {}).get(era, {})}
+
+
 def emit(event: str, **data: Any) -> None:
     sys.stdout.write(json.dumps({"event": event, "at": time.time(), **data}, default=str) + "\n")
     sys.stdout.flush()
 
 
-def wait_go(**data: Any) -> None:
-    """Say ``await_fire`` and block until the test has seen the fire's outcome."""
-    emit("await_fire", **data)
-    line = sys.stdin.readline()
-    if line.strip() != "go":
-        raise SystemExit(f"the test said {line!r}, not go")
+_GO: dict[str, asyncio.Event] = {}
+_READER: list[threading.Thread] = []
+
+
+def _read_go(loop: asyncio.AbstractEventLoop) -> None:
+    for line in sys.stdin:
+        word, _, era = line.strip().partition(" ")
+        if word == "go":
+            loop.call_soon_threadsafe(_GO.setdefault(era, asyncio.Event()).set)
+
+
+async def wait_go(era: str = "", **data: Any) -> None:
+    """Say ``await_fire`` and wait until the test has seen the fire's outcome (it
+    writes ``go ERA``). The eras of one driver may run at once."""
+    event = _GO.setdefault(era, asyncio.Event())
+    if not _READER:
+        loop = asyncio.get_running_loop()
+        _READER.append(threading.Thread(target=_read_go, args=(loop,), daemon=True))
+        _READER[0].start()
+    emit("await_fire", era=era, **data)
+    await event.wait()
 
 
 def strict_args(schema: dict[str, Any], **given: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from _wire import STEPS, data_of, emit, job, step, wait_go
+from _wire import STEPS, data_of, emit, for_era, job, step, wait_go
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 
@@ -41,14 +41,13 @@ async def run(spec: dict[str, Any], era: str) -> None:
             data = data_of(result)
             results.append(data)
             emit("called", era=era, tool=name, args=args, error=result.is_error, data=data)
-        wait_go(era=era, id=results[0]["reminder"]["id"])
+        await wait_go(era, id=results[0]["reminder"]["id"])
         emit("messages", era=era, seen=seen)
 
 
 async def main() -> None:
     spec = job()
-    for era in spec["eras"]:
-        await run(spec, era)
+    await asyncio.gather(*(run(for_era(spec, era), era) for era in spec["eras"]))
     emit("done")
 
 

@@ -18,7 +18,7 @@ import asyncio
 import json
 from typing import Any
 
-from _wire import STEPS, as_result, emit, job, wait_go
+from _wire import STEPS, as_result, emit, for_era, job, wait_go
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
@@ -84,6 +84,7 @@ async def converse(spec: dict[str, Any], tools: list[Any], era: str, steps: int)
 
 async def in_session(spec: dict[str, Any]) -> None:
     era = "legacy"
+    spec = for_era(spec, era)
     client = MultiServerMCPClient({"remindkit": connection(spec)})  # type: ignore[dict-item]
     async with client.session("remindkit", auto_initialize=False) as session:
         started = await session.initialize()
@@ -91,7 +92,7 @@ async def in_session(spec: dict[str, Any]) -> None:
         tools = await load_mcp_tools(session)
         emit("tools", era=era, names=[t.name for t in tools])
         first = await converse(spec, tools, era, len(STEPS))
-        wait_go(era=era, id=first)
+        await wait_go(era, id=first)
         emit("messages", era=era, seen=[])
 
 
@@ -106,7 +107,7 @@ async def per_call(spec: dict[str, Any]) -> None:
     )
     data = as_result(made if isinstance(made, str) else json.dumps(made))
     emit("called", tool="schedule_create", data=data)
-    wait_go(id=data["reminder"]["id"])
+    await wait_go(id=data["reminder"]["id"])
     listed = await tools["schedule_list"].ainvoke({})
     emit(
         "called",

@@ -11,7 +11,7 @@ import asyncio
 import json
 from typing import Any
 
-from _wire import as_result, emit, job, wait_go
+from _wire import as_result, emit, for_era, job, wait_go
 from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
 from agents.items import ToolCallItem, ToolCallOutputItem
 from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
@@ -74,14 +74,13 @@ async def run(spec: dict[str, Any], era: str) -> None:
             if first is None and isinstance(data, dict) and "reminder" in data:
                 first = data["reminder"]["id"]
         emit("output", era=era, text=result.final_output)
-        wait_go(era=era, id=first)
+        await wait_go(era, id=first)
         emit("messages", era=era, seen=[])
 
 
 async def main() -> None:
     spec = job()
-    for era in spec["eras"]:
-        await run(spec, era)
+    await asyncio.gather(*(run(for_era(spec, era), era) for era in spec["eras"]))
     emit("done")
 
 

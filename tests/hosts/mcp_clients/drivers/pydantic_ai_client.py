@@ -10,7 +10,7 @@ import asyncio
 import json
 from typing import Any
 
-from _wire import STEPS, as_result, emit, job, step, wait_go
+from _wire import STEPS, as_result, emit, for_era, job, step, wait_go
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from pydantic_ai import Agent
@@ -81,14 +81,13 @@ async def run(spec: dict[str, Any], era: str) -> None:
         for call, data in zip(calls, results, strict=True):
             emit("called", era=era, tool=call.tool_name, args=call.args_as_dict(), data=data)
         emit("output", era=era, text=run.output)
-        wait_go(era=era, id=results[0]["reminder"]["id"])
+        await wait_go(era, id=results[0]["reminder"]["id"])
         emit("messages", era=era, seen=[])
 
 
 async def main() -> None:
     spec = job()
-    for era in spec["eras"]:
-        await run(spec, era)
+    await asyncio.gather(*(run(for_era(spec, era), era) for era in spec["eras"]))
     emit("done")
 
 
