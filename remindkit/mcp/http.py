@@ -63,17 +63,15 @@ INSTRUCTIONS = (
 def answer_names(host: str) -> frozenset[str]:
     """The host names a server configured to listen on ``host`` answers to (lower case,
     IPv6 addresses without brackets): the configured name or address, and the loopback
-    names when it listens on loopback or on every address (with this machine's names)."""
+    names when it listens on loopback or on every address (with this machine's name)."""
     host = host.strip().strip("[]").lower()
     names: set[str] = set()
     if host not in WILDCARDS:
         names.add(host)
     if host in WILDCARDS or _is_loopback(host):
         names.update(LOOPBACK_NAMES)
-    if host in WILDCARDS:
-        for name in (socket.gethostname(), socket.getfqdn()):
-            if name:
-                names.add(name.lower())
+    if host in WILDCARDS and socket.gethostname():
+        names.add(socket.gethostname().lower())
     return frozenset(names)
 
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from remindkit.clock import SystemClock
-from remindkit.mcp.http import http_app
+from remindkit.mcp.http import HostCheck, answer_names, http_app
 from remindkit.protocol.tools import TOOL_NAMES
 from remindkit.reminders import Reminders
 from remindkit.settings import Settings
@@ -171,3 +171,37 @@ def test_open_requests_are_bounded(served: tuple[str, SqlStore]) -> None:
             assert time.monotonic() < deadline, "a closed stream made no room"
             time.sleep(0.05)
         streams[1].__exit__(None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("listens", "host", "origin", "refused"),
+    [
+        ("127.0.0.1", "127.0.0.1:8765", None, None),
+        ("127.0.0.1", "localhost:8765", "http://localhost:8765", None),
+        ("127.0.0.1", "[::1]:8765", None, None),
+        ("127.0.0.1", "LOCALHOST:8765", None, None),
+        ("127.0.0.1", "rebound.example:8765", None, 421),
+        ("127.0.0.1", "127.0.0.1:8766", None, 421),
+        ("127.0.0.1", "127.0.0.1", None, 421),  # no port: 80
+        ("127.0.0.1", "", None, 421),
+        ("127.0.0.1", "127.0.0.1:87x5", None, 421),
+        ("127.0.0.1", "::1:8765", None, 421),  # an IPv6 address is bracketed
+        ("127.0.0.1", "127.0.0.1:8765", "http://rebound.example:8765", 403),
+        ("127.0.0.1", "127.0.0.1:8765", "http://127.0.0.1:9999", 403),
+        ("127.0.0.1", "127.0.0.1:8765", "null", 403),
+        ("box.lan", "box.lan:8765", "https://box.lan:8765", None),
+        ("box.lan", "localhost:8765", None, 421),  # not loopback: only its own name
+        ("0.0.0.0", "localhost:8765", None, None),
+        ("0.0.0.0", "10.1.2.3:8765", None, None),  # the address the connection came in on
+        ("0.0.0.0", "10.1.2.4:8765", None, 421),
+    ],
+)
+def test_host_and_origin_name_this_server(
+    listens: str, host: str, origin: str | None, refused: int | None
+) -> None:
+    headers = [(b"host", host.encode())] if host else []
+    if origin is not None:
+        headers.append((b"origin", origin.encode()))
+    scope = {"type": "http", "server": ("10.1.2.3", 8765), "headers": headers}
+    got = HostCheck(answer_names(listens)).refusal(scope)
+    assert (got[0] if got else None) == refused

@@ -58,5 +58,7 @@ def test_openai_agents_over_http(api: ApiServer, drivers: list[Driver], tmp_path
         )
         drivers.append(driver)
         seen = drive_eras(driver, api.db, api.home, ERAS)
+    tools = driver.of("tools")[0]
+    assert all(tools["strict"].values()), tools
     check_strict(model)
     check_seen("openai-agents", "http", seen)
