@@ -145,7 +145,7 @@ def check_id(reminder_id: object) -> str:
 
 # -- session definitions ------------------------------------------------------------------
 
-SENSITIVE = ("argv", "fresh_argv", "env", "cwd", "api_key_env", "base_url", "extra")
+SENSITIVE = ("argv", "fresh_argv", "env", "pass_env", "cwd", "api_key_env", "base_url", "extra")
 DISABLED = "disabled"  # config key: why the session does not run (set by an untrusted import)
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 # request keys remindkit sets or relies on: config.extra cannot replace them

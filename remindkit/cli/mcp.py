@@ -36,6 +36,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "({session} and {message} replaced), e.g. 'claude -p --resume {session}'",
     )
     m.add_argument(
+        "--pass-env",
+        metavar="NAME",
+        action="append",
+        help="with --resume-command: pass this variable of the engine's environment to it "
+        "(repeat for more), e.g. ANTHROPIC_API_KEY",
+    )
+    m.add_argument(
         "--no-channel",
         action="store_true",
         help="do not declare the claude/channel capability (tools only)",
@@ -78,6 +85,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="passed to the server, e.g. 'claude -p --resume {session}'",
     )
     cc.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
+    from .mcp_hosts import add_parsers as add_host_parsers
+
+    add_host_parsers(ms, common)  # install-codex, install-gemini, install-opencode
     m.set_defaults(func=run_command)
 
 
@@ -88,7 +98,12 @@ def run_command(cx: Any) -> int:
 
 
 def runs_without_store(args: argparse.Namespace) -> bool:
-    return args.command == "mcp" and args.mcp_command in ("bind", "install", "install-claude-code")
+    from .mcp_hosts import COMMANDS as HOST_COMMANDS
+
+    return args.command == "mcp" and (
+        args.mcp_command in ("bind", "install", "install-claude-code")
+        or args.mcp_command in HOST_COMMANDS
+    )
 
 
 def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) -> int:
@@ -97,6 +112,10 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
     if args.mcp_command == "install":
         out.write(install.snippets(args.host_command))
         return 0
+    from . import mcp_hosts
+
+    if args.mcp_command in mcp_hosts.COMMANDS:
+        return mcp_hosts.run(args, out)
     if args.mcp_command == "install-claude-code":
         project = identity.project_dir(args.project or ".")
         changes = install.claude_code_changes(
@@ -164,6 +183,7 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
             code="missing_dependency",
         ) from None
     resume = None
+    pass_env = None
     if args.resume_command:
         from ..sessions.command import parse_argv
 
@@ -171,6 +191,10 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
             resume = parse_argv(args.resume_command)
         except ValueError as exc:
             raise InvalidInput(f"--resume-command: {exc}", code="invalid_command") from None
+    if args.pass_env:
+        from ..sessions.command import pass_env_names
+
+        pass_env = pass_env_names(args.pass_env)
     session = args.session or os.environ.get("REMINDKIT_SESSION") or None
     if session is not None:
         from ..reminders import check_session_id
@@ -184,5 +208,6 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
         session=session,
         project=Path(project),
         resume_argv=resume,
+        pass_env=pass_env,
         channel=not args.no_channel,
     )

@@ -36,6 +36,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "a turn fails at once and the delivery is re-sent into a fresh session",
     )
     add.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="with --command: the folder it runs in (default: the engine's working folder)",
+    )
+    add.add_argument(
+        "--pass-env",
+        metavar="NAME",
+        action="append",
+        help="with --command: pass this variable of the engine's environment to it (repeat "
+        "for more), e.g. ANTHROPIC_API_KEY; nothing else of the engine's environment is passed",
+    )
+    add.add_argument(
         "--openai",
         action="store_true",
         help="an OpenAI-compatible chat whose transcript remindkit keeps (needs --base-url and --model)",
@@ -211,8 +223,21 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
                 config["fresh_argv"] = parse_argv(args.fresh_command)
         except ValueError as exc:
             raise InvalidInput(f"--command: {exc}", code="invalid_command") from None
-    elif args.fresh_command:
-        raise InvalidInput("--fresh-command goes with --command", code="invalid_argument")
+        if args.cwd:
+            from pathlib import Path
+
+            folder = Path(args.cwd).expanduser()
+            if not folder.is_dir():
+                raise InvalidInput(f"--cwd {args.cwd!r} is not a folder", code="invalid_argument")
+            config["cwd"] = str(folder.resolve())
+        if args.pass_env:
+            from ..sessions.command import pass_env_names
+
+            config["pass_env"] = pass_env_names(args.pass_env)
+    elif args.fresh_command or args.cwd or args.pass_env:
+        raise InvalidInput(
+            "--fresh-command, --cwd and --pass-env go with --command", code="invalid_argument"
+        )
     if args.openai:
         if not args.base_url or not args.model:
             raise InvalidInput("--openai needs --base-url and --model", code="invalid_argument")

@@ -111,6 +111,7 @@ class RemindkitMcp:
         session: str | None = None,
         project: Path | None = None,
         resume_argv: list[str] | None = None,
+        pass_env: list[str] | None = None,
         engine: Engine | None = None,
         channel: bool = True,
         session_for: Callable[[Any], str | None] | None = None,
@@ -121,6 +122,7 @@ class RemindkitMcp:
         self.fixed_session = session
         self.project = project or identity.project_dir()
         self.resume_argv = resume_argv
+        self.pass_env = pass_env
         self.channel = channel
         self.session_for = session_for  # HTTP: the session of a request (from its token)
         self.engine = engine
@@ -166,7 +168,10 @@ class RemindkitMcp:
         if stamp == self._bindings_stamp:
             return
         self._bindings_stamp = stamp
-        sid, how = self._resolve()
+        self._follow(*self._resolve())
+
+    def _follow(self, sid: str, how: str) -> None:
+        """Speak for ``sid`` from now on (re-attached when the client is connected)."""
         with self._lock:
             old = self.session_id
             if sid == old:
@@ -190,8 +195,11 @@ class RemindkitMcp:
             return
         config = dict(existing.config) if existing is not None else {}
         config["project"] = str(self.project)
+        config["cwd"] = str(self.project)  # where its resume command runs
         if self.resume_argv:
             config["argv"] = list(self.resume_argv)
+        if self.pass_env:
+            config["pass_env"] = list(self.pass_env)
         if existing is None or existing.adapter != "mcp" or existing.config != config:
             self.store.sessions.put_session(
                 Session(
@@ -308,7 +316,7 @@ class RemindkitMcp:
     async def _call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        sid = self._session_of(ctx)
+        sid = self._session_of(ctx, getattr(params, "meta", None))
         if sid is None:
             return tool_result(
                 ToolResult(
@@ -330,10 +338,22 @@ class RemindkitMcp:
         )
         return tool_result(result)
 
-    def _session_of(self, ctx: Any) -> str | None:
+    def _session_of(self, ctx: Any, meta: Any = None) -> str | None:
         if self.session_for is not None:
             return self.session_for(getattr(ctx, "request", None))
         self.refresh_identity()
+        if not self.fixed_session:  # a host that names its conversation in each call (Codex)
+            from .hosts import session_from_meta
+
+            if hasattr(meta, "model_dump"):
+                meta = meta.model_dump(by_alias=True)
+            host_sid = session_from_meta(meta)
+            if host_sid is not None:
+                with contextlib.suppress(ValueError):
+                    from ..reminders import check_session_id
+
+                    check_session_id(host_sid)
+                    self._follow(host_sid, "host")
         with self._lock:
             return self.session_id
 

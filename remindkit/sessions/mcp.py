@@ -7,7 +7,11 @@ a delivery is that push (a ``notifications/claude/channel`` event), recorded
 delivered once the notification is written. While none is connected, the fires
 wait and are pushed when one connects again, or, when the session names a
 resume command (``config["argv"]``, as a ``command`` session:
-``claude -p --resume {session}``), they are delivered through it by any engine.
+``claude -p --resume {session}``), they are delivered through it by any engine,
+in the session's project folder (``config["cwd"]``, else ``config["project"]``),
+with the engine's variables that ``config["pass_env"]`` names. A resume command
+that fails leaves the fires waiting (tried again with back-off, for an hour);
+the fallback to a fresh conversation is the session's ``fresh_argv`` only.
 
 Needs no MCP SDK: every engine carries this adapter, so that ``remindkit serve``
 can run the resume command of a session whose server is gone.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..clock import Clock, SystemClock, now_us
@@ -47,7 +52,7 @@ class McpSessions:
     ) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
-        self.command = CommandSession(turns=turns)
+        self.command = CommandSession(turns=turns, clock=self.clock)
         self._pushes: dict[str, Push] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._remember = remember_keys
@@ -73,7 +78,14 @@ class McpSessions:
         with self._lock:
             if session.id in self._pushes:
                 return True
-        return bool(session.config.get("argv")) and not self._connected_elsewhere(session.id)
+        return self._can_resume(session)
+
+    def _can_resume(self, session: Session) -> bool:
+        return (
+            bool(session.config.get("argv"))
+            and self.command.why_not(session) is None
+            and not self._connected_elsewhere(session.id)
+        )
 
     def local_turn(self, session: Session) -> bool:
         """A push to a client connected to this process: no store turn claim is needed
@@ -83,6 +95,9 @@ class McpSessions:
 
     def why_not(self, session: Session) -> str:
         if session.config.get("argv"):
+            later = self.command.why_not(session)
+            if later is not None:
+                return later
             return f"an MCP server of session {session.id} is connected in another process"
         return f"no MCP client of session {session.id} is connected; the fires wait until it connects again"
 
@@ -90,8 +105,8 @@ class McpSessions:
         with self._lock:
             push = self._pushes.get(session.id)
         if push is None:
-            if session.config.get("argv") and not self._connected_elsewhere(session.id):
-                return self.command.run_turn(session, message, fires)
+            if self._can_resume(session):
+                return self._resume(session, message, fires)
             return TurnResult(False, error=self.why_not(session), busy=True)
         with self._lock:
             fresh = [f for f in fires if f.key not in self._seen]
@@ -116,6 +131,23 @@ class McpSessions:
                 False, error=f"MCP client of session {session.id} is gone: {exc}"[:300], busy=True
             )
         return TurnResult(True)
+
+    def _resume(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
+        """The resume command, in the session's project folder. A failed run leaves
+        the fires waiting (tried again with back-off, and pushed at once when the
+        host connects again): the conversation is still there, and a fresh one is
+        not the host's (its ``fresh_argv``, when given, is the fallback)."""
+        config = session.config
+        if not config.get("cwd") and isinstance(config.get("project"), str):
+            session = replace(session, config={**config, "cwd": config["project"]})
+        result = self.command.run_turn(session, message, fires)
+        if result.ok or result.retry or result.busy:
+            return result
+        why = f"resume command failed: {result.error or 'error'}"
+        if config.get("fresh_argv") and config.get("fresh_argv") != config.get("argv"):
+            return replace(result, error=why)  # failed at once: the fresh command is tried
+        self.command.try_later(session.id, why)
+        return TurnResult(False, error=why, retry=True)
 
     def _connected_elsewhere(self, session_id: str) -> bool:
         if self.store is None:
