@@ -59,9 +59,28 @@ async def wait_go(era: str = "", **data: Any) -> None:
     await event.wait()
 
 
+ZERO = {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
+
+
 def strict_args(schema: dict[str, Any], **given: Any) -> dict[str, Any]:
-    """A strict model's arguments: every property of ``schema``, null where nothing is given."""
-    return {name: given.get(name) for name in schema.get("properties", {})}
+    """A strict model's arguments: every property of ``schema``; where it means nothing,
+    ``null`` if the property takes it, else its first enum value or the emptiest value of
+    its type (``""``, ``0``, ``false``): a model held to the schema cannot leave anything
+    out."""
+    out: dict[str, Any] = {}
+    for name, prop in schema.get("properties", {}).items():
+        if name in given:
+            out[name] = given[name]
+            continue
+        types = prop.get("type")
+        types = types if isinstance(types, list) else [types]
+        if "null" in types:
+            out[name] = None
+        elif prop.get("enum"):
+            out[name] = prop["enum"][0]
+        else:
+            out[name] = ZERO.get(types[0])
+    return out
 
 
 def data_of(result: Any) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 pydantic-ai 2 connects MCP servers), its model a scripted ``FunctionModel`` that makes
 the calls of ``_wire.STEPS`` one tool call at a time, reading each result as a model
 does. ``mode="legacy"`` or ``"auto"`` (2026-07-28) on the client; stdio or Streamable
-HTTP."""
+HTTP. It also reports whether pydantic-ai's OpenAI schema transformer finds each tool's
+schema strict-compatible as it is."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer
 
 ERAS = {"legacy": "legacy", "modern": "auto"}
 
@@ -53,11 +55,20 @@ def returned(messages: list[ModelMessage]) -> list[dict[str, Any]]:
     return out
 
 
+def strict_compatible(tool: Any) -> bool:
+    """pydantic-ai's own judgement, the one that turns strict mode on for an OpenAI model
+    by itself: the schema is strict-compatible as it is, and walking it changes nothing."""
+    schema = json.loads(json.dumps(tool.parameters_json_schema))
+    walker = OpenAIJsonSchemaTransformer(schema, strict=None)
+    return bool(walker.walk() == tool.parameters_json_schema and walker.is_strict_compatible)
+
+
 async def run(spec: dict[str, Any], era: str) -> None:
     shown: dict[str, Any] = {}
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         shown.setdefault("tools", [t.name for t in info.function_tools])
+        shown.setdefault("strict", {t.name: strict_compatible(t) for t in info.function_tools})
         results = returned(messages)
         if len(results) == len(STEPS):
             return ModelResponse(parts=[TextPart("done")])
@@ -69,7 +80,7 @@ async def run(spec: dict[str, Any], era: str) -> None:
     async with agent:  # the toolset's connection stays open across runs
         emit("connected", era=era, protocol=client.protocol_version)
         run = await agent.run("Set my reminders up.")
-        emit("tools", era=era, names=shown["tools"])
+        emit("tools", era=era, names=shown["tools"], strict=shown["strict"])
         calls = [
             p
             for m in run.all_messages()
