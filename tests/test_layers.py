@@ -20,8 +20,9 @@ LAYERS: list[set[str]] = [
         "failpoints",
         "events",
         "statusfile",
+        "credential",
         "wakeup",
-    },  # vocabulary, time, waiting
+    },  # vocabulary, time, waiting, the local credential
     {
         "schedules",
         "models",

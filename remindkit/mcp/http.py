@@ -6,10 +6,9 @@ routed to: the 2025-11-25 handshake (``initialize``, ``Mcp-Session-Id``) and the
 ``MCP-Protocol-Version`` header naming the revision), told apart by the SDK's
 session manager. Each request is checked, in this order:
 
-* ``Host`` (and ``Origin`` when a browser sends one) must name this server: the
-  configured host, the loopback names when it listens on loopback or on every
-  address, and the address the connection came in on, with the listening port.
-  Anything else is ``421`` / ``403`` (DNS rebinding, a page of another site);
+* ``Host`` (and ``Origin`` when a browser sends one) must name this server (DNS
+  rebinding, a page of another site): checked by the SDK with the settings given,
+  or by the app around the endpoint (``remindkit api``'s guard, for every route);
 * ``Authorization: Bearer <token>``: ``verify(token)`` returns the session the
   token reaches (its tool calls act for that session only) or ``None``, answered
   ``401``. A handshake-era session is bound to the session of the token that
@@ -29,12 +28,9 @@ both answer, no redirect) for other ASGI servers; run its lifespan.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
-import socket
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -48,8 +44,6 @@ SCOPE_KEY = "remindkit.session"
 MAX_TOKEN = 4096
 MAX_OPEN = 1000  # requests served at once (a GET stream or a listen holds one open)
 MAX_SESSIONS = 1000  # handshake-era sessions open at once (each expires after 30 idle minutes)
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
-WILDCARDS = ("", "0.0.0.0", "::")
 INSTRUCTIONS = (
     "remindkit keeps reminders for this conversation: schedule_create, schedule_list, schedule_delete, "
     "schedule_pause, schedule_resume, schedule_snooze and set_callback. Nothing is sent over this "
@@ -60,112 +54,37 @@ INSTRUCTIONS = (
 )
 
 
-def answer_names(host: str) -> frozenset[str]:
-    """The host names a server configured to listen on ``host`` answers to (lower case,
-    IPv6 addresses without brackets): the configured name or address, and the loopback
-    names when it listens on loopback or on every address (with this machine's name)."""
-    host = host.strip().strip("[]").lower()
-    names: set[str] = set()
-    if host not in WILDCARDS:
-        names.add(host)
-    if host in WILDCARDS or _is_loopback(host):
-        names.update(LOOPBACK_NAMES)
-    if host in WILDCARDS and socket.gethostname():
-        names.add(socket.gethostname().lower())
-    return frozenset(names)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _split_host(value: str) -> tuple[str, int | None] | None:
-    """``name:port`` / ``[v6]:port`` / ``name`` -> (name, port), None when malformed."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        end = value.find("]")
-        if end < 0:
-            return None
-        name, rest = value[1:end], value[end + 1 :]
-        if rest and not rest.startswith(":"):
-            return None
-        port_text = rest[1:] if rest else ""
-    else:
-        name, sep, port_text = value.rpartition(":") if ":" in value else (value, "", "")
-        if sep and ":" in name:
-            return None  # a bare IPv6 address: browsers always bracket it
-    if port_text == "":
-        return (name, None) if name else None
-    if not port_text.isascii() or not port_text.isdigit() or len(port_text) > 5:
-        return None
-    return (name, int(port_text)) if name else None
-
-
-class HostCheck:
-    """Host and Origin against the names the server answers to, on its own port."""
-
-    def __init__(self, names: Iterable[str]) -> None:
-        self.names = frozenset(n.strip("[]").lower() for n in names)
-
-    def refusal(self, scope: Scope) -> tuple[int, str] | None:
-        server = scope.get("server") or (None, None)
-        port = server[1]
-        names = self.names | ({str(server[0]).lower()} if server[0] else set())
-        headers = {k.lower(): v for k, v in scope.get("headers") or []}
-        host = _split_host(headers.get(b"host", b"").decode("latin-1"))
-        if host is None or not self._ours(host, names, port, default=80):
-            return 421, "the Host header does not name this server"
-        origin = headers.get(b"origin")
-        if origin is not None:
-            parts = urlsplit(origin.decode("latin-1"))
-            at = _split_host(parts.netloc) if parts.scheme in ("http", "https") else None
-            default = 443 if parts.scheme == "https" else 80
-            if at is None or not self._ours(at, names, port, default=default):
-                return 403, "requests from another site's pages are refused"
-        return None
-
-    @staticmethod
-    def _ours(
-        at: tuple[str, int | None], names: frozenset[str], port: Any, *, default: int
-    ) -> bool:
-        name, given = at
-        return name in names and (port is None or (given if given is not None else default) == port)
-
-
 class McpEndpoint:
     """The MCP server's tools over Streamable HTTP as one ASGI endpoint (both eras).
 
-    ``verify(token)`` returns the session a bearer token acts for, or None; ``hosts``
-    are the names the server answers to (:func:`answer_names`). Run :meth:`running`
-    around serving (the SDK's session manager)."""
+    ``verify(token)`` returns the session a bearer token acts for, or None.
+    ``security``: the SDK's Host/Origin check (its ``TransportSecuritySettings``), or
+    None where the app around it checks them (``remindkit api``'s guard does, for every
+    route). Run :meth:`running` around serving (the SDK's session manager)."""
 
     def __init__(
         self,
         api: Reminders,
         verify: Callable[[str], str | None],
         *,
-        hosts: Iterable[str] = LOOPBACK_NAMES,
+        security: Any = None,
         max_open: int = MAX_OPEN,
         max_sessions: int = MAX_SESSIONS,
+        session_idle_timeout: float | None = 1800,
     ) -> None:
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         from mcp.server.transport_security import TransportSecuritySettings
 
         self.verify = verify
-        self.hosts = HostCheck(hosts)
         self.mcp = RemindkitMcp(build(api=api), session="-", channel=False, session_for=_session_of)
         self.mcp.server.instructions = INSTRUCTIONS  # tools only: no <channel> events here
-        # Host and Origin are checked here, against the configured names, before the SDK
-        # (its own check would know only the loopback names); it still checks Content-Type.
         self.manager = StreamableHTTPSessionManager(
             app=self.mcp.server,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            # without settings the SDK still checks Content-Type, not Host or Origin
+            security_settings=security
+            or TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_sessions=max_sessions,
+            session_idle_timeout=session_idle_timeout,
         )
         self.max_open = max_open
         self.open = 0
@@ -177,10 +96,6 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            return
-        refused = self.hosts.refusal(scope)
-        if refused is not None:
-            await _answer(send, refused[0], "forbidden", refused[1])
             return
         token = _bearer(scope)
         session = None
@@ -258,7 +173,7 @@ def _session_of(request: Any) -> str | None:
     return scope.get(SCOPE_KEY) if isinstance(scope, dict) else None
 
 
-def routes(endpoint: McpEndpoint, path: str) -> list[Route]:
+def routes(endpoint: Any, path: str) -> list[Route]:
     """``path`` and ``path/`` to the endpoint: both answer, neither redirects."""
     path = path.rstrip("/")
     paths = [path + "/"] if not path else [path, path + "/"]
@@ -270,12 +185,29 @@ def http_app(
     verify: Callable[[str], str | None],
     *,
     path: str = "/mcp",
-    allowed_hosts: Iterable[str] = LOOPBACK_NAMES,
+    allowed_hosts: list[str] | None = None,
     max_open: int = MAX_OPEN,
+    session_idle_timeout: float | None = 1800,
 ) -> Starlette:
     """A Starlette app serving :class:`McpEndpoint` at ``path`` (and ``path/``); its
-    lifespan runs the session manager. ``allowed_hosts``: the names it answers to."""
-    endpoint = McpEndpoint(api, verify, hosts=allowed_hosts, max_open=max_open)
+    lifespan runs the session manager. ``allowed_hosts``: the ``Host`` values it answers
+    to (``name:port``, or ``name:*`` for any port; the Origins ``http://`` those); by
+    default the loopback names on any port."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = allowed_hosts or ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts],
+    )
+    endpoint = McpEndpoint(
+        api,
+        verify,
+        security=security,
+        max_open=max_open,
+        session_idle_timeout=session_idle_timeout,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -287,4 +219,4 @@ def http_app(
     return app
 
 
-__all__ = ["INSTRUCTIONS", "HostCheck", "McpEndpoint", "answer_names", "http_app", "routes"]
+__all__ = ["INSTRUCTIONS", "McpEndpoint", "http_app", "routes"]
