@@ -84,7 +84,7 @@ def mcp_over_http(api: Reminders) -> Any:
     of a project whose reminders feature is on; each token holds at most
     ``McpShares.PER_TOKEN`` MCP sessions. None without the ``mcp`` extra."""
     try:
-        from ..mcp.http import http_app
+        from ..mcp.http import McpEndpoint
     except ImportError:
         return None
     store = api.store
@@ -104,7 +104,8 @@ def mcp_over_http(api: Reminders) -> Any:
             return None
         return who.session
 
-    return McpShares(http_app(api, verify, path="/", session_idle_timeout=MCP_IDLE_S))
+    # Host and Origin: the guard checks them for every route, /mcp too
+    return McpShares(McpEndpoint(api, verify, session_idle_timeout=MCP_IDLE_S))
 
 
 class McpShares:
@@ -117,7 +118,7 @@ class McpShares:
 
     def __init__(self, app: Any, *, idle_s: float = MCP_IDLE_S) -> None:
         self.app = app
-        self.router = app.router  # the outer app runs its lifespan (the session manager)
+        self.running = app.running  # the outer app runs it (the session manager)
         self.idle_s = idle_s
         self._live: dict[str, dict[str, float]] = {}  # token digest -> session id -> last use
         self._clock = __import__("time").monotonic
@@ -220,7 +221,7 @@ def create_app(
         if mcp_app is None:
             yield
             return
-        async with mcp_app.router.lifespan_context(mcp_app):  # the MCP session manager
+        async with mcp_app.running():  # the MCP session manager
             yield
 
     app = FastAPI(
@@ -233,7 +234,9 @@ def create_app(
     app.state.api = api
     app.state.engine = engine
     if mcp_app is not None:
-        app.mount("/mcp", mcp_app)
+        from ..mcp.http import routes
+
+        app.router.routes.extend(routes(mcp_app, "/mcp"))  # /mcp and /mcp/, no redirect
     app.add_middleware(
         Guard,
         projects=store.projects,
