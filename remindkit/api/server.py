@@ -61,7 +61,6 @@ def run_api(
     """Serve until SIGINT/SIGTERM. Another address than loopback needs tokens."""
     import uvicorn
 
-    from ..cli.engines import build_engine
     from .app import create_app
     from .events import EventFeed
 
@@ -80,7 +79,7 @@ def run_api(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    eng: Any = build_engine(graph, no_alerts=no_alerts, role="api") if engine else None
+    eng = graph.engine(alerter=None if no_alerts else "local", role="api") if engine else None
     feed = EventFeed(api.store) if hasattr(api.store, "events") else None
     if eng is not None and feed is not None:
         # this engine's fires and outcomes, once committed: read them at once
