@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..clock import to_us
-from ..errors import InvalidInput, RemindkitError
+from ..errors import InvalidInput
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -52,9 +51,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     b = ms.add_parser(
         "bind",
         parents=[common],
-        help="Claude Code SessionStart hook: bind this project's server to the session on stdin",
+        help="Claude Code SessionStart hook: bind this project's server to the session on stdin "
+        "(the same as `mcp hook start`)",
     )
     b.add_argument("--project")
+    h = ms.add_parser(
+        "hook",
+        parents=[common],
+        help="a Claude Code hook (JSON on stdin): start (SessionStart), prompt "
+        "(UserPromptSubmit), stop (Stop); see README",
+    )
+    h.add_argument("event", choices=["start", "prompt", "stop"])
+    h.add_argument("--project")
     ins = ms.add_parser(
         "install", parents=[common], help="print the JSON for Claude Desktop, Cursor and VS Code"
     )
@@ -101,9 +109,21 @@ def runs_without_store(args: argparse.Namespace) -> bool:
     from .mcp_hosts import COMMANDS as HOST_COMMANDS
 
     return args.command == "mcp" and (
-        args.mcp_command in ("bind", "install", "install-claude-code")
+        args.mcp_command in ("bind", "hook", "install", "install-claude-code")
         or args.mcp_command in HOST_COMMANDS
     )
+
+
+def run_hook(args: argparse.Namespace, event: str, stdin: Any, out: TextIO) -> int:
+    """A hook reached through the parser (the quick way is :mod:`remindkit.cli.hook`)."""
+    from .hook import run
+
+    opts: dict[str, Any] = {"--json": bool(getattr(args, "json", False))}
+    if getattr(args, "db", None):
+        opts["--db"] = args.db
+    if getattr(args, "project", None):
+        opts["--project"] = args.project
+    return run(event, opts, stdin if stdin is not None else sys.stdin, out, sys.stderr)
 
 
 def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) -> int:
@@ -133,40 +153,9 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
                 install.write(change)
                 out.write(f"{change.path}: written\n")
         return 0
-    # bind: the SessionStart hook. Never blocks the session: problems go to stderr, exit 0.
-    try:
-        data = identity.hook_input(stdin if stdin is not None else sys.stdin)
-        from ..wiring import build, settings_or_env
-
-        settings = settings_or_env()
-        cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
-        project = identity.project_dir(args.project or os.environ.get("CLAUDE_PROJECT_DIR") or cwd)
-        sid = data["session_id"]
-        from ..reminders import check_session_id
-
-        check_session_id(sid)
-        path = identity.write_binding(
-            settings.home,
-            project,
-            sid,
-            pids=identity.ancestors(),
-            source=data.get("source") if isinstance(data.get("source"), str) else None,
-        )
-        if data.get("source") in (None, "startup", "resume", "clear"):
-            graph = build(settings, db=args.db)
-            try:
-                graph.store.sessions.set_session_busy(sid, False, now_us=to_us(graph.clock.now()))
-            finally:
-                graph.close()
-        if args.json:
-            import json
-
-            out.write(
-                json.dumps({"session": sid, "project": str(project), "file": str(path)}) + "\n"
-            )
-    except (RemindkitError, OSError) as exc:
-        sys.stderr.write(f"remindkit mcp bind: {exc}\n")
-    return 0
+    # bind and hook: Claude Code's hooks (never fail the hook)
+    event = "start" if args.mcp_command == "bind" else args.event
+    return run_hook(args, event, stdin, out)
 
 
 def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
@@ -203,8 +192,17 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
     from ..mcp import identity
 
     project = identity.project_dir(args.project) if args.project else identity.project_dir()
+    # the conversation's hooks (and remindkit commands) are handed to this engine while no
+    # other engine serves the store (remindkit.cli.handoff)
+    served = None
+    if os.environ.get("REMINDKIT_HANDOFF", "1") != "0":
+        from .handoff import HandoffServer
+        from .main import main
+
+        served = HandoffServer(graph.api, main).start()
     return run_stdio(
         graph,
+        also_close=served.close if served is not None else None,
         session=session,
         project=Path(project),
         resume_argv=resume,

@@ -1,12 +1,26 @@
 """``mcp`` sessions: the conversation of an MCP host (Claude Code, Claude Desktop,
 Cursor, VS Code …) that runs ``remindkit mcp``.
 
-While an MCP server of the session is connected, it registers a push function
-here (:meth:`McpSessions.attach`) and holds the store lease ``mcp:<session>``;
-a delivery is that push (a ``notifications/claude/channel`` event), recorded
-delivered once the notification is written. While none is connected, the fires
-wait and are pushed when one connects again, or, when the session names a
-resume command (``config["argv"]``, as a ``command`` session:
+A fire counts as delivered only when the host took it. While an MCP server of the
+session is connected, it links the session here (:meth:`McpSessions.attach`) and
+holds the store lease ``mcp:<session>``; what happens to a fire then depends on
+the host:
+
+* a host that declared it takes channel events, without Claude Code's hooks: the
+  delivery is a ``notifications/claude/channel`` push, recorded delivered once it
+  is written;
+* Claude Code with remindkit's hooks (``hooks``): the hooks hand fires in and
+  record them (:mod:`remindkit.mcp.hooks`): a fire due during a turn comes back
+  when the turn ends (Stop), one due while the conversation sits idle with the next
+  prompt (UserPromptSubmit). When Claude Code also takes channel events, an idle
+  conversation's fires are pushed as one, which starts a turn at once; they stay
+  ``waiting`` until that turn's UserPromptSubmit hook sees them in its prompt and
+  records them (a push Claude Code dropped costs nothing: the next prompt brings
+  them);
+* a host with neither: the fires wait, and say how to reach the conversation.
+
+While no server of the session is connected, the fires wait for one, or, when the
+session names a resume command (``config["argv"]``, as a ``command`` session:
 ``claude -p --resume {session}``), they are delivered through it by any engine,
 in the session's project folder (``config["cwd"]``, else ``config["project"]``),
 with the engine's variables that ``config["pass_env"]`` names. A resume command
@@ -22,7 +36,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..clock import Clock, SystemClock, now_us
@@ -36,6 +50,20 @@ if TYPE_CHECKING:
 
 Push = Callable[[str, Sequence[Fire]], None]  # raises when the client is gone
 LEASE_PREFIX = "mcp:"
+RING_HOLD_US = 30_000_000  # after a push that only starts a turn: the hooks have this long
+HOOKS_WAY = (
+    "Claude Code takes it at the end of its turn (Stop hook) or with the next prompt "
+    "(UserPromptSubmit hook)"
+)
+
+
+@dataclass
+class Link:
+    """How a connected server of the session reaches its host."""
+
+    push: Push | None = None  # the host takes channel events
+    hooks: bool = False  # Claude Code's hooks run for the session (they hand fires in)
+    rang_us: int = 0  # when fires were last pushed only to start a turn (hooks take them)
 
 
 class McpSessions:
@@ -53,31 +81,36 @@ class McpSessions:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self.command = CommandSession(turns=turns, clock=self.clock)
-        self._pushes: dict[str, Push] = {}
+        self._links: dict[str, Link] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._remember = remember_keys
         self._lock = threading.Lock()
 
     # -- the MCP server's side -----------------------------------------------------------
 
-    def attach(self, session_id: str, push: Push) -> None:
+    def attach(self, session_id: str, push: Push | None = None, *, hooks: bool = False) -> None:
+        """A server of the session is connected here: ``push`` when its host takes
+        channel events, ``hooks`` when Claude Code's hooks run for it."""
         with self._lock:
-            self._pushes[session_id] = push
+            self._links[session_id] = Link(push, hooks)
 
     def detach(self, session_id: str) -> None:
         with self._lock:
-            self._pushes.pop(session_id, None)
+            self._links.pop(session_id, None)
 
     def attached(self) -> list[str]:
         with self._lock:
-            return list(self._pushes)
+            return list(self._links)
 
     # -- the engine's side ---------------------------------------------------------------
 
     def can_deliver(self, session: Session) -> bool:
         with self._lock:
-            if session.id in self._pushes:
-                return True
+            link = self._links.get(session.id)
+            if link is not None:
+                if link.push is None:
+                    return False
+                return not link.hooks or now_us(self.clock) - link.rang_us >= RING_HOLD_US
         return self._can_resume(session)
 
     def _can_resume(self, session: Session) -> bool:
@@ -91,22 +124,39 @@ class McpSessions:
         """A push to a client connected to this process: no store turn claim is needed
         (the session's connection lease keeps every other engine out)."""
         with self._lock:
-            return session.id in self._pushes
+            return session.id in self._links
 
     def why_not(self, session: Session) -> str:
-        if session.config.get("argv"):
+        with self._lock:
+            link = self._links.get(session.id)
+            hooks = link.hooks if link is not None else bool(session.config.get("hooks"))
+            rang = link is not None and link.rang_us > 0
+        if link is None and session.config.get("argv"):
             later = self.command.why_not(session)
             if later is not None:
                 return later
-            return f"an MCP server of session {session.id} is connected in another process"
-        return f"no MCP client of session {session.id} is connected; the fires wait until it connects again"
+        if link is not None or self._connected_elsewhere(session.id):
+            if hooks:
+                pushed = "; it was pushed as a channel event too" if rang else ""
+                return f"{HOOKS_WAY}{pushed}"
+            return (
+                f"the MCP client of session {session.id} is connected but takes no channel "
+                "events and runs no remindkit hooks: the fire waits; install the hooks "
+                "(remindkit mcp install-claude-code, or the remindkit plugin)"
+            )
+        return (
+            f"no MCP client of session {session.id} is connected; the fires wait until it "
+            "connects again (a --resume-command delivers them meanwhile)"
+        )
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         with self._lock:
-            push = self._pushes.get(session.id)
-        if push is None:
+            link = self._links.get(session.id)
+        if link is None:
             if self._can_resume(session):
                 return self._resume(session, message, fires)
+            return TurnResult(False, error=self.why_not(session), busy=True)
+        if link.push is None:
             return TurnResult(False, error=self.why_not(session), busy=True)
         with self._lock:
             fresh = [f for f in fires if f.key not in self._seen]
@@ -114,14 +164,18 @@ class McpSessions:
                 self._seen[f.key] = None
             while len(self._seen) > self._remember:
                 self._seen.popitem(last=False)
+            if link.hooks:
+                link.rang_us = now_us(self.clock)
         if not fresh:
+            if link.hooks:  # pushed before: its hook, or the next prompt's, takes it
+                return TurnResult(False, error=self.why_not(session), busy=True)
             return TurnResult(True, duplicate=True)
         if len(fresh) != len(fires):
             from ..protocol import frame_fired
 
             message = frame_fired(fresh)
         try:
-            push(message, fresh)
+            link.push(message, fresh)
         except Exception as exc:
             with self._lock:
                 for f in fresh:
@@ -130,11 +184,18 @@ class McpSessions:
             return TurnResult(
                 False, error=f"MCP client of session {session.id} is gone: {exc}"[:300], busy=True
             )
+        if link.hooks:  # the push starts a turn; its UserPromptSubmit hook records them
+            return TurnResult(
+                False,
+                error="pushed to Claude Code as a channel event; recorded delivered when its "
+                "UserPromptSubmit hook sees it (else the next prompt brings it)",
+                busy=True,
+            )
         return TurnResult(True)
 
     def _resume(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         """The resume command, in the session's project folder. A failed run leaves
-        the fires waiting (tried again with back-off, and pushed at once when the
+        the fires waiting (tried again with back-off, and handed in at once when the
         host connects again): the conversation is still there, and a fresh one is
         not the host's (its ``fresh_argv``, when given, is the fallback)."""
         config = session.config
@@ -163,4 +224,4 @@ class McpSessions:
             return True  # cannot tell: leave the fires waiting rather than run the command twice
 
 
-__all__ = ["LEASE_PREFIX", "McpSessions", "Push"]
+__all__ = ["LEASE_PREFIX", "Link", "McpSessions", "Push"]
