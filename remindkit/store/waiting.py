@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from sqlalchemy import Connection, or_, select, update
 
@@ -18,6 +17,7 @@ from .dialect import Dialect, chunks
 from .events import event_row, write_events
 from .outcomes import write_outcomes
 from .quarantine import readable_fire
+from .records import fold_waiting
 from .role import Role
 from .rows import FIRE_COLUMNS, reminder_from_row, reminder_to_row, whole_rows
 
@@ -240,19 +240,6 @@ def waiting_in_session(
         (session, WAITING),
     )
     return fold_waiting(rows, {})
-
-
-def fold_waiting(
-    rows: Iterable[Any], out: dict[str, tuple[str | None, str | None, int, int]]
-) -> dict[str, tuple[str | None, str | None, int, int]]:
-    """Waiting fires by reminder: the earliest's wait, reason and due time, and how many."""
-    for rid, wait_for, error, due in rows:
-        if rid in out:
-            w, e, d, n = out[rid]
-            out[rid] = (w, e, d, n + 1)
-        else:
-            out[rid] = (wait_for, error, due, 1)
-    return out
 
 
 _WAITING_SESSIONS = (

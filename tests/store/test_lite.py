@@ -46,7 +46,7 @@ def _fill(api: Reminders, store: SqlStore, clock: Any) -> None:
     )
     by = {f.reminder_id: f for f in fires}
     t = clock.now_us()
-    store.claims.finish(
+    store.outcomes.finish(
         [
             Outcome(
                 by[wait.id].occurrence_id, by[wait.id].token, WAITING, wait_for="idle", error="busy"
