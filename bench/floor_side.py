@@ -27,7 +27,7 @@ from common import cpu_s, percentiles  # noqa: E402
 
 
 def waiter(n: int, span: float) -> dict:
-    start = time.time() + 2.0
+    start = time.time() + 1.0
     dues = [start + span * i / n for i in range(n)]
     late_ms: list[float] = []
     wake = threading.Event()
