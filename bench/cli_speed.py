@@ -194,7 +194,7 @@ def main() -> int:
     p.add_argument(
         "--parallel",
         type=int,
-        default=200,
+        default=50,
         help="also time this many remind commands at once (0: no)",
     )
     p.add_argument(

@@ -76,7 +76,8 @@ def fill(folder: Path, url: str, n: int, per_session: int) -> dict:
     store.close()
     now_us = time.time_ns() // 1000
     sessions = [
-        new_session_row(f"s{j}", now_us) for j in range((n + per_session - 1) // per_session)
+        {**new_session_row(f"s{j}", now_us), "adapter": "noop"}  # the bench's adapter
+        for j in range((n + per_session - 1) // per_session)
     ]
     t0 = time.perf_counter()
     if url.startswith("sqlite"):
