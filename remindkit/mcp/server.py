@@ -489,7 +489,9 @@ class RemindkitMcp:
             if hasattr(meta, "model_dump"):
                 meta = meta.model_dump(by_alias=True)
             host_sid = session_from_meta(meta)
-            if host_sid is not None:
+            with self._lock:  # the hooks bound this same conversation: they still run
+                bound = host_sid == self.session_id and self.found_by == "hook"
+            if host_sid is not None and not bound:
                 with contextlib.suppress(ValueError):
                     from ..reminders import check_session_id
 

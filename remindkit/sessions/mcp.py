@@ -52,8 +52,8 @@ Push = Callable[[str, Sequence[Fire]], None]  # raises when the client is gone
 LEASE_PREFIX = "mcp:"
 RING_HOLD_US = 30_000_000  # after a push that only starts a turn: the hooks have this long
 HOOKS_WAY = (
-    "Claude Code takes it at the end of its turn (Stop hook) or with the next prompt "
-    "(UserPromptSubmit hook)"
+    "the host's remindkit hooks hand it in at the end of its turn (Stop) or with the next "
+    "prompt (UserPromptSubmit)"
 )
 
 
