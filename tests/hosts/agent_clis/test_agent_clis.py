@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import World, cli, codex_trust_hooks, wait_for
+from .conftest import HERE, World, cli, codex_trust_hooks, wait_for
 from .standin import ModelStandin, Say, Turn
 
 pytestmark = pytest.mark.hosts
@@ -367,7 +367,22 @@ def opencode_setup(world: World, url: str, *extra: str) -> str:
         == (config["provider"])
     )
     world.env.update({"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"})
+    opencode_deps(world.project / ".opencode")
     return opencode
+
+
+def opencode_deps(folder: Path) -> None:
+    """opencode installs ``@opencode-ai/plugin`` into each config folder it loads (the
+    project's ``.opencode``) on its first start there, from npm (about 10 s here, before
+    anything else); the tests seed the folder as that install leaves it, with the same
+    pinned package (``package.json`` beside this file), so that each run starts as a
+    person's later runs do."""
+    version = json.loads((HERE / "package.json").read_text())["devDependencies"]
+    deps = {"@opencode-ai/plugin": version["@opencode-ai/plugin"]}
+    (folder / "node_modules").symlink_to(HERE / "node_modules", target_is_directory=True)
+    (folder / "package.json").write_text(json.dumps({"dependencies": deps}))
+    lock = {"lockfileVersion": 3, "requires": True, "packages": {"": {"dependencies": deps}}}
+    (folder / "package-lock.json").write_text(json.dumps(lock))
 
 
 def test_opencode(world: World, serve: Any) -> None:
