@@ -21,7 +21,8 @@ LAYERS: list[set[str]] = [
         "events",
         "statusfile",
         "wakeup",
-    },  # vocabulary, time, waiting
+        "runtime",
+    },  # vocabulary, time, waiting, the runtime folder
     {
         "schedules",
         "models",

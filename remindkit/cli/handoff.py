@@ -69,32 +69,32 @@ def env_digest(env: dict[str, str] | os._Environ[str]) -> str:
     return hashlib.sha256(json.dumps(keep).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def runtime_dir() -> Path:
-    """A folder of ours for sockets: ``$XDG_RUNTIME_DIR/remindkit`` or ``/tmp/remindkit-UID``."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base and os.path.isdir(base):
-        return Path(base) / "remindkit"
-    return Path(f"/tmp/remindkit-{os.getuid()}")
-
-
-def socket_path(url: str) -> Path:
+def socket_path(url: str, *, make: bool = False) -> Path:
+    """The store's hand-off socket in the runtime folder (:mod:`remindkit.runtime`);
+    :class:`~remindkit.runtime.UnsafeFolder` when that folder is not ours alone (or,
+    without ``make``, does not exist)."""
+    from ..runtime import runtime_dir
     from ..statusfile import store_key
 
     digest = hashlib.sha256(store_key(url).encode("utf-8", "surrogateescape")).hexdigest()[:20]
-    return runtime_dir() / f"cli-{digest}.sock"
+    return runtime_dir(make=make) / f"cli-{digest}.sock"
 
 
-def _private_dir(folder: Path) -> bool:
-    """``folder`` exists (made if not), is ours, is not a link and no one else may enter it."""
-    with contextlib.suppress(FileExistsError):
-        folder.mkdir(mode=0o700)
-    try:
-        st = os.lstat(folder)
-    except OSError:
-        return False
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a connected Unix socket (``SO_PEERCRED``)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+def _our_socket(path: Path) -> bool:
+    """``path`` is a socket of ours (not a link, not another user's)."""
     import stat
 
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid()
 
 
 # -- the caller ----------------------------------------------------------------------------
@@ -125,14 +125,19 @@ def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
     url = store_url(argv)
     if url is None:
         return None
-    path = socket_path(url)
-    if len(str(path)) > 100 or not path.parent.is_dir():
+    try:  # the folder: a directory of ours, closed to others (another user's: run here)
+        path = socket_path(url)
+    except OSError:
+        return None
+    if len(str(path)) > 100 or not _our_socket(path):
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT_S)
         try:
             sock.connect(str(path))
+            if peer_uid(sock) != os.getuid():
+                return None  # not our engine: it hears nothing of the command
             request = json.dumps(
                 {"v": 1, "argv": list(argv), "env": env_digest(os.environ)},
                 ensure_ascii=True,
@@ -213,7 +218,8 @@ class HandoffServer:
 
         # the commands' own view of the store: the engine's store, as the CLI surface
         self.api = Reminders(api.store, clock=api.clock, settings=api.settings, surface=Surface.CLI)
-        self.path = socket_path(api.store.url)
+        self.url = api.store.url
+        self.path: Path | None = None
         self.env = env_digest(os.environ)
         self._run = run
         self._stop = threading.Event()
@@ -223,7 +229,15 @@ class HandoffServer:
         self._thread = threading.Thread(target=self._serve, name="remindkit-handoff", daemon=True)
 
     def start(self) -> HandoffServer:
-        if len(str(self.path)) <= 100 and _private_dir(self.path.parent):
+        import logging
+
+        try:
+            path = socket_path(self.url, make=True)
+        except OSError as exc:
+            logging.getLogger(__name__).warning("command hand-off is off: %s", exc)
+            return self
+        if len(str(path)) <= 100:
+            self.path = path
             self._thread.start()
         return self
 
@@ -234,7 +248,7 @@ class HandoffServer:
     def close(self) -> None:
         self._stop.set()
         sock, self._sock = self._sock, None
-        if sock is not None:
+        if sock is not None and self.path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
             with contextlib.suppress(OSError):
@@ -251,6 +265,7 @@ class HandoffServer:
     def _take(self) -> bool:
         import fcntl
 
+        assert self.path is not None
         fd = os.open(f"{self.path}.lock", os.O_CREAT | os.O_RDWR, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -302,11 +317,7 @@ class HandoffServer:
         try:
             with conn:
                 conn.settimeout(10.0)
-                uid = struct.unpack(
-                    "3i",
-                    conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")),
-                )[1]
-                if uid != os.getuid():
+                if peer_uid(conn) != os.getuid():
                     return
                 try:
                     request = json.loads(_read_all(conn, MAX_REQUEST))
