@@ -145,9 +145,22 @@ def check_id(reminder_id: object) -> str:
 
 # -- session definitions ------------------------------------------------------------------
 
-SENSITIVE = ("argv", "fresh_argv", "env", "cwd", "api_key_env", "base_url", "extra")
+# the fields of a session definition that run code, send data somewhere or name a secret
+SENSITIVE = (
+    "argv",
+    "fresh_argv",
+    "env",
+    "cwd",
+    "api_key_env",
+    "base_url",
+    "extra",
+    "url",  # a webhook's receiver
+    "secret_env",  # the variable whose secret signs a webhook's requests
+    "route",  # the Telegram chat a thread's replies go to
+)
 DISABLED = "disabled"  # config key: why the session does not run (set by an untrusted import)
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_SECRET_ENV = "REMINDKIT_WEBHOOK_SECRET"
 # request keys remindkit sets or relies on: config.extra cannot replace them
 RESERVED_REQUEST_KEYS = frozenset(
     {
@@ -185,6 +198,43 @@ def check_key_env(name: object, env: Mapping[str, str] | None = None) -> str:
             code="key_env_not_allowed",
         )
     return name
+
+
+def allowed_secret_envs(env: Mapping[str, str] | None = None) -> frozenset[str]:
+    env = os.environ if env is None else env
+    return frozenset({DEFAULT_SECRET_ENV, *comma_names(env.get("REMINDKIT_WEBHOOK_SECRET_ENVS"))})
+
+
+def check_secret_env(name: object, env: Mapping[str, str] | None = None) -> str:
+    """``name`` if a webhook may sign with the secret it holds, else ``secret_env_not_allowed``."""
+    allowed = allowed_secret_envs(env)
+    if not isinstance(name, str) or name not in allowed:
+        raise InvalidInput(
+            f"secret_env {str(name)[:100]!r} is not allowed: use {', '.join(sorted(allowed))}, "
+            "or add the name to REMINDKIT_WEBHOOK_SECRET_ENVS",
+            code="secret_env_not_allowed",
+        )
+    return name
+
+
+def check_webhook_url(url: object) -> str:
+    """An http(s) URL with a host, at most 2,000 printable characters (``invalid_argument``)."""
+    from urllib.parse import urlsplit
+
+    try:
+        ok = (
+            isinstance(url, str)
+            and len(url) <= 2_000
+            and not _has_control(url)
+            and urlsplit(url).scheme in ("http", "https")
+            and bool(urlsplit(url).hostname)
+        )
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InvalidInput(f"{str(url)[:100]!r} is not an http(s) URL", code="invalid_argument")
+    assert isinstance(url, str)
+    return url
 
 
 def request_extra(extra: object) -> dict[str, Any]:
