@@ -12,7 +12,11 @@ keys, comma-separated). Exit status 0 is a delivered turn whose reply is stdout;
 anything else is a failed turn (the tail of stderr is recorded), and so is a
 reply that is a JSON result with ``"is_error": true`` (as agent CLIs print with
 ``--output-format json``). A failed turn counts as failing at once, which sends
-the delivery to a fresh session.
+the delivery to a fresh session. A command that cannot be started for want of
+resources (``EMFILE``, ``ENFILE``, ``EAGAIN``, ``ENOMEM``: the engine's process or the
+machine is out of descriptors, processes or memory) is not the session's failure:
+the fires wait, and commands are tried again after a back-off (1 s doubling, up to
+1 min).
 
 With ``turns`` (an :class:`~remindkit.agent.external.ExternalTurns`), the
 occurrence keys are taken in the store when the command has answered, so no
@@ -24,10 +28,13 @@ carried out.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +49,10 @@ MAX_ARG_MESSAGE = (
     64 * 1024
 )  # bytes: a longer message goes on stdin only (Linux refuses an argument past 128 KiB)
 PASSED_ENV = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME"})
+# a spawn that fails with one of these is the engine's shortage, not the session's failure
+SHORTAGES = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 60.0
 
 
 def parse_argv(command: str | Sequence[str]) -> list[str]:
@@ -67,9 +78,31 @@ class CommandSession:
         # more variables for a turn's process, from the process that runs the engine (the
         # HTTP API gives each session's command a token of that session: REMINDKIT_TOKEN)
         self.extra_env = extra_env
+        self._lock = threading.Lock()
+        self._short_until = 0.0  # time.monotonic(): no spawn before (a shortage was seen)
+        self._short_backoff = 0.0
+        self._short_why = ""
 
     def can_deliver(self, session: Session) -> bool:
-        return bool(session.config.get("argv"))
+        return bool(session.config.get("argv")) and self.why_not(session) is None
+
+    def why_not(self, session: Session) -> str | None:
+        """Why no command can start now (the last spawn found the process short of
+        descriptors, processes or memory; tried again after a back-off), or None."""
+        with self._lock:
+            left = self._short_until - time.monotonic()
+            if left <= 0:
+                return None
+            return f"{self._short_why}; starting commands again in {left:.0f}s"
+
+    def _shortage(self, exc: OSError) -> TurnResult:
+        name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        why = f"cannot start the command now ({name}: {exc.strerror})"
+        with self._lock:
+            self._short_backoff = min(BACKOFF_MAX_S, self._short_backoff * 2 or BACKOFF_FIRST_S)
+            self._short_until = time.monotonic() + self._short_backoff
+            self._short_why = why
+        return TurnResult(False, error=f"{why}; the fires wait", retry=True)
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         if self.turns is None:
@@ -111,7 +144,11 @@ class CommandSession:
         except subprocess.TimeoutExpired:
             return TurnResult(False, error=f"command timed out after {timeout:g}s")
         except OSError as exc:
+            if exc.errno in SHORTAGES:
+                return self._shortage(exc)
             return TurnResult(False, error=f"command failed to start: {exc}", instant=True)
+        with self._lock:
+            self._short_backoff = 0.0
         if proc.returncode != 0:
             tail = (proc.stderr or "").strip()[-500:]
             return TurnResult(False, error=f"exit status {proc.returncode}: {tail}", instant=True)
