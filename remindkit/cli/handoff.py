@@ -74,10 +74,15 @@ def socket_path(url: str, *, make: bool = False) -> Path:
     :class:`~remindkit.runtime.UnsafeFolder` when that folder is not ours alone (or,
     without ``make``, does not exist)."""
     from ..runtime import runtime_dir
+
+    return runtime_dir(make=make) / socket_name(url)
+
+
+def socket_name(url: str) -> str:
     from ..statusfile import store_key
 
     digest = hashlib.sha256(store_key(url).encode("utf-8", "surrogateescape")).hexdigest()[:20]
-    return runtime_dir(make=make) / f"cli-{digest}.sock"
+    return f"cli-{digest}.sock"
 
 
 def peer_uid(sock: socket.socket) -> int:
