@@ -21,7 +21,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..checks import check_session_id
+from ..checks import check_session_id, session_key, session_name
 from ..clock import to_us
 from ..errors import (
     Conflict,
@@ -105,6 +105,8 @@ class ReminderPatch(BaseModel):
 def reminder_out(rem: Reminder) -> dict[str, Any]:
     data = rem.to_dict()
     data["version"] = rem.version
+    if rem.session is not None:  # as its project names it (checks.session_key)
+        data["session"] = session_name(rem.session)
     return data
 
 
@@ -153,6 +155,9 @@ AUTH_HEADER: dict[str, Any] = {
 
 def session_out(sess: Session, project: str) -> dict[str, Any]:
     data = sess.to_dict()
+    data["id"] = session_name(sess.id)  # as its project names it (checks.session_key)
+    if sess.parent_id is not None:
+        data["parent_id"] = session_name(sess.parent_id)
     data["project"] = project
     return data
 
@@ -272,10 +277,11 @@ def create_app(
         token: str | None, project: str, session: str | None, *, write: bool = False
     ) -> tuple[str | None, Session | None]:
         """Let the request in (one read of the store: token, project, session): its
-        session id and the session, when it is one of the project's."""
+        session's id in the store (the project's own namespace: checks.session_key)
+        and the session, when it is one of the project's."""
         try:
             check_project(project)
-            sid = None if session is None else check_session_id(session)
+            sid = None if session is None else session_key(project, str(check_session_id(session)))
         except InvalidInput:
             tk.authenticate(store.projects, token, open_when_none=open_loopback)  # 401 first
             raise
@@ -420,7 +426,9 @@ def create_app(
         return JSONResponse(
             data,
             status_code=201,
-            headers={"Location": f"/v1/projects/{project}/sessions/{sid}/reminders/{rem.id}"},
+            headers={
+                "Location": f"/v1/projects/{project}/sessions/{session_name(sid)}/reminders/{rem.id}"
+            },
         )
 
     @app.get(
@@ -490,7 +498,12 @@ def create_app(
     ) -> builtins.list[dict[str, Any]]:
         sid, sess = in_project(token, project, session)
         own(api.get(reminder_id), sid, sess)
-        return [o.to_dict() for o in api.history(reminder_id, limit=limit)]
+        out = [o.to_dict() for o in api.history(reminder_id, limit=limit)]
+        for o in out:
+            for key in ("session", "delivered_to"):
+                if o.get(key):
+                    o[key] = session_name(o[key])
+        return out
 
     # last: a session id may hold "/" ({session:path}), so the routes below a session
     # (…/reminders, …/view) must be tried before the session itself
@@ -511,8 +524,8 @@ def create_app(
             feed.check_room()
             if who.scope != "admin":
                 project = project or who.project
-            if who.scope == "session":
-                session = session or who.session
+            if who.scope == "session" and who.session is not None:
+                session = session or session_name(who.session)
             start = after
             if last_event_id is not None:
                 try:
@@ -524,9 +537,9 @@ def create_app(
             if project is not None:
                 check_project(project)
                 sid = None if session is None else check_session_id(session)
-                who.may_use(project, sid)
+                who.may_use(project, None if sid is None else session_key(project, sid))
                 tk.require_project(store.projects, project)
-                return project, sid, start
+                return project, sid, start  # the stream matches events by the session's name
             if session is not None:
                 raise InvalidInput("give project= with session=", code="invalid_argument")
             return None, None, start
