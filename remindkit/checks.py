@@ -198,6 +198,7 @@ SENSITIVE = (
     "argv",
     "fresh_argv",
     "env",
+    "pass_env",
     "cwd",
     "api_key_env",
     "base_url",

@@ -20,9 +20,10 @@ LAYERS: list[set[str]] = [
         "failpoints",
         "events",
         "statusfile",
+        "credential",
         "wakeup",
         "runtime",
-    },  # vocabulary, time, waiting, the runtime folder
+    },  # vocabulary, time, waiting, the local credential, the runtime folder
     {
         "schedules",
         "models",

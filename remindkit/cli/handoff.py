@@ -26,6 +26,14 @@ changing one is not (it may have been done) and says so. ``REMINDKIT_HANDOFF=0``
 turns handing over off: in a command's environment for that command, in an engine's
 for that engine (it then serves none).
 
+Claude Code's hooks (``remindkit mcp hook …``) are handed over the same way, as
+``{"hook": …}`` requests that carry the hook's input, and are answered by
+:class:`remindkit.mcp.hooks.HookDesk` (a hook's outcome depends on the store and
+its input, not on the environment: the engine checks the remindkit home and the
+session scope it is given); the caller prints the answer, then says so
+(``{"hook_printed": ticket}``), and only then are the fires it carried recorded
+delivered.
+
 The wire: the caller sends one JSON object (at most :data:`MAX_REQUEST` bytes) and
 shuts its side; the engine answers one JSON object ``{"out", "err", "code"}`` or
 ``{"local": reason}`` (run it yourself).
@@ -54,6 +62,7 @@ MAX_REQUEST = 256 * 1024
 MAX_ANSWER = 64 * 1024 * 1024
 CONNECT_TIMEOUT_S = 2.0
 ANSWER_TIMEOUT_S = 120.0
+HOOK_ANSWER_TIMEOUT_S = 15.0  # a hook's answer (the store may be busy a few seconds)
 WORKERS = 8  # commands an engine runs at once; more callers wait in the listen backlog
 _ENV_EXACT = ("TZ", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LC_TIME", "PYTHONIOENCODING")
 _ENV_PREFIXES = ("REMINDKIT_", "XDG_")
@@ -181,6 +190,46 @@ def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
     return int(answer.get("code", 1))
 
 
+def try_hook(request: dict[str, Any], url: str) -> dict[str, Any] | None:
+    """Hand a Claude Code hook (:mod:`remindkit.mcp.hooks`) to the engine serving the
+    store at ``url``: its answer ``{"out", "ticket", "info"}``, or None to run it here.
+    The caller prints ``out``, then :func:`hook_printed` the ticket."""
+    if os.environ.get("REMINDKIT_HANDOFF", "1") == "0":
+        return None
+    answer = _exchange(url, {"v": 1, "hook": request})
+    if not isinstance(answer, dict) or "local" in answer or not isinstance(answer.get("out"), str):
+        return None
+    return answer
+
+
+def hook_printed(url: str, ticket: str, printed: bool = True) -> None:
+    """Tell the engine that the hook's answer was printed (the fires it took are then
+    recorded delivered) or not (they go back to wait)."""
+    _exchange(url, {"v": 1, "hook_printed": ticket, "printed": printed})
+
+
+def _exchange(url: str, request: dict[str, Any]) -> Any:
+    """One request to the engine serving ``url``'s store; its answer, or None."""
+    path = socket_path(url)
+    if len(str(path)) > 100 or not path.parent.is_dir():
+        return None
+    body = json.dumps(request, ensure_ascii=True).encode()
+    if len(body) > MAX_REQUEST:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.connect(str(path))
+        sock.sendall(body)
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(HOOK_ANSWER_TIMEOUT_S)
+        return json.loads(_read_all(sock, MAX_ANSWER))
+    except (OSError, ValueError):
+        return None
+    finally:
+        sock.close()
+
+
 def _reads(argv: Sequence[str]) -> bool:
     """Does ``argv`` only read (``ls``, ``reminders ls`` …)?"""
     command = command_of(argv)
@@ -232,6 +281,7 @@ class HandoffServer:
         self._sock: socket.socket | None = None
         self._lock_fd: int | None = None
         self._thread = threading.Thread(target=self._serve, name="remindkit-handoff", daemon=True)
+        self._hooks: Any = None  # remindkit.mcp.hooks.HookDesk, made on the first hook
 
     def start(self) -> HandoffServer:
         import logging
@@ -338,6 +388,12 @@ class HandoffServer:
     def _handle(self, request: Any) -> dict[str, Any]:
         if not isinstance(request, dict) or request.get("v") != 1:
             return {"local": "unknown request"}
+        if "hook" in request or "hook_printed" in request:  # Claude Code's hooks
+            if self._hooks is None:
+                from ..mcp.hooks import HookDesk
+
+                self._hooks = HookDesk(self.api.store, clock=self.api.clock)
+            return self._hooks.handle(request)
         argv = request.get("argv")
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             return {"local": "unknown request"}

@@ -102,6 +102,14 @@ def main(
         if quick is not None:
             return quick
     elif argv is None and stdout is None and api is None:
+        # Claude Code's hooks, on every prompt: handed to the engine, nothing loaded here
+        from .hook import hook_event
+
+        hook = hook_event(args_list)
+        if hook is not None:
+            from .hook import run as run_hook
+
+            return run_hook(hook[0], hook[1], stdin or sys.stdin, out, err)
         # the command itself, in a shell (status --line reads a small file: quicker here)
         from .handoff import try_handoff
 

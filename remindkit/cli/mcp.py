@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..clock import to_us
-from ..errors import InvalidInput, RemindkitError
+from ..errors import InvalidInput
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -36,6 +35,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "({session} and {message} replaced), e.g. 'claude -p --resume {session}'",
     )
     m.add_argument(
+        "--pass-env",
+        metavar="NAME",
+        action="append",
+        help="with --resume-command: pass this variable of the engine's environment to it "
+        "(repeat for more), e.g. ANTHROPIC_API_KEY",
+    )
+    m.add_argument(
         "--no-channel",
         action="store_true",
         help="do not declare the claude/channel capability (tools only)",
@@ -45,9 +51,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     b = ms.add_parser(
         "bind",
         parents=[common],
-        help="Claude Code SessionStart hook: bind this project's server to the session on stdin",
+        help="Claude Code SessionStart hook: bind this project's server to the session on stdin "
+        "(the same as `mcp hook start`)",
     )
     b.add_argument("--project")
+    h = ms.add_parser(
+        "hook",
+        parents=[common],
+        help="a Claude Code hook (JSON on stdin): start (SessionStart), prompt "
+        "(UserPromptSubmit), stop (Stop); see README",
+    )
+    h.add_argument("event", choices=["start", "prompt", "stop"])
+    h.add_argument("--project")
     ins = ms.add_parser(
         "install", parents=[common], help="print the JSON for Claude Desktop, Cursor and VS Code"
     )
@@ -78,6 +93,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="passed to the server, e.g. 'claude -p --resume {session}'",
     )
     cc.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
+    from .mcp_hosts import add_parsers as add_host_parsers
+
+    add_host_parsers(ms, common)  # install-codex, install-gemini, install-opencode
     m.set_defaults(func=run_command)
 
 
@@ -88,7 +106,24 @@ def run_command(cx: Any) -> int:
 
 
 def runs_without_store(args: argparse.Namespace) -> bool:
-    return args.command == "mcp" and args.mcp_command in ("bind", "install", "install-claude-code")
+    from .mcp_hosts import COMMANDS as HOST_COMMANDS
+
+    return args.command == "mcp" and (
+        args.mcp_command in ("bind", "hook", "install", "install-claude-code")
+        or args.mcp_command in HOST_COMMANDS
+    )
+
+
+def run_hook(args: argparse.Namespace, event: str, stdin: Any, out: TextIO) -> int:
+    """A hook reached through the parser (the quick way is :mod:`remindkit.cli.hook`)."""
+    from .hook import run
+
+    opts: dict[str, Any] = {"--json": bool(getattr(args, "json", False))}
+    if getattr(args, "db", None):
+        opts["--db"] = args.db
+    if getattr(args, "project", None):
+        opts["--project"] = args.project
+    return run(event, opts, stdin if stdin is not None else sys.stdin, out, sys.stderr)
 
 
 def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) -> int:
@@ -97,6 +132,10 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
     if args.mcp_command == "install":
         out.write(install.snippets(args.host_command))
         return 0
+    from . import mcp_hosts
+
+    if args.mcp_command in mcp_hosts.COMMANDS:
+        return mcp_hosts.run(args, out)
     if args.mcp_command == "install-claude-code":
         project = identity.project_dir(args.project or ".")
         changes = install.claude_code_changes(
@@ -114,40 +153,9 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
                 install.write(change)
                 out.write(f"{change.path}: written\n")
         return 0
-    # bind: the SessionStart hook. Never blocks the session: problems go to stderr, exit 0.
-    try:
-        data = identity.hook_input(stdin if stdin is not None else sys.stdin)
-        from ..wiring import build, settings_or_env
-
-        settings = settings_or_env()
-        cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
-        project = identity.project_dir(args.project or os.environ.get("CLAUDE_PROJECT_DIR") or cwd)
-        sid = data["session_id"]
-        from ..reminders import check_session_id
-
-        check_session_id(sid)
-        path = identity.write_binding(
-            settings.home,
-            project,
-            sid,
-            pids=identity.ancestors(),
-            source=data.get("source") if isinstance(data.get("source"), str) else None,
-        )
-        if data.get("source") in (None, "startup", "resume", "clear"):
-            graph = build(settings, db=args.db)
-            try:
-                graph.store.sessions.set_session_busy(sid, False, now_us=to_us(graph.clock.now()))
-            finally:
-                graph.close()
-        if args.json:
-            import json
-
-            out.write(
-                json.dumps({"session": sid, "project": str(project), "file": str(path)}) + "\n"
-            )
-    except (RemindkitError, OSError) as exc:
-        sys.stderr.write(f"remindkit mcp bind: {exc}\n")
-    return 0
+    # bind and hook: Claude Code's hooks (never fail the hook)
+    event = "start" if args.mcp_command == "bind" else args.event
+    return run_hook(args, event, stdin, out)
 
 
 def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
@@ -164,6 +172,7 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
             code="missing_dependency",
         ) from None
     resume = None
+    pass_env = None
     if args.resume_command:
         from ..sessions.command import parse_argv
 
@@ -171,6 +180,10 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
             resume = parse_argv(args.resume_command)
         except ValueError as exc:
             raise InvalidInput(f"--resume-command: {exc}", code="invalid_command") from None
+    if args.pass_env:
+        from ..sessions.command import pass_env_names
+
+        pass_env = pass_env_names(args.pass_env)
     session = args.session or os.environ.get("REMINDKIT_SESSION") or None
     if session is not None:
         from ..reminders import check_session_id
@@ -179,10 +192,20 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
     from ..mcp import identity
 
     project = identity.project_dir(args.project) if args.project else identity.project_dir()
+    # the conversation's hooks (and remindkit commands) are handed to this engine while no
+    # other engine serves the store (remindkit.cli.handoff)
+    served = None
+    if os.environ.get("REMINDKIT_HANDOFF", "1") != "0":
+        from .handoff import HandoffServer
+        from .main import main
+
+        served = HandoffServer(graph.api, main).start()
     return run_stdio(
         graph,
+        also_close=served.close if served is not None else None,
         session=session,
         project=Path(project),
         resume_argv=resume,
+        pass_env=pass_env,
         channel=not args.no_channel,
     )

@@ -36,6 +36,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "a turn fails at once and the delivery is re-sent into a fresh session",
     )
     add.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="with --command: the folder it runs in (default: the engine's working folder)",
+    )
+    add.add_argument(
+        "--pass-env",
+        metavar="NAME",
+        action="append",
+        help="with --command: pass this variable of the engine's environment to it (repeat "
+        "for more), e.g. ANTHROPIC_API_KEY; nothing else of the engine's environment is passed",
+    )
+    add.add_argument(
         "--openai",
         action="store_true",
         help="an OpenAI-compatible chat whose transcript remindkit keeps (needs --base-url and --model)",
@@ -100,7 +112,7 @@ def run_command(cx: Context) -> int:
     action = args.session_command
     confined = env_scope()
     if action in ("busy", "idle") and args.hook:
-        return _hook_busy(args, cx.api, action == "busy", cx.out)
+        return _hook_busy(args, action == "busy", cx.out)
     if action in ("busy", "idle") and args.id is None:
         raise InvalidInput(
             f"session {action} needs a session id (or --hook)", code="invalid_argument"
@@ -211,8 +223,21 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
                 config["fresh_argv"] = parse_argv(args.fresh_command)
         except ValueError as exc:
             raise InvalidInput(f"--command: {exc}", code="invalid_command") from None
-    elif args.fresh_command:
-        raise InvalidInput("--fresh-command goes with --command", code="invalid_argument")
+        if args.cwd:
+            from pathlib import Path
+
+            folder = Path(args.cwd).expanduser()
+            if not folder.is_dir():
+                raise InvalidInput(f"--cwd {args.cwd!r} is not a folder", code="invalid_argument")
+            config["cwd"] = str(folder.resolve())
+        if args.pass_env:
+            from ..sessions.command import pass_env_names
+
+            config["pass_env"] = pass_env_names(args.pass_env)
+    elif args.fresh_command or args.cwd or args.pass_env:
+        raise InvalidInput(
+            "--fresh-command, --cwd and --pass-env go with --command", code="invalid_argument"
+        )
     if args.openai:
         if not args.base_url or not args.model:
             raise InvalidInput("--openai needs --base-url and --model", code="invalid_argument")
@@ -255,32 +280,18 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
     return config, (chosen[0] if chosen else None)
 
 
-def _hook_busy(args: argparse.Namespace, api: Reminders, busy: bool, out: TextIO) -> int:
-    """``session busy|idle --hook``: UserPromptSubmit / Stop. Exit 0 whatever happens
-    (a failing hook must not stop the conversation); a session scope still holds."""
+def _hook_busy(args: argparse.Namespace, busy: bool, out: TextIO) -> int:
+    """``session busy|idle --hook``: UserPromptSubmit / Stop, the same as
+    ``mcp hook prompt|stop`` (see :mod:`remindkit.mcp.hooks`)."""
+    import io
     import sys
 
-    from ..checks import check_session_id
-    from ..clock import to_us
-    from ..errors import RemindkitError
-    from ..mcp.identity import hook_input
+    from .mcp import run_hook
 
-    try:
-        sid = check_session_id(args.id or hook_input(sys.stdin)["session_id"])
-        assert sid is not None
-        confined = env_scope()
-        if confined is not None and sid != confined:
-            raise Forbidden(
-                f"session {'busy' if busy else 'idle'} of another session is not allowed in session "
-                f"scope {confined!r}",
-                code="forbidden",
-            )
-        sess = api.store.sessions.set_session_busy(sid, busy, now_us=to_us(api.clock.now()))
-        if args.json:
-            out.write(json.dumps(sess.to_dict()) + "\n")
-    except (RemindkitError, OSError, KeyError, ValueError) as exc:
-        sys.stderr.write(f"remindkit session {'busy' if busy else 'idle'}: {exc}\n")
-    return 0
+    stdin: object = sys.stdin
+    if args.id is not None:  # the session named, not the one of the hook's input
+        stdin = io.StringIO(json.dumps({"session_id": args.id}))
+    return run_hook(args, "prompt" if busy else "stop", stdin, out)
 
 
 def _emit(out: TextIO, as_json: bool, data: Any, text: str) -> None:

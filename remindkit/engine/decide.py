@@ -14,7 +14,8 @@ the session                            decision per fire
 ====================================  =========================================
 none (no session id, none active)      WAIT for a session
 deleted                                FAIL the fire, PAUSE its reminder
-no adapter / not reachable here        WAIT for a session (another engine may)
+no adapter / not reachable here        WAIT for a session (another engine may);
+                                       when busy, skip and rebase still apply
 busy, not by us (external or a turn    policy skip: SKIP; rebase (repeating):
 elsewhere)                             WAIT to be re-based; wait: WAIT for idle
 busy with our own turn                 skip: SKIP; rebase (repeating): WAIT to
@@ -89,16 +90,18 @@ def route(fires: Sequence[Fire], target: Target) -> list[Decision]:
         return [Decision(Action.FAIL, group, f"session {sess.id} was deleted", pause=True)]
     if not target.adapter:
         why = (
-            "session has no delivery adapter"
+            f"session {sess.id} has no delivery adapter: its fires wait until it has a way in "
+            f"(remindkit session add {sess.id} --command ...)"
             if sess.adapter is None
             else f"no {sess.adapter} adapter in this process"
         )
         return [Decision(Action.WAIT, group, target.why_not or why, WaitFor.SESSION)]
-    if not target.reachable:
+    out: list[Decision] = []
+    busy = target.our_turn or sess.busy or sess.in_turn
+    if not target.reachable and not busy:
         why = target.why_not or f"session {sess.id} is not reachable from this process"
         return [Decision(Action.WAIT, group, why, WaitFor.SESSION)]
-    out: list[Decision] = []
-    if target.our_turn or sess.busy or sess.in_turn:
+    if busy:  # the busy policies hold whoever takes the fire later (an MCP host's hooks)
         skip = tuple(f for f in group if f.on_busy == BusyPolicy.SKIP)
         rebase = tuple(f for f in group if _rebases(f))
         rest = tuple(f for f in group if f not in skip and f not in rebase)
@@ -118,7 +121,10 @@ def route(fires: Sequence[Fire], target: Target) -> list[Decision]:
                     WaitFor.REBASE,
                 )
             )
-        if rest:
+        if rest and not target.reachable:
+            why = target.why_not or f"session {sess.id} is not reachable from this process"
+            out.append(Decision(Action.WAIT, rest, why, WaitFor.SESSION))
+        elif rest:
             if target.our_turn:
                 out.append(
                     Decision(Action.QUEUE, rest, f"session {sess.id} is in a turn; next turn")
@@ -200,9 +206,11 @@ class TurnDecision:
 
 def after_turn(t: TurnOutcome) -> TurnDecision:
     """Decide what a finished turn means for its fires."""
-    if t.busy:
+    if t.busy:  # the adapter's reason when it gives one (an MCP host that takes it later)
         return TurnDecision(
-            Action.WAIT, "the session started a turn; waiting for it to be idle", WaitFor.IDLE
+            Action.WAIT,
+            t.error or "the session started a turn; waiting for it to be idle",
+            WaitFor.IDLE,
         )
     if t.ok:
         return TurnDecision(Action.DELIVERED)

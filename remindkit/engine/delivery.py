@@ -936,11 +936,12 @@ def _shared(adapter: SessionAdapter, sess: Session) -> bool:
 
 
 def _fallback_distinct(sess: Session) -> bool:
-    """Whether a fresh session of ``sess`` would be a real fallback: a command
-    session needs a ``fresh_argv`` of its own (re-running the same command is not a
-    fallback), a python session is one callable; an openai session starts a new
-    transcript."""
-    if sess.adapter == "command":
+    """Whether a fresh session of ``sess`` would be a real fallback: a session that
+    runs a command (``command``, an ``mcp`` session's resume command) needs a
+    ``fresh_argv`` of its own: re-running its command under a made-up id resumes
+    nothing (``claude --resume <id>~abc`` is refused); a python session is one
+    callable; an openai session starts a new transcript."""
+    if sess.adapter in ("command", "mcp") or sess.config.get("argv"):
         fresh = sess.config.get("fresh_argv")
         return bool(fresh) and fresh != sess.config.get("argv")
     return sess.adapter != "python"

@@ -9,9 +9,11 @@ the file and takes, in order:
 
 1. ``--session`` / ``REMINDKIT_SESSION`` when given;
 2. the binding whose ancestors include the server's own parent (the Claude Code
-   process that spawned both the hook and the server);
-3. the newest binding of the project;
-4. a stable per-project id, ``project-<12 hex of the project path's SHA-256>``.
+   process that spawned both the hook and the server; it follows ``/clear``);
+3. ``CLAUDE_CODE_SESSION_ID``, which Claude Code sets for the servers it starts
+   (the conversation it started them in);
+4. the newest binding of the project;
+5. a stable per-project id, ``project-<12 hex of the project path's SHA-256>``.
 
 The server looks at the file again at every tool call and once a second (a
 ``stat``), so ``/clear`` or ``--resume`` moves it to the new conversation.
@@ -28,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..checks import check_session_id
 from ..errors import InvalidInput
-from ..reminders import check_session_id
 
 MAX_BINDINGS = 16  # per project; the oldest go first
 MAX_HOOK_INPUT = 1 << 20  # bytes of hook JSON read from stdin
@@ -132,13 +134,27 @@ def write_binding(
     return path
 
 
-def resolve(home: Path, project: Path, *, parent_pid: int | None = None) -> tuple[str, str]:
-    """(session id, how it was found): ``hook``, ``hook-newest`` or ``project``."""
+def resolve(
+    home: Path,
+    project: Path,
+    *,
+    parent_pid: int | None = None,
+    env: dict[str, str] | os._Environ[str] | None = None,
+) -> tuple[str, str]:
+    """(session id, how it was found): ``hook``, ``host`` (Claude Code's
+    ``CLAUDE_CODE_SESSION_ID``), ``hook-newest`` or ``project``."""
     found = read_bindings(bindings_file(home, project))
     parent = os.getppid() if parent_pid is None else parent_pid
     mine = [b for b in found if parent in b.pids]
     if mine:
         return max(mine, key=lambda b: b.at).session_id, "hook"
+    env = os.environ if env is None else env
+    try:
+        given = check_session_id(env.get("CLAUDE_CODE_SESSION_ID") or None)
+    except InvalidInput:
+        given = None
+    if given is not None:
+        return given, "host"
     if found:
         return max(found, key=lambda b: b.at).session_id, "hook-newest"
     return project_session_id(project), "project"

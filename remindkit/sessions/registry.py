@@ -62,7 +62,7 @@ def default_adapters(
 
     turns = ExternalTurns(store, clock=clock, settings=settings)
     adapters = Adapters(
-        CommandSession(turns=turns),
+        CommandSession(turns=turns, clock=clock),
         PythonSessions(turns=turns),
         OpenAISessions(store, clock=clock, settings=settings),
         McpSessions(store, clock=clock, turns=turns),

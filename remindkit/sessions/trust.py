@@ -83,7 +83,7 @@ class EnginePolicy:
                 f"this engine does not run {session.adapter} sessions "
                 f"(REMINDKIT_ENGINE_ADAPTERS={','.join(sorted(self.adapters))})"
             )
-        if session.adapter == "command" and self.commands is not None:
+        if session.adapter in ("command", "mcp") and self.commands is not None:
             for key in ("argv", "fresh_argv"):
                 argv = config.get(key)
                 if argv and not self._command_allowed(argv):

@@ -60,6 +60,12 @@ ROUTE_ROWS = [
         Target(IDLE, reachable=False, why_not="registered elsewhere"),
         [("wait", [1], "session")],
     ),
+    (
+        "busy and not reachable here: skip and rebase still apply",
+        [WAIT, REBASE, SKIP],
+        Target(BUSY, reachable=False, why_not="its hooks take it"),
+        [("skip", [3], None), ("wait", [2], "rebase"), ("wait", [1], "session")],
+    ),
     # case 1 of the issue: a one-shot due while busy waits (and stays cancellable)
     ("busy elsewhere: wait", [WAIT], Target(BUSY), [("wait", [1], "idle")]),
     ("busy elsewhere: skip", [SKIP], Target(BUSY), [("skip", [3], None)]),

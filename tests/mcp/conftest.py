@@ -77,12 +77,26 @@ def server_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str
     return env
 
 
+class ChannelSession(ClientSession):
+    """The SDK's client, declaring that it takes channel events
+    (``experimental["claude/channel"]``), as a host that does declares it."""
+
+    def _build_capabilities(self, version: str) -> Any:
+        caps = super()._build_capabilities(version)
+        return caps.model_copy(update={"experimental": {"claude/channel": {}}})
+
+
 @asynccontextmanager
 async def mcp_client(
-    db: str, home: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+    db: str,
+    home: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    channel: bool = True,
 ) -> AsyncIterator[Client]:
-    """``python -m remindkit mcp --db DB ARGS…`` with the SDK's stdio client, initialized,
-    channel events collected."""
+    """``python -m remindkit mcp --db DB ARGS…`` with the SDK's stdio client (declaring
+    channel events unless ``channel=False``), initialized, channel events collected."""
     import anyio
 
     errlog = home / f"server-{time.monotonic_ns()}.log"
@@ -103,7 +117,9 @@ async def mcp_client(
     with open(errlog, "w") as err:
         async with (
             stdio_client(params, errlog=err) as (read, write),
-            ClientSession(read, write, notification_bindings=[binding]) as session,
+            (ChannelSession if channel else ClientSession)(
+                read, write, notification_bindings=[binding]
+            ) as session,
         ):
             with anyio.fail_after(START_S):
                 await session.initialize()

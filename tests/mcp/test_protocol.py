@@ -21,15 +21,19 @@ pytestmark = pytest.mark.processes
 
 
 class RawServer:
-    def __init__(self, db: str, home: Path, *args: str) -> None:
+    def __init__(self, db: str, home: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        argv = [sys.executable, "-m", "remindkit", "mcp", "--db", db, "-v", *args]
+        self._start(home, argv, env)
+
+    def _start(self, home: Path, argv: list[str], env: dict[str, str] | None) -> None:
         self.err = home / f"raw-{time.monotonic_ns()}.log"
         self._errfh = open(self.err, "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "remindkit", "mcp", "--db", db, "-v", *args],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._errfh,
-            env=server_env(home),
+            env=server_env(home, env),
             cwd=home,
         )
         self.lines: list[bytes] = []
@@ -65,23 +69,31 @@ class RawServer:
         return self._id, (self.response(self._id, timeout) if wait else None)
 
     def response(self, rid: int, timeout: float) -> bytes:
+        return self.response_matching(lambda m: m.get("id") == rid and "method" not in m, timeout)
+
+    def response_matching(self, match: Any, timeout: float = START_S) -> bytes:
+        """The next line from the server whose message ``match``es (earlier ones are
+        dropped)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 line = self._q.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
                 raise AssertionError(
-                    f"no response to {rid}: {self.err.read_text()[-2000:]}"
+                    f"no matching message: {self.err.read_text()[-2000:]}"
                 ) from None
-            if json.loads(line).get("id") == rid:
+            if match(json.loads(line)):
                 return line
 
-    def initialize(self) -> bytes:
+    def initialize(self, capabilities: dict[str, Any] | None = None) -> bytes:
+        """The handshake, as a host that takes channel events (unless told otherwise)."""
         _, line = self.request(
             "initialize",
             {
                 "protocolVersion": "2025-06-18",
-                "capabilities": {},
+                "capabilities": {"experimental": {"claude/channel": {}}}
+                if capabilities is None
+                else capabilities,
                 "clientInfo": {"name": "raw", "version": "1"},
             },
         )
