@@ -64,9 +64,11 @@ def test_a_repeat_of_thousands_of_digits_is_invalid_repeat_everywhere(
     done = run(env, "remind", "x", "--every", "1h", "--repeat", HUGE, "--session", "s1")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-500:]
     assert done.stderr.startswith("error: invalid_repeat: ") and len(done.stderr) < 300
-    server = ApiServer(env["REMINDKIT_DB"], tmp_path, env=env).wait_ready()
+    home = Path(env["REMINDKIT_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    server = ApiServer(env["REMINDKIT_DB"], home, env=env).wait_ready()
     try:
-        with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        with httpx.Client(base_url=server.base_url, headers=server.headers, timeout=30) as http:
             for body in (
                 json.dumps({"prompt": "x", "every": "1h", "repeat": HUGE}).encode(),
                 b'{"prompt": "x", "every": "1h", "repeat": ' + HUGE.encode() + b"}",
