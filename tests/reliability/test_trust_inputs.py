@@ -8,28 +8,17 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
 
 from .attacks import record
+from .test_trust_runtime import cli as run
 
 pytestmark = pytest.mark.reliability
 ROOT = Path(__file__).resolve().parents[2]
 HUGE = "1" * 5000  # past Python's 4,300-digit limit on int <-> str
-
-
-def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "remindkit", *args],
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=120,
-        cwd=ROOT,
-    )
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -26,6 +25,7 @@ from remindkit.store import open_store
 from remindkit.store.db import make_engine, migrate
 
 from .attacks import record
+from .test_trust_runtime import cli as run
 
 pytestmark = pytest.mark.reliability
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,14 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def cli(home: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDKIT_")}
     env.update(REMINDKIT_HOME=str(home), REMINDKIT_DB=url, REMINDKIT_TZ="UTC")
-    return subprocess.run(
-        [sys.executable, "-m", "remindkit", *args],
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    return run(env, *args)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,6 @@ import json
 import os
 import resource
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from remindkit.store import open_store
 from tests.processes.conftest import Serve, wait_for
 
 from .attacks import record
+from .test_trust_runtime import cli
 
 pytestmark = pytest.mark.reliability
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,17 +173,6 @@ def store_env(tmp_path: Path, **more: str) -> dict[str, str]:
     )
     env.update(more)
     return env
-
-
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "remindkit", *args],
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=120,
-        cwd=ROOT,
-    )
 
 
 def export_lines(config: dict[str, Any], due_in_s: float = 1.0) -> list[str]:

@@ -33,53 +33,40 @@ _COLUMNS = (
 
 def upgrade() -> None:
     conn = op.get_bind()
-    rows = conn.execute(
-        sa.text("SELECT id, project FROM sessions WHERE project <> 'default'")
-    ).all()
-    taken = {r[0] for r in conn.execute(sa.text("SELECT id FROM sessions")).all()}
-    moves = []
+    rows, taken = _sessions(conn)
     for old, project in rows:
         new = f"@{project}/{old}"
-        if old.startswith(f"@{project}/") or new in taken:
-            continue
-        moves.append({"old": old, "new": new, "project": project})
-    for move in moves:
-        for table, column in _COLUMNS:
-            conn.execute(sa.text(f"UPDATE {table} SET {column} = :new WHERE {column} = :old"), move)
-        conn.execute(
-            sa.text("UPDATE outbox SET route_key = :new_route WHERE route_key = :old_route"),
-            {"new_route": f"webhook:{move['new']}", "old_route": f"webhook:{move['old']}"},
-        )
-        conn.execute(
-            sa.text(
-                "UPDATE api_tokens SET session = :new WHERE session = :old AND project = :project"
-            ),
-            move,
-        )
-        conn.execute(sa.text("UPDATE sessions SET id = :new WHERE id = :old"), move)
+        if not old.startswith(f"@{project}/") and new not in taken:
+            _rename(conn, old, new, project)
 
 
 def downgrade() -> None:
     conn = op.get_bind()
-    rows = conn.execute(
-        sa.text("SELECT id, project FROM sessions WHERE project <> 'default'")
-    ).all()
-    taken = {r[0] for r in conn.execute(sa.text("SELECT id FROM sessions")).all()}
+    rows, taken = _sessions(conn)
     for new, project in rows:
         prefix = f"@{project}/"
-        if not new.startswith(prefix) or new[len(prefix) :] in taken:
-            continue
-        move = {"old": new[len(prefix) :], "new": new, "project": project}
-        for table, column in _COLUMNS:
-            conn.execute(sa.text(f"UPDATE {table} SET {column} = :old WHERE {column} = :new"), move)
-        conn.execute(
-            sa.text("UPDATE outbox SET route_key = :old_route WHERE route_key = :new_route"),
-            {"new_route": f"webhook:{move['new']}", "old_route": f"webhook:{move['old']}"},
-        )
-        conn.execute(
-            sa.text(
-                "UPDATE api_tokens SET session = :old WHERE session = :new AND project = :project"
-            ),
-            move,
-        )
-        conn.execute(sa.text("UPDATE sessions SET id = :old WHERE id = :new"), move)
+        if new.startswith(prefix) and new[len(prefix) :] not in taken:
+            _rename(conn, new, new[len(prefix) :], project)
+
+
+def _sessions(conn: sa.Connection) -> tuple[list[tuple[str, str]], set[str]]:
+    """(id, project) of the sessions outside ``default``, and every session id."""
+    rows = conn.execute(sa.text("SELECT id, project FROM sessions WHERE project <> 'default'"))
+    taken = {r[0] for r in conn.execute(sa.text("SELECT id FROM sessions"))}
+    return [(r[0], r[1]) for r in rows], taken
+
+
+def _rename(conn: sa.Connection, old: str, new: str, project: str) -> None:
+    """Session ``old`` is ``new`` from now on, in every table that names it."""
+    move = {"old": old, "new": new, "project": project}
+    for table, column in _COLUMNS:
+        conn.execute(sa.text(f"UPDATE {table} SET {column} = :new WHERE {column} = :old"), move)
+    conn.execute(
+        sa.text("UPDATE outbox SET route_key = :new WHERE route_key = :old"),
+        {"new": f"webhook:{new}", "old": f"webhook:{old}"},
+    )
+    conn.execute(
+        sa.text("UPDATE api_tokens SET session = :new WHERE session = :old AND project = :project"),
+        move,
+    )
+    conn.execute(sa.text("UPDATE sessions SET id = :new WHERE id = :old"), move)
