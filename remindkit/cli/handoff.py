@@ -17,8 +17,11 @@ A command is handed over only where that cannot change its outcome:
   folders, the locale) is exactly the engine's: a command in a session scope
   (``REMINDKIT_SESSION``, set for the agent commands remindkit runs) is only ever handed
   to an engine started in that same scope, so in practice it runs in its own process;
-* the peer is the same user: the socket lives in a 0700 folder of ours, and the engine
-  checks the caller's uid (``SO_PEERCRED``) as well.
+* the peer is the same user: the socket lives in the runtime folder
+  (:mod:`remindkit.runtime`), and before it sends anything (a command line, a hook's
+  input) the caller checks that folder (a directory of its own, 0700, not a link),
+  the socket's owner and the engine's uid (``SO_PEERCRED``); the engine checks the
+  caller's uid too. In a shared ``/tmp`` another user can make the folder first.
 
 Otherwise, or when no engine answers, the command runs in its own process as before.
 A read-only command whose engine goes away before answering is run again locally; a
@@ -139,19 +142,11 @@ def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
     url = store_url(argv)
     if url is None:
         return None
-    try:  # the folder: a directory of ours, closed to others (another user's: run here)
-        path = socket_path(url)
-    except OSError:
+    sock = _connect(url)
+    if sock is None:
         return None
-    if len(str(path)) > 100 or not _our_socket(path):
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(CONNECT_TIMEOUT_S)
         try:
-            sock.connect(str(path))
-            if peer_uid(sock) != os.getuid():
-                return None  # not our engine: it hears nothing of the command
             request = json.dumps(
                 {"v": 1, "argv": list(argv), "env": env_digest(os.environ)},
                 ensure_ascii=True,
@@ -208,18 +203,38 @@ def hook_printed(url: str, ticket: str, printed: bool = True) -> None:
     _exchange(url, {"v": 1, "hook_printed": ticket, "printed": printed})
 
 
-def _exchange(url: str, request: dict[str, Any]) -> Any:
-    """One request to the engine serving ``url``'s store; its answer, or None."""
-    path = socket_path(url)
-    if len(str(path)) > 100 or not path.parent.is_dir():
+def _connect(url: str) -> socket.socket | None:
+    """A connection to the engine serving ``url``'s store, or None. Nothing is sent
+    before the runtime folder (a directory of ours, closed to others), the socket's
+    owner (us) and the peer's uid (``SO_PEERCRED``: us) are checked: in a shared
+    ``/tmp`` another user can make the folder first, or link it, and listen there."""
+    try:
+        path = socket_path(url)
+    except OSError:
         return None
-    body = json.dumps(request, ensure_ascii=True).encode()
-    if len(body) > MAX_REQUEST:
+    if len(str(path)) > 100 or not _our_socket(path):
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT_S)
         sock.connect(str(path))
+        if peer_uid(sock) == os.getuid():
+            return sock
+    except OSError:
+        pass  # nobody serves (a stale socket)
+    sock.close()
+    return None
+
+
+def _exchange(url: str, request: dict[str, Any]) -> Any:
+    """One request to the engine serving ``url``'s store; its answer, or None."""
+    body = json.dumps(request, ensure_ascii=True).encode()
+    if len(body) > MAX_REQUEST:
+        return None
+    sock = _connect(url)
+    if sock is None:
+        return None
+    try:
         sock.sendall(body)
         sock.shutdown(socket.SHUT_WR)
         sock.settimeout(HOOK_ANSWER_TIMEOUT_S)

@@ -109,7 +109,9 @@ def as_user(user: str, *argv: str) -> None:
     subprocess.run(list(argv), user=user, check=True, capture_output=True, timeout=30)
 
 
-def remindkit(user: str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def remindkit(
+    user: str, home: Path, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     site = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"), None)
     path = [str(ROOT)] + ([str(site)] if site is not None else [])
     env = {
@@ -128,6 +130,7 @@ def remindkit(user: str, home: Path, *args: str) -> subprocess.CompletedProcess[
         text=True,
         capture_output=True,
         timeout=120,
+        input=stdin,
     )
 
 
@@ -170,6 +173,10 @@ def test_a_command_is_not_handed_to_another_user(users: tuple[str, str], squat: 
             listed = remindkit(victim, home, "ls", "--json")
             assert listed.returncode == 0, listed.stderr
             assert [r["text"] for r in json.loads(listed.stdout)] == ["the merger is on Friday"]
+            # a Claude Code hook (the user's prompt in its input) is handed over the same way
+            hook = json.dumps({"session_id": "c1", "prompt": "the bid is 4.2M", "cwd": str(home)})
+            done = remindkit(victim, home, "mcp", "hook", "prompt", stdin=hook)
+            assert done.returncode == 0 and "pwned" not in done.stdout, done.stdout
             assert log.read_bytes() == b"", log.read_bytes()[:300]  # (a connection at most)
         finally:
             listener.kill()
@@ -182,6 +189,6 @@ def test_a_command_is_not_handed_to_another_user(users: tuple[str, str], squat: 
                 shutil.rmtree(path, ignore_errors=True)
     record(
         f"the hand-off socket squatted by another Unix user ({squat})",
-        "the command line (reminder text, a `--db` password) went to that user, who answered it; nothing stored",
+        "the command line (reminder text, a `--db` password) or a hook's input (the user's prompt) went to that user, who answered it; nothing stored",
         "nothing sent (the folder, the socket's owner and SO_PEERCRED checked first); it ran in its own process",
     )
