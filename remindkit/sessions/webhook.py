@@ -88,7 +88,20 @@ def retry_window_s() -> float:
 
 
 def timeout_s() -> float:
-    return float(os.environ.get("REMINDKIT_WEBHOOK_TIMEOUT", TIMEOUT_S))
+    """``REMINDKIT_WEBHOOK_TIMEOUT``: seconds, more than 0 (``invalid_setting`` else)."""
+    from ..errors import InvalidInput
+
+    value = os.environ.get("REMINDKIT_WEBHOOK_TIMEOUT", "").strip()
+    try:
+        seconds = float(value) if value else TIMEOUT_S
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 86_400:
+        raise InvalidInput(
+            f"REMINDKIT_WEBHOOK_TIMEOUT: {value[:40]!r} is not a number of seconds",
+            code="invalid_setting",
+        )
+    return seconds
 
 
 class WebhookSessions:
