@@ -67,7 +67,6 @@ def run_api(
 
     import uvicorn
 
-    from ..cli.engines import build_engine
     from ..credential import LocalCredential, login_ticket, remove_server, write_server
     from .app import create_app
     from .events import EventFeed
@@ -106,7 +105,7 @@ def run_api(
     names = list(allow_hosts)
     if not loopback:
         names += [host, socket.gethostname(), socket.getfqdn()]
-    eng: Any = build_engine(graph, no_alerts=no_alerts, role="api") if engine else None
+    eng: Any = graph.engine(alerter=None if no_alerts else "local", role="api") if engine else None
     feed = (
         EventFeed(api.store, local_mark=lambda: _mark(credential.value))
         if hasattr(api.store, "events")
