@@ -45,12 +45,12 @@ def bounded_request(
     ``transport``: another transport (tests), else a :class:`BoundedTransport`."""
     import httpx
 
-    from .transport import BoundedTransport, deadline
+    from .transport import BoundedTransport, deadline, env_proxy
 
     try:
         with (
             deadline(timeout) as at,
-            httpx.Client(transport=transport or BoundedTransport()) as http,
+            httpx.Client(transport=transport or BoundedTransport(proxy=env_proxy(url))) as http,
             http.stream(
                 method,
                 url,

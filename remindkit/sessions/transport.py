@@ -11,8 +11,10 @@ exchange ends at the deadline whatever the peer does, and its socket is closed.
 :class:`~remindkit.sessions.hosts.HostAllowlist` (webhooks), it also resolves the
 name itself, checks every address it got, and connects to an address it checked:
 there is no second resolution for a name server to answer differently (DNS
-rebinding). It never goes through a proxy (``HTTP_PROXY`` is not read): a proxy
-would resolve the name where the list cannot see.
+rebinding). Aimed so, it never goes through a proxy (``HTTP_PROXY`` is not read): a
+proxy would resolve the name where the list cannot see. Without a list (model
+servers) it goes through the proxy the environment names for the URL
+(:func:`env_proxy`), under the same deadline.
 
 It loads httpx: modules that an engine imports at start import this one where
 they send a request.
@@ -214,16 +216,42 @@ class BoundedTransport(httpx.HTTPTransport):
     ``resolver``: another ``getaddrinfo`` (tests: a name server that answers as told)."""
 
     def __init__(
-        self, *, allow: HostAllowlist | None = None, resolver: Resolver = socket.getaddrinfo
+        self,
+        *,
+        allow: HostAllowlist | None = None,
+        resolver: Resolver = socket.getaddrinfo,
+        proxy: str | None = None,
     ) -> None:
         super().__init__(verify=_tls(), trust_env=False)
+        backend = _Backend(allow, resolver)
+        if proxy is not None and allow is None:
+            self._pool = httpcore.HTTPProxy(
+                proxy_url=proxy, ssl_context=_tls(), max_connections=10, network_backend=backend
+            )
+            return
         self._pool = httpcore.ConnectionPool(
             ssl_context=_tls(),
             max_connections=10,
             max_keepalive_connections=4,
             keepalive_expiry=5.0,
-            network_backend=_Backend(allow, resolver),
+            network_backend=backend,
         )
+
+
+def env_proxy(url: str) -> str | None:
+    """The http(s) proxy the environment names for ``url`` (``HTTPS_PROXY``,
+    ``HTTP_PROXY``, ``ALL_PROXY``, less ``NO_PROXY``), as httpx would take it; None."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or not proxy.startswith(("http://", "https://")):
+        return None
+    if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxy
 
 
 _TLS: list[ssl.SSLContext] = []
@@ -238,4 +266,4 @@ def _tls() -> ssl.SSLContext:
         return _TLS[0]
 
 
-__all__ = ["BoundedTransport", "deadline", "resolve"]
+__all__ = ["BoundedTransport", "deadline", "env_proxy", "resolve"]

@@ -530,3 +530,57 @@ def test_a_bot_api_that_drips_its_answer_is_cut_at_the_deadline() -> None:
         "each read within its timeout: the call never ended",
         f"`TimedOut` at the sum of the call's timeouts ({took:.1f} s)",
     )
+
+
+def test_a_model_call_goes_through_the_environments_proxy_under_its_deadline(
+    monkeypatch: pytest.MonkeyPatch, receiver: Receiver
+) -> None:
+    """Model servers (no host list) keep working behind an HTTP proxy the environment
+    names, and the deadline holds for the proxy too (one that drips is cut)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from remindkit.agent.model import ModelError
+    from remindkit.sessions.bounded_http import bounded_request
+
+    relayed: list[str] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            relayed.append(self.path)
+            target = urlsplit(self.path)
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            conn = http.client.HTTPConnection(target.hostname, target.port, timeout=10)
+            conn.request("POST", target.path, body, {"content-type": "application/json"})
+            got = conn.getresponse()
+            data = got.read()
+            self.send_response(got.status)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    dripper = Dripper(every=0.5)
+    try:
+        for name in ("no_proxy", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+        answer = bounded_request(
+            "POST", receiver.url(), name="model", timeout=10, max_bytes=1000, json={}
+        )
+        assert answer.status == 200 and relayed == [receiver.url()] and len(receiver.got) == 1
+        monkeypatch.setenv("HTTP_PROXY", dripper.url.rsplit("/", 1)[0])
+        started = time.monotonic()
+        with pytest.raises(ModelError) as cut:
+            bounded_request(
+                "POST", receiver.url(), name="model", timeout=2, max_bytes=1000, json={}
+            )
+        assert cut.value.code == "model_unreachable" and time.monotonic() - started < 2 + 2
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        dripper.close()
