@@ -54,6 +54,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from ..agent.tools import ToolContext, ToolResult, handle_tool_call
 from ..clock import format_utc, now_us
 from ..engine import Engine
+from ..errors import RemindkitError
 from ..models import Fire, Session
 from ..protocol import frame_fired
 from ..protocol.tools import mcp_tools
@@ -247,13 +248,10 @@ class RemindkitMcp:
             self._attach(sid)
 
     def _define_session(self, sid: str) -> None:
-        existing = self.store.sessions.get_session(sid)
-        if existing is not None and existing.adapter not in (None, "mcp"):
-            log.warning(
-                "session %s is a %s session; fires go there, not to this client",
-                sid,
-                existing.adapter,
-            )
+        try:  # only a session of our own kind and project: never one another party made first
+            existing = self.api.own_session(sid, adapter="mcp")
+        except RemindkitError as exc:
+            log.warning("%s; fires go there, not to this client", exc.message)
             return
         config = dict(existing.config) if existing is not None else {}
         config["project"] = str(self.project)
