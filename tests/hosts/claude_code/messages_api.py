@@ -130,6 +130,7 @@ def _texts(messages: list[dict[str, Any]]) -> list[str]:
 FIRED = re.compile(r'<schedule-fired id="(rem_[0-9a-f]+)"')
 ONE = re.compile(r"remind me in (\d+)s to (.+?)(?:, then work slowly for (\d+)s)?\s*$", re.I | re.S)
 MANY = re.compile(r"remind me (\d+) times, (\d+)s apart, starting in (\d+)s", re.I)
+COMMAND = re.compile(r"request of the user: in (\d+)s to ([^\n]+)")  # the plugin's /remind
 CREATE = re.compile(r"mcp__[A-Za-z0-9_]*remindkit[A-Za-z0-9_]*__schedule_create")
 
 
@@ -171,6 +172,9 @@ class ScriptedModel:
                 {"prompt": f"reminder {i + 1} of {n}", "after": f"{first + i * gap}s"}
                 for i in range(n)
             ], 0.0
+        m = COMMAND.search(prompt)
+        if m:
+            return [{"prompt": m.group(2).strip(), "after": f"{m.group(1)}s"}], 0.0
         m = ONE.search(prompt)
         if m:
             return [{"prompt": m.group(2).strip(), "after": f"{m.group(1)}s"}], float(

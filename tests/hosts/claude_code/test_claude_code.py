@@ -189,3 +189,53 @@ def test_fire_after_quit_arrives_through_the_resume_command(
         assert_delivered_only_what_the_model_saw(cc)
     finally:
         engine.stop()
+
+
+def test_the_plugin_brings_the_server_the_hooks_and_the_commands(
+    claude: Callable[..., ClaudeCode], api: MessagesStandIn
+) -> None:
+    """``claude --plugin-dir`` with remindkit's plugin and nothing written into the project:
+    the tools (through ToolSearch), the hooks (a fire due while idle comes with the next
+    prompt), /reminders and /callbacks (their output is what the model is given)."""
+    from remindkit.mcp.install import plugin_dir
+
+    cc = claude(channels=False)
+    cc.start("--plugin-dir", str(plugin_dir()))
+    assert not (cc.project / ".mcp.json").exists()
+    # the plugin's command, then the tool (Claude Code 2.1.332 answers a bare /remind with
+    # "Unknown command"; /callbacks and /reminders resolve bare)
+    (rid,) = _set(cc, "/remindkit:remind in 3s to stretch")
+    wait_for(
+        lambda: [o for o in cc.history() if o.reminder_id == rid and o.state == "waiting"],
+        TURN_S,
+        "the fire waiting for the next prompt",
+        cc.log,
+    )
+    cc.type("anything new?")
+    wait_for(lambda: carried(api, rid), TURN_S, "the next prompt carrying the fire", cc.log)
+    wait_for(
+        lambda: [o for o in cc.history() if o.reminder_id == rid and o.state == "delivered"],
+        30,
+        "recorded",
+    )
+    cc.type("/callbacks")
+    wait_for(
+        lambda: any(
+            "<command-name>/remindkit:callbacks" in r.new_text()
+            and "No active callbacks" in r.new_text()
+            for r in api.turns()
+        ),
+        TURN_S,
+        "/callbacks's output given to the model",
+        cc.log,
+    )
+    (later,) = _set(cc, "remind me in 300s to stand up")
+    cc.type("/reminders")
+    listed = wait_for(
+        lambda: [r for r in api.turns() if "<command-name>/remindkit:reminders" in r.new_text()],
+        TURN_S,
+        "/reminders's output given to the model",
+        cc.log,
+    )
+    assert later in listed[0].new_text() and "stand up" in listed[0].new_text()
+    assert_delivered_only_what_the_model_saw(cc)
