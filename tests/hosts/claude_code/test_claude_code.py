@@ -239,3 +239,29 @@ def test_the_plugin_brings_the_server_the_hooks_and_the_commands(
     )
     assert later in listed[0].new_text() and "stand up" in listed[0].new_text()
     assert_delivered_only_what_the_model_saw(cc)
+
+
+def test_the_marketplace_lists_the_plugin(claude: Callable[..., ClaudeCode]) -> None:
+    """The repository's .claude-plugin/marketplace.json, as a person adds it: Claude
+    Code validates it, adds the marketplace and installs remindkit@remindkit from it."""
+    import subprocess
+
+    from .conftest import CLAUDE, ROOT
+
+    cc = claude(channels=False)
+
+    def run(*argv: str) -> str:
+        proc = subprocess.run(
+            [str(CLAUDE), "plugin", *argv],
+            env=cc.env(),
+            text=True,
+            capture_output=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout + proc.stderr
+
+    assert "Validation passed" in run("validate", str(ROOT))
+    run("marketplace", "add", str(ROOT))
+    assert "remindkit@remindkit" in run("install", "remindkit@remindkit")
+    assert "remindkit@remindkit" in run("list")
