@@ -59,10 +59,17 @@ UNLIMITED = {
 }
 
 
+AUTH: dict[str, str] = {}  # the server's local credential, as the SDKs send it
+
+
 def start_server(db: str, home: Path) -> tuple[subprocess.Popen[bytes], str]:
+    from remindkit.credential import load_credential
+
     env = dict(os.environ, REMINDKIT_HOME=str(home), PYTHONPATH=str(ROOT), **UNLIMITED)
     argv = [sys.executable, "-m", "remindkit", "api", "--db", db, "--port", "0", "--no-alerts"]
-    return start_listening(argv, home / "api.log", env)
+    started = start_listening(argv, home / "api.log", env)
+    AUTH["Authorization"] = f"Bearer {load_credential(home)}"
+    return started
 
 
 def start_floor(home: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -100,12 +107,12 @@ class Connection:
 
     def post(self, path: str, body: dict[str, Any]) -> bytes:
         self.conn.request(
-            "POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"}
+            "POST", path, json.dumps(body).encode(), {"Content-Type": "application/json", **AUTH}
         )
         return self._answer(201)
 
     def get(self, path: str) -> bytes:
-        self.conn.request("GET", path)
+        self.conn.request("GET", path, headers=AUTH)
         return self._answer(200)
 
     def _answer(self, status: int) -> bytes:
@@ -191,7 +198,8 @@ async def bench_events(url: str, clients: int, fires: int) -> dict:
         nonlocal ready
         reader, writer = await asyncio.open_connection(where.hostname, where.port)
         writer.write(
-            f"GET {path} HTTP/1.1\r\nHost: {where.netloc}\r\nAccept: text/event-stream\r\n\r\n".encode()
+            f"GET {path} HTTP/1.1\r\nHost: {where.netloc}\r\nAccept: text/event-stream\r\n"
+            f"Authorization: {AUTH.get('Authorization', '')}\r\n\r\n".encode()
         )
         status = await reader.readline()
         assert b" 200 " in status, status
@@ -215,7 +223,7 @@ async def bench_events(url: str, clients: int, fires: int) -> dict:
 
     limits = httpx.Limits(max_connections=clients + 10)
     async with httpx.AsyncClient(
-        base_url=url, timeout=httpx.Timeout(30, read=120), limits=limits
+        base_url=url, timeout=httpx.Timeout(30, read=120), limits=limits, headers=AUTH
     ) as http:
         tasks = [asyncio.create_task(listen(http)) for _ in range(clients)]
         while ready < clients:

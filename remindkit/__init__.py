@@ -5,9 +5,14 @@ Set a reminder in a conversation; remindkit keeps it in a SQLAlchemy store
 and hands a hidden ``<schedule-fired>`` message back to the session that set it,
 as a new turn, never in the middle of one.
 
-    >>> import remindkit as rk                                       # doctest: +SKIP
-    >>> api = rk.Reminders(rk.open_store())                          # doctest: +SKIP
-    >>> api.create("Check the deploy", session="s1", in_="5m")       # doctest: +SKIP
+    >>> import remindkit as rk
+    >>> graph = rk.build()              # the configured store, settings, clock  # doctest: +SKIP
+    >>> graph.api.create("Check the deploy", session="s1", in_="5m")            # doctest: +SKIP
+    >>> engine = graph.engine(alerter="local").start()                         # doctest: +SKIP
+
+:func:`build` is the composition root every surface runs on (see
+:mod:`remindkit.wiring`): its :class:`~remindkit.wiring.Graph` holds the store, the
+reminders API (``graph.api``) and makes engines with their alerter attached.
 
 In a notebook, ``rk.chat(...)`` and ``rk.panel(chat)`` (see ``remindkit.notebook``;
 loaded on first use, so ``import remindkit`` needs no ipywidgets).
@@ -18,8 +23,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .agent.chat import ChatSession
     from .audit import Event, EventKind, Surface
+    from .chats.session import ChatSession
     from .clock import Clock, FakeClock, SystemClock
     from .engine import Engine
     from .errors import (
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from .schedules import Schedule, parse_duration
     from .settings import Limits, Settings
     from .store import SqlStore, open_store
+    from .wiring import Graph, build
 
 # Loaded on first use, so that `import remindkit` (and the command line) does not pay for
 # SQLAlchemy, the engine or the alerts until they are needed, nor a command run every
@@ -69,6 +75,8 @@ _LAZY = {
     "parse_duration": "schedules",
     "SqlStore": "store",
     "open_store": "store",
+    "Graph": "wiring",
+    "build": "wiring",
 }
 
 
@@ -115,6 +123,7 @@ __all__ = [
     "Events",
     "FakeClock",
     "Fire",
+    "Graph",
     "InvalidInput",
     "InvalidSchedule",
     "LimitExceeded",
@@ -131,6 +140,7 @@ __all__ = [
     "StoreError",
     "Surface",
     "SystemClock",
+    "build",
     "chat",
     "open_store",
     "panel",

@@ -1,12 +1,16 @@
 """A Python client of the HTTP API (``remindkit api``), on httpx.
 
->>> client = Client("http://127.0.0.1:8765", token="rk_…")                    # doctest: +SKIP
+>>> client = Client()  # the running `remindkit api`, with your local credential  # doctest: +SKIP
 >>> rems = client.session("default", "s1").reminders                          # doctest: +SKIP
 >>> r = rems.create(prompt="Check the deploy", in_="24h", every="1h")         # doctest: +SKIP
 >>> rems.update(r["id"], enabled=False); rems.remove(r["id"])                 # doctest: +SKIP
 >>> for event in client.session("default", "s1").events(): ...                # doctest: +SKIP
 
-Reminders are the JSON objects of the API (the ``--json`` shape of the CLI). A
+With no ``token``, the client uses ``REMINDKIT_TOKEN`` (an agent's session token),
+else your local credential (:mod:`remindkit.credential`) when the URL is one a
+running ``remindkit api`` of your remindkit home listens on; with no URL, that
+server's (``REMINDKIT_API_URL`` first). Another URL gets no credential it was not
+given. Reminders are the JSON objects of the API (the ``--json`` shape of the CLI). A
 refusal raises the exception type the in-process API raises for the same code
 (:class:`~remindkit.errors.InvalidSchedule`, ``InvalidInput``, ``LimitExceeded``,
 ``NotFound``, ``Conflict``, ``Forbidden``, ``Unauthorized``, ``StoreError``), with
@@ -82,14 +86,17 @@ def error_from_response(response: httpx.Response) -> RemindkitError:
 class Client:
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None = None,
         token: str | None = None,
         *,
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        from .credential import discover
+
+        base_url, token = discover(base_url, token)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url
         self.token = token
         self.http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport

@@ -76,6 +76,31 @@ class Created:
     armed: bool = True
 
 
+def _paused(r: Reminder) -> Reminder | None:
+    if r.state == PAUSED:
+        return None
+    if r.state != ACTIVE:
+        raise Conflict(
+            f"reminder {r.id} is {r.state}; only active reminders can be paused",
+            code="not_active",
+            reminder_id=r.id,
+        )
+    return replace(r, state=PAUSED)
+
+
+def _at_version(version: int) -> Any:
+    def fn(r: Reminder) -> Reminder:
+        if r.version != version:
+            raise Conflict(
+                f"reminder {r.id} is at version {r.version}, not {version}; read it again",
+                code="conflict",
+                reminder_id=r.id,
+            )
+        return r
+
+    return fn
+
+
 class Reminders:
     """``surface`` names who makes the changes (recorded in each event); a call may
     name another with its own ``surface=``."""
@@ -320,23 +345,24 @@ class Reminders:
     def pause(
         self, ids: Sequence[str], *, session: Any = Any, surface: Surface | str | None = None
     ) -> builtins.list[Reminder]:
-        def fn(r: Reminder) -> Reminder | None:
-            if r.state == PAUSED:
-                return None
-            if r.state != ACTIVE:
-                raise Conflict(
-                    f"reminder {r.id} is {r.state}; only active reminders can be paused",
-                    code="not_active",
-                    reminder_id=r.id,
-                )
-            return replace(r, state=PAUSED)
-
-        self._modify(fn, EventKind.PAUSED, surface, ids=[check_id(i) for i in ids], session=session)
+        self._modify(
+            _paused, EventKind.PAUSED, surface, ids=[check_id(i) for i in ids], session=session
+        )
         return [self.get(i) for i in ids]
 
     def resume(
         self, ids: Sequence[str], *, session: Any = Any, surface: Surface | str | None = None
     ) -> builtins.list[Reminder]:
+        self._modify(
+            self._resumed(),
+            EventKind.RESUMED,
+            surface,
+            ids=[check_id(i) for i in ids],
+            session=session,
+        )
+        return [self.get(i) for i in ids]
+
+    def _resumed(self) -> Any:
         now = self.clock.now()
 
         def fn(r: Reminder) -> Reminder | None:
@@ -363,10 +389,7 @@ class Reminders:
                 return replace(r, state=DONE, next_fire_at=None)
             return replace(r, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False)
 
-        self._modify(
-            fn, EventKind.RESUMED, surface, ids=[check_id(i) for i in ids], session=session
-        )
-        return [self.get(i) for i in ids]
+        return fn
 
     def snooze(
         self,
@@ -378,6 +401,11 @@ class Reminders:
     ) -> Reminder:
         """Fire this reminder again after ``duration`` (a fired one-shot comes back;
         a repeating one gets one extra fire, then its series goes on)."""
+        fn = self._snoozed(duration)
+        self._modify(fn, EventKind.SNOOZED, surface, ids=[check_id(reminder_id)], session=session)
+        return self.get(reminder_id)
+
+    def _snoozed(self, duration: str | int) -> Any:
         seconds = parse_duration(duration)
         if seconds > self.settings.limits.horizon_s:
             raise InvalidInput("snooze is longer than the horizon", code="horizon_exceeded")
@@ -388,8 +416,7 @@ class Reminders:
                 raise Conflict(f"reminder {r.id} is cancelled", code="not_active", reminder_id=r.id)
             return replace(r, state=ACTIVE, next_fire_at=when, snoozed=True, last_error=None)
 
-        self._modify(fn, EventKind.SNOOZED, surface, ids=[check_id(reminder_id)], session=session)
-        return self.get(reminder_id)
+        return fn
 
     def edit(
         self,
@@ -403,18 +430,21 @@ class Reminders:
     ) -> Reminder:
         """Change a reminder's text and/or label (``label=None`` removes it). With
         ``version``, a reminder changed since that version refuses (``conflict``)."""
+        fn = self._edited(text, label, version)
+        self._modify(fn, EventKind.MODIFIED, surface, ids=[check_id(reminder_id)], session=session)
+        return self.get(reminder_id)
+
+    def _edited(self, text: str | None, label: Any, version: int | None) -> Any:
         limits = self.settings.limits
         new_text = None if text is None else check_text(text, limits.text_max)
         keep_label = label is Any
         new_label = None if keep_label else check_label(label, limits.label_max)
 
+        at_version = None if version is None else _at_version(version)
+
         def fn(r: Reminder) -> Reminder:
-            if version is not None and r.version != version:
-                raise Conflict(
-                    f"reminder {r.id} is at version {r.version}, not {version}; read it again",
-                    code="conflict",
-                    reminder_id=r.id,
-                )
+            if at_version is not None:
+                at_version(r)
             if r.state not in LIVE_STATES:
                 raise Conflict(
                     f"reminder {r.id} is {r.state}; only live reminders can be changed",
@@ -427,8 +457,51 @@ class Reminders:
                 label=r.label if keep_label else new_label,
             )
 
-        self._modify(fn, EventKind.MODIFIED, surface, ids=[check_id(reminder_id)], session=session)
+        return fn
+
+    def update(
+        self,
+        reminder_id: str,
+        *,
+        text: str | None = None,
+        label: Any = Any,
+        enabled: bool | None = None,
+        snooze: str | int | None = None,
+        version: int | None = None,
+        session: Any = Any,
+        surface: Surface | str | None = None,
+    ) -> Reminder:
+        """Several changes of one reminder in one transaction, all or none: the text
+        and label (as :meth:`edit`), ``enabled`` (pause / resume), ``snooze``; with
+        ``version``, a reminder changed since refuses (``conflict``). One event
+        records it, of the kind of the last change (its detail lists every field)."""
+        steps: builtins.list[tuple[EventKind, Any]] = []
+        if text is not None or label is not Any:
+            steps.append((EventKind.MODIFIED, self._edited(text, label, version)))
+        elif version is not None:
+            steps.append((EventKind.MODIFIED, _at_version(version)))
+        if enabled is False:
+            steps.append((EventKind.PAUSED, _paused))
+        elif enabled is True:
+            steps.append((EventKind.RESUMED, self._resumed()))
+        if snooze is not None:
+            steps.append((EventKind.SNOOZED, self._snoozed(snooze)))
+        if not steps:
+            return self._own(reminder_id, session)
+
+        def fn(r: Reminder) -> Reminder:
+            for _kind, step in steps:
+                r = step(r) or r
+            return r
+
+        self._modify(fn, steps[-1][0], surface, ids=[check_id(reminder_id)], session=session)
         return self.get(reminder_id)
+
+    def _own(self, reminder_id: str, session: Any) -> Reminder:
+        rem = self.get(reminder_id)
+        if session is not Any and rem.session != check_session_id(session):
+            raise NotFound.reminder(rem.id)
+        return rem
 
     def pause_all(self, *, surface: Surface | str | None = None) -> None:
         """Stop all firing (persisted; survives restarts). Reminders keep their state."""

@@ -20,8 +20,9 @@ LAYERS: list[set[str]] = [
         "failpoints",
         "events",
         "statusfile",
+        "credential",
         "wakeup",
-    },  # vocabulary, time, waiting
+    },  # vocabulary, time, waiting, the local credential
     {
         "schedules",
         "models",
@@ -43,14 +44,14 @@ LAYERS: list[set[str]] = [
         "mcp",
         "channels",
         "client",
+        "chats",
         "tray",
         "__main__",
         "service",
     },  # surfaces
 ]
-# Modules that compose a whole running graph (engine + sessions + model): surfaces
-# that live beside the code they drive.
-SURFACE_MODULES = {"remindkit.agent.chat", "remindkit.agent.demo", "remindkit"}
+# The package facade hands on names of every layer (loaded on first use).
+SURFACE_MODULES = {"remindkit"}
 
 
 def _layer_of(module: str) -> int:

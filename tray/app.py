@@ -72,10 +72,7 @@ class TrayApp:
         self.clock: Clock = graph.clock
         self.api = graph.api
         self.alerter = alerter if alerter is not None else default_alerter()
-        self.engine = graph.engine(
-            alerter=self.alerter, role="tray", alert_priority=TRAY_PRIORITY, can_alert=True
-        )
-        self.alerter.attach(self.engine)
+        self.engine = graph.engine(alerter=self.alerter, role="tray", alert_priority=TRAY_PRIORITY)
         self.switches = Switches(self.store.coordination)
         self.backend = backend
         self.refresh_s = refresh_s

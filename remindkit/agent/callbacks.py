@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import Conflict, RemindkitError
 from ..models import ACTIVE, Reminder
 from ..protocol.tools import CALLBACK_DELAY_MAX, CALLBACK_DELAY_MIN, CALLBACK_SLOTS
-from .context import ToolContext, ToolResult
+from .context import ToolContext, ToolResult, not_given_dropped
 
 DEFAULT_REPEAT = 20
 LIST_PREVIEW = 70
@@ -36,6 +36,8 @@ def set_callback(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     )
     if extra:
         return _err("invalid_argument", f"unknown argument(s) {', '.join(extra)}")
+    # null (and "" for the message) is "not given": a strict model sends every argument
+    args = not_given_dropped(args, keep={"action"})
     action = args.get("action")
     try:
         if action == "set":

@@ -25,3 +25,12 @@ class ToolResult:
     ok: bool = True
     code: str | None = None
     data: dict[str, Any] | None = field(default=None, compare=False)
+
+
+def not_given_dropped(
+    args: dict[str, Any], *, keep: frozenset[str] | set[str] = frozenset()
+) -> dict[str, Any]:
+    """``args`` without the arguments a call did not mean to give: ``null``, and ``""``
+    (what a model held to a strict schema sends for a text it must fill in). The
+    names in ``keep`` stay as they are (``prompt``: an empty one is ``empty_text``)."""
+    return {k: v for k, v in args.items() if k in keep or (v is not None and v != "")}

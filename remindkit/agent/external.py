@@ -19,11 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..clock import Clock, SystemClock, now_us
+from ..clock import Clock, now_us
 from ..models import FEEDBACK, FIRED_TURN, Fire, Message
 from ..protocol.framing import frame_feedback, frame_fired
 from ..reminders import Reminders
-from ..settings import Settings
 from ..store import SqlStore
 from .actions import TagOutcome, feedback_errors, run_reply_tags
 
@@ -38,12 +37,13 @@ class Handover:
 
 
 class ExternalTurns:
-    def __init__(
-        self, store: SqlStore, *, clock: Clock | None = None, settings: Settings | None = None
-    ) -> None:
-        self.store = store
-        self.clock: Clock = clock or SystemClock()
-        self.api = Reminders(store, clock=self.clock, settings=settings or store.settings)
+    """The agent side of the sessions whose agent keeps its own conversation: over
+    the store of ``api``, the reminders API their replies' tags act through."""
+
+    def __init__(self, api: Reminders) -> None:
+        self.api = api
+        self.store: SqlStore = api.store
+        self.clock: Clock = api.clock
 
     def begin(self, session: str, fires: Sequence[Fire]) -> Handover | None:
         """The message to hand over; None: every key was taken by an earlier turn."""

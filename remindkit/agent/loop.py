@@ -12,7 +12,7 @@ A fired turn (:meth:`Conversation.deliver`) takes its occurrence keys in the
 same transaction as its hidden ``<schedule-fired>`` message, so a key already
 taken in this session is never run again, whichever process tries.
 
->>> chat = Conversation(store, "s1", model)                      # doctest: +SKIP
+>>> chat = Conversation(graph.api, "s1", model)                  # doctest: +SKIP
 >>> chat.send("remind me in 10 minutes to stretch").text          # doctest: +SKIP
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..clock import Clock, SystemClock, now_us
+from ..clock import Clock, now_us
 from ..errors import Conflict, RemindkitError
 from ..models import CHAT, FEEDBACK, FIRED_TURN, TOOL_RESULT, Fire, Message, Session
 from ..protocol.display import strip_assistant_display
@@ -96,25 +96,26 @@ def truncate(text: str | None, limit: int) -> str | None:
 
 
 class Conversation:
+    """The turns of ``session``, kept in the store of ``api`` (the reminders API its
+    tools and tags act through, with its clock and settings)."""
+
     def __init__(
         self,
-        store: SqlStore,
+        api: Reminders,
         session: str,
         model: ChatModel,
         *,
-        clock: Clock | None = None,
-        settings: Settings | None = None,
         system: str | None = DEFAULT_SYSTEM,
         tools: bool = True,
         max_rounds: int = 8,
         owner: str | None = None,
     ) -> None:
-        self.store = store
+        self.api = api
+        self.store: SqlStore = api.store
         self.session = session
         self.model = model
-        self.clock: Clock = clock or SystemClock()
-        self.settings = settings or store.settings
-        self.api = Reminders(store, clock=self.clock, settings=self.settings)
+        self.clock: Clock = api.clock
+        self.settings: Settings = api.settings
         self.system = system
         self.tools = openai_tools() if tools else []
         self.max_rounds = max_rounds

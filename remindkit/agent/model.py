@@ -4,7 +4,7 @@
 :class:`ChatModel` is the protocol; :class:`CallableModel` wraps a plain Python
 function. The OpenAI-compatible HTTP client is
 :class:`remindkit.sessions.openai.OpenAIChatModel`; the demo's scripted model is
-:class:`remindkit.agent.demo.ScriptedModel`.
+:class:`remindkit.agent.scripted.ScriptedModel`.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from ..errors import RemindkitError
 from ..models import Reminder
 from ..protocol.tools import TOOL_NAMES
 from .callbacks import set_callback
-from .context import ToolContext, ToolResult
+from .context import ToolContext, ToolResult, not_given_dropped
 
 NOT_FOUND = "schedule_not_found"
 PERSISTENCE_UNCERTAIN = "persistence_uncertain"
@@ -92,6 +92,7 @@ def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     bad = _unknown(args, allowed)
     if bad:
         return bad
+    args = not_given_dropped(args, keep={"prompt"})
     chosen = [s for s in _SELECTORS if args.get(s) is not None]
     if len(chosen) > 1:
         return _error(
@@ -103,7 +104,7 @@ def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     for key in ("prompt", "label", "at", "cron", "time_zone", "until", "announce", "on_busy"):
         if args.get(key) is not None and not isinstance(args[key], str):
             return _error("invalid_argument", f"{key} must be a string")
-    if "prompt" not in args:
+    if args.get("prompt") is None:
         return _error("empty_text", "the reminder needs a prompt: say what to remind about")
     alarm = args.get("alarm", False)
     if not isinstance(alarm, bool):
@@ -245,6 +246,7 @@ __all__ = [
     "ToolContext",
     "ToolResult",
     "handle_tool_call",
+    "not_given_dropped",
     "reminder_view",
     "tool_error",
 ]

@@ -15,8 +15,9 @@ delivery that follows is never blocked for long and never lost. The result is
 ``done``, ``muted`` (silenced by the switches) or ``failed`` (a wanted sound
 did not play, e.g. no audio device), which the dispatcher records.
 
-:meth:`LocalAlerter.attach` connects it to an engine: it learns the store
-(mute, quiet hours, voice and rate flags; Snooze from a notification), and it
+:meth:`LocalAlerter.attach` connects it to an engine (the graph's
+:meth:`~remindkit.wiring.Graph.engine` does): it learns the store (mute, quiet
+hours, voice and rate flags) and the reminders API (Snooze from a notification), and it
 shows notifications for the engine's fires that have no alarm or announcement
 (those never reach :meth:`alert`), so every fire gets one notification, from the
 engine that fired it.
@@ -30,7 +31,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..clock import Clock, SystemClock
@@ -40,6 +41,9 @@ from .config import AlertConfig
 from .notify import Notifier, NotifyResult
 from .quiet import Silence, Switches
 from .speech import Speaker, SpeechResult
+
+if TYPE_CHECKING:
+    from ..reminders import Reminders
 
 log = logging.getLogger(__name__)
 DONE, MUTED, FAILED = "done", "muted", "failed"
@@ -102,6 +106,7 @@ class LocalAlerter:
         self.switches = switches or Switches()
         self.clock: Clock = clock or SystemClock()
         self.store: Any = None
+        self.api: Reminders | None = None
         self.tz: str | None = None
         self.records: deque[AlertRecord] = deque(maxlen=keep)
         self._halt = threading.Event()
@@ -110,9 +115,12 @@ class LocalAlerter:
 
     # -- wiring --------------------------------------------------------------------------
 
-    def attach(self, engine: Any) -> LocalAlerter:
-        """Use ``engine``'s store and clock; notify its fires that carry no alarm or speech."""
+    def attach(self, engine: Any, api: Reminders) -> LocalAlerter:
+        """Use ``engine``'s store and clock; notify its fires that carry no alarm or
+        speech; snooze from a notification through ``api``
+        (:meth:`remindkit.wiring.Graph.engine` attaches it so)."""
         self.store = engine.store
+        self.api = api
         self.clock = engine.clock
         self.tz = getattr(engine.settings, "tz", None)
         self.switches = Switches(engine.store.coordination, env=self.switches.env)
@@ -187,15 +195,10 @@ class LocalAlerter:
         self.stop_sound()
         if action != "snooze":
             return
-        if self.store is None:
-            log.warning("cannot snooze %s: this alerter has no store", reminder_id)
+        if self.api is None:
+            log.warning("cannot snooze %s: this alerter is attached to no engine", reminder_id)
             return
-        from ..reminders import Reminders
-
-        # the desktop notification's Snooze button: the tray's surface (the desktop)
-        rem = Reminders(self.store, clock=self.clock, surface="tray").snooze(
-            reminder_id, self.config.snooze
-        )
+        rem = self.api.snooze(reminder_id, self.config.snooze)
         log.info(
             "snoozed %s (%s) from its notification; next at %s", reminder_id, key, rem.next_fire_at
         )

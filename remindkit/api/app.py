@@ -12,94 +12,37 @@ import builtins
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..checks import check_session_id
+from ..checks import MAX_SESSION_ID, check_session_id
 from ..clock import to_us
+from ..credential import LocalCredential
 from ..errors import (
-    Conflict,
-    Forbidden,
     InvalidInput,
-    LimitExceeded,
     NotFound,
     RemindkitError,
-    StoreError,
     Unauthorized,
 )
 from ..models import Reminder, Session
 from ..reminders import Reminders
 from ..store.projects import check_project
+from . import schema
 from . import tokens as tk
+from .guard import SCOPE_KEY, Guard, HostNames, status_of
 
-STATUS = {
-    InvalidInput: 400,
-    Unauthorized: 401,
-    Forbidden: 403,
-    NotFound: 404,
-    Conflict: 409,
-    LimitExceeded: 409,
-    StoreError: 503,
-}
-STATIC = Path(__file__).with_name("static")
-NOTEBOOK_STATIC = Path(__file__).parent.parent / "notebook" / "static"
-ASSETS = Path(__file__).parent.parent / "assets"
-
-
-def status_of(exc: RemindkitError) -> int:
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 400  # InvalidSchedule and any other refusal of input
+STATIC = FilePath(__file__).with_name("static")
+NOTEBOOK_STATIC = FilePath(__file__).parent.parent / "notebook" / "static"
+ASSETS = FilePath(__file__).parent.parent / "assets"
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
-
-
-class ReminderIn(BaseModel):
-    """A new reminder: ``prompt``, and one of ``in``, ``at``, ``every`` (with ``in``
-    or ``at`` for its first fire) or ``cron`` (with ``timezone``)."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    prompt: str = Field(
-        description="what to remind about; handed back to the session when it fires"
-    )
-    name: str | None = Field(
-        None, description="label; a new reminder with a live name replaces the old one"
-    )
-    in_: str | int | None = Field(None, alias="in", description="30s, 5m, 2h, 1h30m or seconds")
-    at: str | None = Field(
-        None, description="RFC 3339 with offset, or a local date-time with timezone"
-    )
-    every: str | int | None = None
-    cron: str | None = Field(None, description="5 fields, or 6 with seconds first")
-    timezone: str | None = Field(None, description="IANA zone")
-    repeat: int | str | None = Field(None, description="number of fires, or forever / -1")
-    until: str | None = None
-    alarm: bool = False
-    announce: str | None = None
-    on_busy: str = "wait"
-    urgency: str = "normal"
-    misfire: str = "latest"
-
-
-class ReminderPatch(BaseModel):
-    """``enabled`` false pauses, true resumes; ``snooze`` a duration; ``prompt`` and
-    ``name`` change the text and label; ``version`` refuses a stale change."""
-
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool | None = None
-    snooze: str | int | None = None
-    prompt: str | None = None
-    name: str | None = None
-    version: int | None = None
 
 
 def reminder_out(rem: Reminder) -> dict[str, Any]:
@@ -126,50 +69,29 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",",
 JSON_TYPE = "application/json"
 
 
-def bearer_token(authorization: str | None, access_token: str | None) -> str | None:
-    """The bearer token of ``Authorization: Bearer …`` (not yet checked), else of
-    ``?access_token=`` (EventSource and the web page cannot set headers), else None."""
-    if authorization:
-        scheme, _, value = authorization.partition(" ")
-        if scheme.lower() != "bearer":
-            raise Unauthorized("use Authorization: Bearer <token>", code="unauthorized")
-        return value.strip()
-    return access_token or None
-
-
-# The Authorization header as FastAPI describes the Header() parameter of credential(),
-# for the routes that read it from the request (bearer): their OpenAPI stays the same.
-AUTH_HEADER: dict[str, Any] = {
-    "parameters": [
-        {
-            "in": "header",
-            "name": "authorization",
-            "required": False,
-            "schema": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Authorization"},
-        }
-    ]
-}
-
-
 def session_out(sess: Session, project: str) -> dict[str, Any]:
     data = sess.to_dict()
     data["project"] = project
     return data
 
 
+MCP_IDLE_S = 300.0  # an MCP session with no request this long is ended (the SDK's default: 30 min)
+
+
 def mcp_over_http(api: Reminders) -> Any:
     """The MCP server's tools over Streamable HTTP for ``/mcp`` (``remindkit[mcp]``), each
     call acting for the session of its bearer token: a session token, not read-only,
-    of a project whose reminders feature is on. None without the ``mcp`` extra."""
+    of a project whose reminders feature is on; each token holds at most
+    ``McpShares.PER_TOKEN`` MCP sessions. None without the ``mcp`` extra."""
     try:
-        from ..mcp.http import http_app
+        from ..mcp.http import McpEndpoint
     except ImportError:
         return None
     store = api.store
 
     def verify(token: str) -> str | None:
         try:
-            who = tk.authenticate(store.projects, token, open_when_none=False)
+            who = tk.authenticate(store.projects, token)
             if (
                 who.scope != "session"
                 or who.read_only
@@ -182,23 +104,124 @@ def mcp_over_http(api: Reminders) -> Any:
             return None
         return who.session
 
-    return http_app(api, verify, path="/")
+    # Host and Origin: the guard checks them for every route, /mcp too
+    return McpShares(McpEndpoint(api, verify, session_idle_timeout=MCP_IDLE_S))
+
+
+class McpShares:
+    """ASGI wrapper of ``/mcp``: one token opens at most ``PER_TOKEN`` MCP sessions
+    (``409 too_many_sessions`` past that); a session counts until it is ended
+    (``DELETE``), unknown to the server (``404``) or idle for ``MCP_IDLE_S``, when
+    the SDK ends it too."""
+
+    PER_TOKEN = 100
+
+    def __init__(self, app: Any, *, idle_s: float = MCP_IDLE_S) -> None:
+        self.app = app
+        self.running = app.running  # the outer app runs it (the session manager)
+        self.idle_s = idle_s
+        self._live: dict[str, dict[str, float]] = {}  # token digest -> session id -> last use
+        self._clock = __import__("time").monotonic
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        auth = headers.get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            await self.app(scope, receive, send)  # the bearer gate refuses it
+            return
+        key = tk.digest(token.strip())
+        now = self._clock()
+        mine = self._live.setdefault(key, {})
+        for sid, seen in list(mine.items()):
+            if now - seen > self.idle_s:
+                del mine[sid]
+        sid = headers.get(b"mcp-session-id", b"").decode("latin-1")
+        if sid:
+            if sid in mine:
+                mine[sid] = now
+        elif scope["method"] == "POST" and len(mine) >= self.PER_TOKEN:
+            body = json.dumps(
+                {
+                    "error": {
+                        "code": "too_many_sessions",
+                        "message": f"this token has {self.PER_TOKEN} MCP sessions open; "
+                        "end one (DELETE) or wait for an idle one to end",
+                    }
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 409,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+
+        async def watched(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                made = dict(message.get("headers") or []).get(b"mcp-session-id")
+                if made and status < 400 and not sid:
+                    mine[made.decode("latin-1")] = self._clock()
+                if sid and (status == 404 or (scope["method"] == "DELETE" and status < 300)):
+                    mine.pop(sid, None)
+            await send(message)
+
+        await self.app(scope, receive, watched)
+        if len(self._live) > 10_000:  # tokens whose sessions have all ended
+            for k in [k for k, v in self._live.items() if not v]:
+                del self._live[k]
+
+
+def _responses(*statuses: int, **described: str) -> dict[int | str, dict[str, Any]]:
+    """The refusals a route answers, each with the error body."""
+    text = {
+        400: "bad input (a stable code: invalid_argument, invalid_duration, ...)",
+        401: "no credential, or an unknown one (unauthorized)",
+        403: "outside the credential's scope (forbidden, read_only), the feature off "
+        "(feature_disabled), or a request from another site (host_not_allowed, "
+        "origin_not_allowed)",
+        404: "unknown (not_found, session_not_found, project_not_found)",
+        409: "limits and conflicts (too_many_reminders, not_active, conflict, ...)",
+        413: "the body is too large (body_too_large)",
+        503: "the store is unavailable (store_unavailable)",
+    }
+    text.update({int(k[1:]): v for k, v in described.items()})
+    return {s: {"model": schema.ErrorBody, "description": text[s]} for s in statuses}
+
+
+READ = (400, 401, 403, 404, 503)
+WRITE = (400, 401, 403, 404, 409, 413, 503)
 
 
 def create_app(
-    api: Reminders, *, open_loopback: bool = True, engine: Any = None, feed: Any = None
+    api: Reminders,
+    *,
+    engine: Any = None,
+    feed: Any = None,
+    credential: LocalCredential | None = None,
+    names: HostNames | None = None,
+    cookie: str = "remindkit",
+    instance: str = "",
 ) -> FastAPI:
-    """The application over ``api``. ``open_loopback``: with no token in the store a
-    request without one acts as admin (the server listens on loopback only)."""
+    """The application over ``api``. Every ``/v1/`` request needs a credential:
+    ``credential`` (the user's own, or its login cookie ``cookie``) or a stored token."""
     store = api.store
     mcp_app = mcp_over_http(api)
+    ReminderIn, ReminderPatch = schema.input_models(api.settings.limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if mcp_app is None:
             yield
             return
-        async with mcp_app.router.lifespan_context(mcp_app):  # the MCP session manager
+        async with mcp_app.running():  # the MCP session manager
             yield
 
     app = FastAPI(
@@ -206,18 +229,22 @@ def create_app(
         version="1",
         description=__doc__,
         lifespan=lifespan,
-        responses={
-            400: {"description": "bad input"},
-            401: {"description": "no or unknown token"},
-            403: {"description": "outside the token's scope, read-only, or feature_disabled"},
-            404: {"description": "unknown"},
-            409: {"description": "limits, conflicts"},
-        },
+        generate_unique_id_function=lambda route: route.name,
     )
     app.state.api = api
     app.state.engine = engine
     if mcp_app is not None:
-        app.mount("/mcp", mcp_app)
+        from ..mcp.http import routes
+
+        app.router.routes.extend(routes(mcp_app, "/mcp"))  # /mcp and /mcp/, no redirect
+    app.add_middleware(
+        Guard,
+        projects=store.projects,
+        credential=credential,
+        names=names or HostNames(),
+        cookie=cookie,
+        instance=instance,
+    )
 
     @app.exception_handler(RemindkitError)
     async def _refusal(_request: Request, exc: RemindkitError) -> JSONResponse:
@@ -237,57 +264,34 @@ def create_app(
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(
             exc.status_code, "invalid_argument"
         )
-        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
-
-    async def credential(
-        authorization: Annotated[str | None, Header()] = None,
-        access_token: Annotated[str | None, Query(include_in_schema=False)] = None,
-    ) -> str | None:
-        """The bearer token of the request (not yet checked), or None."""
-        return bearer_token(authorization, access_token)
-
-    Cred = Annotated[str | None, Depends(credential)]
-
-    async def bearer(request: Request) -> str | None:
-        """:func:`credential` read from the request itself, for the reminder routes:
-        FastAPI extracting and validating credential's two parameters was a fifth of
-        its work on a create. Still a dependency, so it refuses (401) before the body
-        is validated, as credential does; the route's OpenAPI says so (AUTH_HEADER)."""
-        return bearer_token(
-            request.headers.get("authorization"), request.query_params.get("access_token")
+        headers = exc.headers
+        if exc.status_code == 405:  # every method of the path, not just the first route's
+            headers = {"Allow": ", ".join(sorted(_methods_of(app, request.scope)))}
+        return JSONResponse(
+            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers
         )
 
-    Token = Annotated[str | None, Depends(bearer)]
-
-    async def principal(token: Cred) -> tk.Principal:
-        return tk.authenticate(store.projects, token, open_when_none=open_loopback)
+    def principal(request: Request) -> tk.Principal:
+        """Who the request acts as: the guard checked its credential before the body."""
+        who = request.scope.get(SCOPE_KEY)
+        if who is None:
+            raise Unauthorized("a credential is needed", code="unauthorized")
+        return who
 
     Who = Annotated[tk.Principal, Depends(principal)]
 
     def in_project(
-        token: str | None, project: str, session: str | None, *, write: bool = False
+        who: tk.Principal, project: str, session: str | None, *, write: bool = False
     ) -> tuple[str | None, Session | None]:
-        """Let the request in (one read of the store: token, project, session): its
-        session id and the session, when it is one of the project's."""
-        try:
-            check_project(project)
-            sid = None if session is None else check_session_id(session)
-        except InvalidInput:
-            tk.authenticate(store.projects, token, open_when_none=open_loopback)  # 401 first
-            raise
-        _who, sess = tk.admit(
-            store.projects,
-            token,
-            project,
-            sid,
-            open_when_none=open_loopback,
-            write=write,
-            now_us=now_us(),
-        )
+        """Let the request in (one read of the store: project, session): its session
+        id and the session, when it is one of the project's."""
+        check_project(project)
+        sid = None if session is None else check_session_id(session)
+        sess = tk.admit(store.projects, who, project, sid, write=write, now_us=now_us())
         return sid, sess
 
     def own(rem: Reminder, sid: str | None, sess: Session | None) -> Reminder:
@@ -300,16 +304,41 @@ def create_app(
         return to_us(api.clock.now())
 
     base = "/v1/projects/{project}/sessions"
+    Project = Annotated[
+        str,
+        Path(
+            description="a project name",
+            json_schema_extra={"pattern": PROJECT_PATTERN, "examples": ["default"]},
+        ),
+    ]
+    SessionId = Annotated[
+        str,
+        Path(
+            description="a session id (may hold /)",
+            json_schema_extra={"maxLength": MAX_SESSION_ID, "examples": ["s1"]},
+        ),
+    ]
 
     # -- service ---------------------------------------------------------------------------
 
-    @app.get("/healthz", tags=["service"])
+    @app.get(
+        "/healthz",
+        tags=["service"],
+        response_model=schema.Health,
+        responses=_responses(403, 503),
+        openapi_extra={"security": []},
+    )
     def healthz() -> dict[str, Any]:
         store.coordination.get_flag("paused_all")  # answers only if the store does
         return {"ok": True}
 
-    @app.get("/v1/status", tags=["service"])
-    def status(who: Who) -> dict[str, Any]:
+    @app.get(
+        "/v1/status",
+        tags=["service"],
+        response_model=schema.Status,
+        responses=_responses(401, 403, 503),
+    )
+    def get_status(who: Who) -> dict[str, Any]:
         t = now_us()
         engines = store.coordination.live_engines(since_us=t - int(api.settings.lease_s * 2e6))
         holder = store.coordination.lease_holder("alerter", now_us=t)
@@ -334,30 +363,42 @@ def create_app(
 
     # -- sessions --------------------------------------------------------------------------
 
-    @app.get(base, tags=["sessions"])
-    def list_sessions(project: str, token: Cred) -> builtins.list[dict[str, Any]]:
-        in_project(token, project, None)
-        return [
-            session_out(s, project)
-            for s in store.projects.project_sessions(project, now_us=now_us())
-        ]
+    @app.get(
+        base,
+        tags=["sessions"],
+        response_model=builtins.list[schema.SessionOut],
+        responses=_responses(*READ),
+    )
+    def list_sessions(project: Project, who: Who) -> Response:
+        in_project(who, project, None)
+        return JSONResponse(
+            [
+                session_out(s, project)
+                for s in store.projects.project_sessions(project, now_us=now_us())
+            ]
+        )
 
-    def get_session(project: str, session: str, token: Cred) -> dict[str, Any]:
-        sid, got = in_project(token, project, session)
+    def get_session(project: Project, session: SessionId, who: Who) -> Response:
+        sid, got = in_project(who, project, session)
         if got is None:
             raise NotFound(
                 f"No session by the id of {sid!r} was found", code="session_not_found", session=sid
             )
-        return session_out(got, project)
+        return JSONResponse(session_out(got, project))
 
-    @app.get(base + "/{session:path}/view", tags=["sessions"])
-    def session_view(project: str, session: str, token: Cred) -> Response:
+    @app.get(
+        base + "/{session:path}/view",
+        tags=["sessions"],
+        response_model=schema.View,
+        responses=_responses(*READ),
+    )
+    def get_session_view(project: Project, session: SessionId, who: Who) -> Response:
         """What the web page shows: the live reminders as pills (``due_ms``) and the
         conversation as lines, a fired turn as one marker (the notebook panel's view)."""
         from ..notebook.state import TRANSCRIPT_LINES, chat_lines, pills
         from ..schedules.zones import get_zone
 
-        sid, sess = in_project(token, project, session)
+        sid, sess = in_project(who, project, session)
         if sess is None or sid is None:
             return JSONResponse({"pills": [], "lines": []})
         lines = chat_lines(
@@ -372,14 +413,19 @@ def create_app(
 
     # -- reminders -------------------------------------------------------------------------
 
-    @app.get(base + "/{session:path}/reminders", tags=["reminders"], openapi_extra=AUTH_HEADER)
+    @app.get(
+        base + "/{session:path}/reminders",
+        tags=["reminders"],
+        response_model=builtins.list[schema.Reminder],
+        responses=_responses(*READ),
+    )
     async def list_reminders(
-        project: str,
-        session: str,
-        token: Token,
+        project: Project,
+        session: SessionId,
+        who: Who,
         all: Annotated[bool, Query(description="finished ones too")] = False,
     ) -> Response:
-        sid, sess = in_project(token, project, session)
+        sid, sess = in_project(who, project, session)
         if sess is None or sid is None:
             return JSONResponse([])
         return reminders_response(api.list(session=sid, all=all))
@@ -388,29 +434,45 @@ def create_app(
         base + "/{session:path}/reminders",
         status_code=201,
         tags=["reminders"],
-        openapi_extra=AUTH_HEADER,
+        response_model=schema.ReminderCreated,
+        responses={
+            201: {
+                "description": "the reminder",
+                "headers": {
+                    "Location": {
+                        "description": "its URL",
+                        "schema": {"type": "string"},
+                    }
+                },
+            },
+            **_responses(*WRITE),
+        },
     )
     async def create_reminder(
-        project: str, session: str, body: ReminderIn, token: Token
+        project: Project,
+        session: SessionId,
+        body: ReminderIn,  # type: ignore[valid-type]
+        who: Who,
     ) -> Response:
-        sid, _sess = in_project(token, project, session, write=True)
+        b: Any = body
+        sid, _sess = in_project(who, project, session, write=True)
         assert sid is not None
         created = api.add(
-            body.prompt,
+            b.prompt,
             session=sid,
-            label=body.name,
-            in_=body.in_,
-            at=body.at,
-            every=body.every,
-            cron=body.cron,
-            tz=body.timezone,
-            repeat=body.repeat,
-            until=body.until,
-            alarm=body.alarm,
-            announce=body.announce,
-            urgency=body.urgency,
-            misfire=body.misfire,
-            on_busy=body.on_busy,
+            label=b.name,
+            in_=b.in_,
+            at=b.at,
+            every=b.every,
+            cron=b.cron,
+            tz=b.timezone,
+            repeat=b.repeat,
+            until=b.until,
+            alarm=b.alarm,
+            announce=b.announce,
+            urgency=b.urgency,
+            misfire=b.misfire,
+            on_busy=b.on_busy,
             source="http",
             project=project,
         )
@@ -426,75 +488,82 @@ def create_app(
     @app.get(
         base + "/{session:path}/reminders/{reminder_id}",
         tags=["reminders"],
-        openapi_extra=AUTH_HEADER,
+        response_model=schema.Reminder,
+        responses=_responses(*READ),
     )
-    async def get_reminder(project: str, session: str, reminder_id: str, token: Token) -> Response:
-        sid, sess = in_project(token, project, session)
+    async def get_reminder(
+        project: Project, session: SessionId, reminder_id: str, who: Who
+    ) -> Response:
+        sid, sess = in_project(who, project, session)
         return JSONResponse(reminder_out(own(api.get(reminder_id), sid, sess)))
 
     @app.patch(
         base + "/{session:path}/reminders/{reminder_id}",
         tags=["reminders"],
-        openapi_extra=AUTH_HEADER,
+        response_model=schema.Reminder,
+        responses=_responses(*WRITE),
     )
-    async def patch_reminder(
-        project: str, session: str, reminder_id: str, body: ReminderPatch, token: Token
+    async def update_reminder(
+        project: Project,
+        session: SessionId,
+        reminder_id: str,
+        body: ReminderPatch,  # type: ignore[valid-type]
+        who: Who,
     ) -> Response:
-        sid, sess = in_project(token, project, session, write=True)
-        rem = own(api.get(reminder_id), sid, sess)
-        if body.version is not None and body.version != rem.version:
-            raise Conflict(
-                f"reminder {rem.id} is at version {rem.version}, not {body.version}; read it again",
-                code="conflict",
-                reminder_id=rem.id,
-            )
-        version = body.version
-        if body.prompt is not None or "name" in body.model_fields_set:
-            rem = api.edit(
-                rem.id,
-                text=body.prompt,
-                label=body.name if "name" in body.model_fields_set else Any,
-                session=sid,
-                version=version,
-            )
-            version = None
-        if body.enabled is False:
-            rem = api.pause([rem.id], session=sid)[0]
-        elif body.enabled is True:
-            rem = api.resume([rem.id], session=sid)[0]
-        if body.snooze is not None:
-            rem = api.snooze(rem.id, body.snooze, session=sid)
+        b: Any = body
+        sid, sess = in_project(who, project, session, write=True)
+        own(api.get(reminder_id), sid, sess)
+        rem = api.update(
+            reminder_id,
+            text=b.prompt,
+            label=b.name if "name" in b.model_fields_set else Any,
+            enabled=b.enabled,
+            snooze=b.snooze,
+            version=b.version,
+            session=sid,
+        )
         return JSONResponse(reminder_out(rem))
 
     @app.delete(
         base + "/{session:path}/reminders/{reminder_id}",
         status_code=204,
         tags=["reminders"],
-        openapi_extra=AUTH_HEADER,
+        response_class=Response,
+        responses={204: {"description": "cancelled (kept in history)"}, **_responses(*WRITE)},
     )
     async def delete_reminder(
-        project: str, session: str, reminder_id: str, token: Token
+        project: Project, session: SessionId, reminder_id: str, who: Who
     ) -> Response:
-        sid, sess = in_project(token, project, session, write=True)
+        sid, sess = in_project(who, project, session, write=True)
         own(api.get(reminder_id), sid, sess)
         api.cancel([reminder_id], session=sid)
         return Response(status_code=204)
 
-    @app.get(base + "/{session:path}/reminders/{reminder_id}/history", tags=["reminders"])
-    def reminder_history(
-        project: str,
-        session: str,
+    @app.get(
+        base + "/{session:path}/reminders/{reminder_id}/history",
+        tags=["reminders"],
+        response_model=builtins.list[schema.Fire],
+        responses=_responses(*READ),
+    )
+    def get_reminder_history(
+        project: Project,
+        session: SessionId,
         reminder_id: str,
-        token: Cred,
+        who: Who,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    ) -> builtins.list[dict[str, Any]]:
-        sid, sess = in_project(token, project, session)
+    ) -> Response:
+        sid, sess = in_project(who, project, session)
         own(api.get(reminder_id), sid, sess)
-        return [o.to_dict() for o in api.history(reminder_id, limit=limit)]
+        return JSONResponse([o.to_dict() for o in api.history(reminder_id, limit=limit)])
 
     # last: a session id may hold "/" ({session:path}), so the routes below a session
     # (…/reminders, …/view) must be tried before the session itself
-    app.get(base + "/{session:path}", tags=["sessions"])(get_session)
+    app.get(
+        base + "/{session:path}",
+        tags=["sessions"],
+        response_model=schema.SessionOut,
+        responses=_responses(*READ),
+    )(get_session)
 
     # -- events ----------------------------------------------------------------------------
 
@@ -504,32 +573,30 @@ def create_app(
             who: Who,
             project: str | None = None,
             session: str | None = None,
-            last_event_id: Annotated[str | None, Header()] = None,
-            after: Annotated[int | None, Query(ge=0, description="resume after this id")] = None,
-        ) -> tuple[str | None, str | None, int | None]:
+            last_event_id: Annotated[
+                str | None,
+                Header(description="resume after this event id (0 to 2^63-1)", max_length=19),
+            ] = None,
+            after: Annotated[
+                int | None, Query(ge=0, le=EVENT_ID_MAX, description="resume after this id")
+            ] = None,
+        ) -> tuple[tk.Principal, str | None, str | None, int | None]:
             """Checked before the stream starts, so a refusal is an ordinary error answer."""
-            feed.check_room()
+            feed.check_room(who)
             if who.scope != "admin":
                 project = project or who.project
             if who.scope == "session":
                 session = session or who.session
-            start = after
-            if last_event_id is not None:
-                try:
-                    start = int(last_event_id)
-                except ValueError:
-                    raise InvalidInput(
-                        "Last-Event-ID must be an event id", code="invalid_argument"
-                    ) from None
+            start = after if last_event_id is None else event_id(last_event_id)
             if project is not None:
                 check_project(project)
                 sid = None if session is None else check_session_id(session)
                 who.may_use(project, sid)
                 tk.require_project(store.projects, project)
-                return project, sid, start
+                return who, project, sid, start
             if session is not None:
                 raise InvalidInput("give project= with session=", code="invalid_argument")
-            return None, None, start
+            return who, None, None, start
 
         @app.get(
             "/v1/events",
@@ -539,21 +606,28 @@ def create_app(
                 200: {
                     "description": "a stream of server-sent events",
                     "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                }
+                },
+                **_responses(
+                    400, 401, 403, 404, 409, 503, _409="too many streams (too_many_streams)"
+                ),
             },
         )
-        async def events(
-            scope: Annotated[tuple[str | None, str | None, int | None], Depends(stream_scope)],
+        async def stream_events(
+            scope: Annotated[
+                tuple[tk.Principal, str | None, str | None, int | None], Depends(stream_scope)
+            ],
         ) -> Response:
             """Server-sent events: created, modified, paused, resumed, snoozed, cancelled,
             replaced, fired (with the reminder's alarm and announce), delivered, failed,
             skipped, waiting. Each has the store's event id: reconnect with
-            ``Last-Event-ID`` (or ``?after=``) to get what was missed."""
-            project, session, start = scope
+            ``Last-Event-ID`` (or ``?after=``) to get what was missed. A stream ends
+            within a second when its token is revoked or its project's feature is
+            turned off."""
+            who, project, session, start = scope
             # Each event is framed once (FastAPI's format_sse_event) for every stream that
             # sends it, and streamed as it is: a fire reaches 100 clients in one pass.
             return StreamingResponse(
-                feed.stream((project, session), start),
+                feed.stream((project, session), start, who=who),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
@@ -565,7 +639,7 @@ def create_app(
         page = STATIC / "index.html"
         if not page.exists():
             return JSONResponse({"remindkit": "api", "docs": "/docs", "openapi": "/openapi.json"})
-        return FileResponse(page, media_type="text/html")
+        return FileResponse(page, media_type="text/html", headers=PAGE_HEADERS)
 
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> Response:
@@ -575,4 +649,89 @@ def create_app(
                 return FileResponse(path)
         raise NotFound(f"no file {name!r}", code="not_found")
 
+    app.openapi = lambda: _openapi(app, cookie)  # type: ignore[method-assign]
     return app
+
+
+def _methods_of(app: FastAPI, scope: Any) -> set[str]:
+    """The methods of every route whose path fits (a session id may hold "/")."""
+    found: set[str] = set()
+    for route in app.router.routes:
+        methods = getattr(route, "methods", None)
+        regex = getattr(route, "path_regex", None)
+        if methods and regex is not None and regex.match(scope["path"]):
+            found |= set(methods)
+    return found
+
+
+PROJECT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # check_project's
+EVENT_ID_MAX = 2**63 - 1
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; media-src 'self' blob: data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "Cache-Control": "no-store",
+}
+
+
+def event_id(text: str) -> int:
+    """A ``Last-Event-ID``: an event id, 0 to 2^63-1, in decimal digits."""
+    value = text.strip()
+    if not value or len(value) > 19 or not value.isascii() or not value.isdigit():
+        raise InvalidInput(
+            "Last-Event-ID must be an event id (0 to 2^63-1)", code="invalid_argument"
+        )
+    number = int(value)
+    if number > EVENT_ID_MAX:
+        raise InvalidInput(
+            "Last-Event-ID must be an event id (0 to 2^63-1)", code="invalid_argument"
+        )
+    return number
+
+
+def _openapi(app: FastAPI, cookie: str) -> dict[str, Any]:
+    """FastAPI's document, made exact: no 422 (a refusal of input is a 400 with the
+    error body), the credential as security schemes (a bearer token, or the login
+    cookie) instead of a header parameter, and the guard's refusals."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+
+    doc = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=app.routes
+    )
+    components = doc.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    for name in ("ReminderIn", "ReminderPatch"):  # request bodies: a default is the server's
+        for prop in schemas.get(name, {}).get("properties", {}).values():
+            # said in words: generators (openapi-typescript) make a field with a default required
+            if "default" in prop and prop["default"] is not None:
+                text = prop.get("description", "")
+                prop["description"] = (text + "; " if text else "") + f"default {prop['default']!r}"
+            prop.pop("default", None)
+    components["securitySchemes"] = {
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "the local credential (found by the SDKs in the remindkit home) "
+            "or a token of `remindkit token create`",
+        },
+        "cookie": {
+            "type": "apiKey",
+            "in": "cookie",
+            "name": cookie,
+            "description": "the browser's login (`remindkit api open`)",
+        },
+    }
+    doc["security"] = [{"bearer": []}, {"cookie": []}]
+    for path in doc.get("paths", {}).values():
+        for op in path.values():
+            op.get("responses", {}).pop("422", None)
+            op["parameters"] = [
+                p for p in op.get("parameters", []) if p.get("name") != "authorization"
+            ] or op.pop("parameters", None)
+            if op.get("parameters") is None:
+                op.pop("parameters", None)
+    app.openapi_schema = doc
+    return doc

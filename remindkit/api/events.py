@@ -33,6 +33,8 @@ BURST_S = 0.002  # re-read this soon after a poke or a new event (a write that r
 BURST_READS = 3
 QUEUE_MAX = 1_000  # events queued for one stream before it re-reads from the store
 STREAMS_MAX = 1_000  # streams one server keeps open
+STREAMS_PER_CREDENTIAL = 100  # streams of one token (or of the user's own credential)
+RECHECK_S = 0.5  # open streams' tokens and projects are checked this often
 PAGE = 500
 KEEPALIVE_S = 15.0  # a comment line on a stream this long without an event
 
@@ -45,12 +47,17 @@ class _Stream:
     session: str | None
     overflow: bool = False
     start: int | None = None  # the last event id it does not want; None while it looks
+    credential: str = "local"  # the token id it was opened with ("local": the user's own)
+    ended: str | None = None  # why the server ends it (the token revoked, the feature off)
+    mark: str = ""  # the user's own credential as it was when the stream opened
 
 
 class EventFeed:
-    def __init__(self, store: SqlStore, *, poll_s: float = POLL_S) -> None:
+    def __init__(self, store: SqlStore, *, poll_s: float = POLL_S, local_mark: Any = None) -> None:
         self.store: Any = store  # the audit trail's readers (events_after, last_event_id)
         self.poll_s = poll_s
+        self.local_mark = local_mark  # () -> a mark of the user's own credential as it is now
+        self._checked = 0.0
         self._streams: set[_Stream] = set()
         self._lock = threading.Lock()
         self._projects: dict[str, str | None] = {}
@@ -99,6 +106,7 @@ class EventFeed:
                         burst = BURST_READS
                     elif listener is not None:  # a write committed: one read finds it
                         listener.drain()
+                self._recheck()
                 if not self._catch_up_to_streams():
                     burst = 0
                     continue
@@ -112,6 +120,44 @@ class EventFeed:
             sel.close()
             if listener is not None:
                 listener.close()
+
+    def _recheck(self) -> None:
+        """End the streams whose token was revoked or whose project's feature was
+        turned off (or, for the user's own, whose credential was replaced): each is
+        read every ``RECHECK_S``, so a stream ends within a second of it."""
+        import time
+
+        now = time.monotonic()
+        if now - self._checked < RECHECK_S:
+            return
+        self._checked = now
+        with self._lock:
+            streams = list(self._streams)
+        if not streams:
+            return
+        try:
+            tokens = {t["id"] for t in self.store.projects.list_tokens()}
+            projects = {
+                p: self.store.projects.get_project(p)
+                for p in {s.project for s in streams if s.project is not None}
+            }
+            local = self.local_mark() if self.local_mark is not None else ""
+        except Exception:  # the store is away: look again at the next round
+            log.warning("event feed: checking the streams' tokens failed", exc_info=True)
+            return
+        for s in streams:
+            why = None
+            if s.credential == "local" and s.mark != local:
+                why = "credential_changed"
+            elif s.credential != "local" and s.credential not in tokens:
+                why = "token_revoked"
+            elif s.project is not None:
+                got = projects.get(s.project)
+                if got is None or not got["features"]["reminders"]:
+                    why = "feature_disabled"
+            if why is not None and s.ended is None:
+                s.ended = why
+                s.loop.call_soon_threadsafe(_offer, s, [_END])
 
     def _catch_up_to_streams(self) -> bool:
         """Whether to read now. With no stream open, nothing is read (a busy server
@@ -194,25 +240,41 @@ class EventFeed:
         with self._lock:
             return len(self._streams)
 
-    def check_room(self) -> None:
+    def check_room(self, who: Any = None) -> None:
+        """Refuse (``too_many_streams``) a stream past its credential's share, or past
+        the server's bound; the user's own credential always has its share left."""
         with self._lock:
-            if len(self._streams) >= STREAMS_MAX:
-                raise LimitExceeded(
-                    f"this server has {STREAMS_MAX} event streams open; try again later",
-                    code="too_many_streams",
-                )
+            self._check_room(_credential_of(who))
+
+    def _check_room(self, credential: str) -> None:
+        mine = sum(1 for s in self._streams if s.credential == credential)
+        if mine >= STREAMS_PER_CREDENTIAL:
+            raise LimitExceeded(
+                f"this credential has {STREAMS_PER_CREDENTIAL} event streams open; close one first",
+                code="too_many_streams",
+            )
+        room = STREAMS_MAX
+        if credential != "local":  # the others leave the user's own share free
+            room -= STREAMS_PER_CREDENTIAL
+            total = sum(1 for s in self._streams if s.credential != "local")
+        else:
+            total = len(self._streams)
+        if total >= room:
+            raise LimitExceeded(
+                f"this server has {len(self._streams)} event streams open; try again later",
+                code="too_many_streams",
+            )
 
     async def stream(
-        self, scope: tuple[str | None, str | None], after: int | None
+        self, scope: tuple[str | None, str | None], after: int | None, *, who: Any = None
     ) -> AsyncIterator[bytes]:
         project, session = scope
         s = _Stream(asyncio.get_running_loop(), asyncio.Queue(QUEUE_MAX), project, session)
+        s.credential = _credential_of(who)
+        if s.credential == "local" and self.local_mark is not None:
+            s.mark = self.local_mark()
         with self._lock:
-            if len(self._streams) >= STREAMS_MAX:
-                raise LimitExceeded(
-                    f"this server has {STREAMS_MAX} event streams open; try again later",
-                    code="too_many_streams",
-                )
+            self._check_room(s.credential)
             self._streams.add(s)
             behind = self._behind
             if after is not None:
@@ -240,6 +302,9 @@ class EventFeed:
                 except TimeoutError:
                     yield KEEPALIVE_COMMENT
                     continue
+                if s.ended is not None:  # the server ends it: said in a comment, then closed
+                    yield f": ended {s.ended}\n\n".encode()
+                    return
                 if s.overflow:  # the queue filled up: read the rest from the store
                     s.overflow = False
                     _drain(s.queue)
@@ -266,6 +331,14 @@ class EventFeed:
                     yield item
             if len(rows) < PAGE:
                 return
+
+
+_END: dict[str, Any] = {"id": -1}
+
+
+def _credential_of(who: Any) -> str:
+    token_id = getattr(who, "token_id", None)
+    return "local" if token_id in (None, "local") else str(token_id)
 
 
 def _visible(item: dict[str, Any], project: str | None, session: str | None) -> bool:

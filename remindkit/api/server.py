@@ -5,7 +5,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 import socket
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import events as ev
@@ -57,13 +59,19 @@ def run_api(
     no_alerts: bool = False,
     engine: bool = True,
     verbose: bool = False,
+    allow_hosts: Sequence[str] = (),
 ) -> int:
     """Serve until SIGINT/SIGTERM. Another address than loopback needs tokens."""
+    import secrets
+    import time
+
     import uvicorn
 
-    from ..cli.engines import build_engine
+    from ..credential import LocalCredential, login_ticket, remove_server, write_server
     from .app import create_app
     from .events import EventFeed
+    from .guard import HostNames
+    from .limits import Gate, descriptor_room, protocol_class
 
     settings = graph.settings
     if settings.limits.per_project is None and "REMINDKIT_MAX_PER_PROJECT" not in os.environ:
@@ -80,24 +88,51 @@ def run_api(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    eng: Any = build_engine(graph, no_alerts=no_alerts, role="api") if engine else None
-    feed = EventFeed(api.store) if hasattr(api.store, "events") else None
-    if eng is not None and feed is not None:
-        # this engine's fires and outcomes, once committed: read them at once
-        eng.events.subscribe(ev.WRITTEN, lambda *_a, **_k: feed.poke())
-    app = create_app(api, open_loopback=loopback, engine=eng, feed=feed)
+    logging.getLogger("uvicorn.access").addFilter(redact_tickets)
+    home = settings.home
+    credential = LocalCredential(home)
+    instance = secrets.token_hex(8)
+    cap = descriptor_room()
     sock = bind(host, port)
     where = sock.getsockname()
     shown = f"[{where[0]}]" if ":" in where[0] else where[0]
     url = f"http://{shown}:{where[1]}"
+    urls = [url]
+    if host == "0.0.0.0":
+        urls.append(f"http://127.0.0.1:{where[1]}")
+    elif host == "::":
+        urls.append(f"http://[::1]:{where[1]}")
+    names = list(allow_hosts)
+    if not loopback:
+        names += [host, socket.gethostname(), socket.getfqdn()]
+    eng: Any = graph.engine(alerter=None if no_alerts else "local", role="api") if engine else None
+    feed = (
+        EventFeed(api.store, local_mark=lambda: _mark(credential.value))
+        if hasattr(api.store, "events")
+        else None
+    )
+    if eng is not None and feed is not None:
+        # this engine's fires and outcomes, once committed: read them at once
+        eng.events.subscribe(ev.WRITTEN, lambda *_a, **_k: feed.poke())
+    cookie = f"remindkit-{where[1]}"
+    app = create_app(
+        api,
+        engine=eng,
+        feed=feed,
+        credential=credential,
+        names=HostNames(names),
+        cookie=cookie,
+        instance=instance,
+    )
     agent_tokens = give_commands_tokens(api, eng, url) if eng is not None else None
     config = uvicorn.Config(
         app,
-        http=http_parser(),
+        http=protocol_class(http_parser(), Gate(cap)),
         loop="auto",  # uvloop when installed (the api extra), else asyncio's own
         log_level="info" if verbose else "warning",
         access_log=verbose,
         timeout_graceful_shutdown=2,
+        timeout_keep_alive=5,
         lifespan="on",
     )
     server = uvicorn.Server(config)
@@ -105,15 +140,22 @@ def run_api(
         eng.start()
     if feed is not None:
         feed.start()
+    info = write_server(
+        home, {"urls": urls, "instance": instance, "cookie": cookie, "started": time.time()}
+    )
+    ticket = login_ticket(credential.value, instance)
     out.write(
         f"remindkit api: listening on {url} "
         f"(engine {getattr(eng, 'id', '-')}, store {api.store.url})\n"
+        f"remindkit api: to log a browser in, open {url}/login?ticket={ticket}\n"
+        "  (good once, for 10 minutes; `remindkit api open` makes another)\n"
     )
     out.flush()
     _keep_signals_for_cleanup()
     try:
         server.run(sockets=[sock])
     finally:
+        remove_server(info)
         if feed is not None:
             feed.stop()
         if eng is not None:
@@ -123,6 +165,24 @@ def run_api(
         sock.close()
     out.write("remindkit api: stopped\n")
     return 0
+
+
+def _mark(value: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
+_TICKET = re.compile(r"ticket=[^&\s]*")
+
+
+def redact_tickets(record: logging.LogRecord) -> bool:
+    """The access log without login tickets (``/login?ticket=…``)."""
+    if isinstance(record.args, tuple):
+        record.args = tuple(
+            _TICKET.sub("ticket=…", a) if isinstance(a, str) else a for a in record.args
+        )
+    return True
 
 
 def http_parser() -> str:

@@ -51,9 +51,6 @@ class Principal:
             raise Forbidden("this token is read-only", code="read_only")
 
 
-OPEN = Principal("admin")
-
-
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
@@ -88,19 +85,13 @@ def create_token(
     return token_id, token
 
 
-def authenticate(projects: ProjectStore, token: str | None, *, open_when_none: bool) -> Principal:
-    """The principal of a bearer token. With no token at all: admin if
-    ``open_when_none`` and the store has no tokens, else ``unauthorized``."""
-    if not token:
-        return _principal(
-            token,
-            None,
-            projects.count_tokens() if open_when_none else None,
-            open_when_none=open_when_none,
-        )
-    if len(token) > 200:
+def authenticate(projects: ProjectStore, token: str | None) -> Principal:
+    """The principal of a stored bearer token, else ``unauthorized``. There is no
+    answer without a credential: the user's own clients bring the local one
+    (:mod:`remindkit.credential`), which the HTTP API checks before this."""
+    if not token or len(token) > 200:
         raise Unauthorized("that token is not known", code="unauthorized")
-    return _principal(token, projects.token_by_hash(digest(token)), None, open_when_none=False)
+    return _principal(projects.token_by_hash(digest(token)))
 
 
 def require_project(projects: ProjectStore, project: str) -> dict:
@@ -122,39 +113,26 @@ def _feature_on(project: str, got: dict | None) -> dict:
 
 def admit(
     projects: ProjectStore,
-    token: str | None,
+    who: Principal,
     project: str,
     session: str | None = None,
     *,
-    open_when_none: bool,
     write: bool = False,
     now_us: int | None = None,
-) -> tuple[Principal, Session | None]:
-    """:func:`authenticate`, :meth:`Principal.may_use` (and ``may_write``) and
-    :func:`require_project` for one request, from one read of the store; also the
-    session when it belongs to the project (else None)."""
+) -> Session | None:
+    """:meth:`Principal.may_use` (and ``may_write``) and :func:`require_project` for
+    one request of ``who``, from one read of the store; the session when it belongs
+    to the project (else None)."""
     check_project(project)
-    if token is not None and len(token) > 200:
-        raise Unauthorized("that token is not known", code="unauthorized")
-    got = projects.access(digest(token) if token else None, project, session, now_us=now_us)
-    who = _principal(token, got.token, got.tokens, open_when_none=open_when_none)
     who.may_use(project, session)
     if write:
         who.may_write()
+    got = projects.access(None, project, session, now_us=now_us)
     _feature_on(project, got.project)
-    return who, got.session
+    return got.session
 
 
-def _principal(
-    token: str | None, row: dict | None, count: int | None, *, open_when_none: bool
-) -> Principal:
-    if not token:
-        if open_when_none and count == 0:
-            return OPEN
-        raise Unauthorized(
-            "a bearer token is needed (Authorization: Bearer rk_…; `remindkit token create`)",
-            code="unauthorized",
-        )
+def _principal(row: dict | None) -> Principal:
     if row is None:
         raise Unauthorized("that token is not known", code="unauthorized")
     return Principal(row["scope"], row["project"], row["session"], row["read_only"], row["id"])

@@ -29,7 +29,29 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     a.add_argument("--no-alerts", action="store_true", help="never play alarms or speech here")
     a.add_argument("--no-engine", action="store_true", help="serve only; another process fires")
     a.add_argument("-v", "--verbose", action="store_true")
+    a.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another name this server answers to (Host), e.g. behind a proxy",
+    )
     a.set_defaults(func=lambda cx: _local(cx, "api", run_api_command, graph=True))
+    aa = a.add_subparsers(dest="api_command", metavar="ACTION")
+    o = aa.add_parser(
+        "open", parents=[common], help="log a browser in to the running server (one-time URL)"
+    )
+    o.add_argument("--print", action="store_true", help="print the URL, do not open a browser")
+    o.add_argument("--url", help="the server to log in to (default: the newest running one)")
+    o.add_argument("--project", default="default")
+    o.add_argument("--session", help="the session the page shows")
+    o.set_defaults(func=lambda cx: _local(cx, "api", run_api_open))
+    r = aa.add_parser(
+        "reset",
+        parents=[common],
+        help="a new local credential: clients and browsers with the old one are refused",
+    )
+    r.set_defaults(func=lambda cx: _local(cx, "api", run_api_reset))
 
     t = sub.add_parser("token", parents=[common], help="bearer tokens of the HTTP API")
     ts = t.add_subparsers(dest="token_command", metavar="ACTION")
@@ -82,12 +104,64 @@ def run_api_command(args: argparse.Namespace, graph: Graph, out: TextIO) -> int:
                 no_alerts=args.no_alerts,
                 engine=not args.no_engine,
                 verbose=args.verbose,
+                allow_hosts=args.allow_host,
             )
     except ImportError as exc:
         raise InvalidInput(
             f"the HTTP API needs the api extra (pip install 'remindkit[api]'): {exc}",
             code="invalid_argument",
         ) from None
+
+
+def run_api_open(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
+    """A one-time login URL for the running server of this home, opened in a browser."""
+    import time
+    import webbrowser
+    from urllib.parse import urlencode
+
+    from ..credential import live_servers, load_credential, login_ticket, server_for
+
+    home = api.settings.home
+    info = server_for(args.url, home) if args.url else next(iter(live_servers(home)), None)
+    if info is None:
+        raise NotFound(
+            "no `remindkit api` of this home is running"
+            + (f" at {args.url}" if args.url else "")
+            + " (start one, with the same REMINDKIT_HOME)",
+            code="not_found",
+        )
+    credential = load_credential(home)
+    if credential is None:
+        raise NotFound("no local credential in this home", code="not_found")
+    page = "/?" + urlencode(
+        {"project": args.project, **({"session": args.session} if args.session else {})}
+    )
+    base = (args.url or info["urls"][0]).rstrip("/")
+    ticket = login_ticket(credential, str(info.get("instance", "")), now=time.time())
+    url = f"{base}/login?" + urlencode({"ticket": ticket, "next": page})
+    if args.json:
+        out.write(json.dumps({"url": url}) + "\n")
+        return 0
+    opened = not args.print and webbrowser.open(url)
+    out.write(f"{url}\n")
+    out.write(
+        "(opened in your browser; good once, for 10 minutes)\n"
+        if opened
+        else "(open it in your browser: good once, for 10 minutes)\n"
+    )
+    return 0
+
+
+def run_api_reset(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
+    from ..credential import credential_path, reset_credential
+
+    reset_credential(api.settings.home)
+    path = credential_path(api.settings.home)
+    if args.json:
+        out.write(json.dumps({"credential": str(path)}) + "\n")
+    else:
+        out.write(f"a new credential in {path}; log browsers in again (`remindkit api open`)\n")
+    return 0
 
 
 def run_token(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
@@ -124,7 +198,7 @@ def run_token(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
         if args.json:
             out.write(json.dumps(rows) + "\n")
         elif not rows:
-            out.write("no tokens (the API is open on loopback only)\n")
+            out.write("no tokens (your own clients use the local credential)\n")
         else:
             for r in rows:
                 where = r["project"] or "*"

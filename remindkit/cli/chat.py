@@ -75,25 +75,18 @@ def demo_command(cx: Context) -> int:  # a store of its own unless --db is given
 
 
 def run_chat(args: argparse.Namespace, graph: Graph, out: TextIO, inp: TextIO) -> int:
-    from ..agent.chat import ChatSession
+    from ..chats import ChatSession
 
     api = graph.api
-    engine = None
-    if not args.no_engine:
-        from .engines import default_alerter
-
-        alerter = default_alerter()
-        engine = graph.engine(alerter=alerter, role="chat", can_alert=alerter is not None)
+    engine = None if args.no_engine else graph.engine(alerter="local", role="chat")
     extra: dict[str, Any] = {} if args.system is None else {"system": args.system}
     chat = ChatSession(
-        api.store,
+        graph,
         session=args.session,
         base_url=args.base_url,
         model=args.model,
         api_key_env=args.api_key_env,
         engine=engine,
-        clock=api.clock,
-        settings=api.settings,
         **extra,
     )
     view = _ChatView(chat, out)
@@ -267,13 +260,9 @@ def _is_tty(stream: TextIO) -> bool:
 
 
 def run_demo_command(args: argparse.Namespace, out: TextIO) -> int:
-    from ..agent.demo import run_demo
+    from ..chats.demo import run_demo
 
-    alerter = None
-    if not args.no_alerts:
-        from .engines import default_alerter
-
-        alerter = default_alerter()
+    alerter = None if args.no_alerts else "local"
     return run_demo(out, db_url=args.db, delay_s=args.delay, alerter=alerter)
 
 

@@ -50,18 +50,6 @@ def tray_command(cx: Context) -> int:
         return run_tray(cx.graph, cx.out, headless=cx.args.headless, verbose=cx.args.verbose)
 
 
-def build_engine(graph: Graph, *, no_alerts: bool = False, role: str = "serve") -> Any:
-    """The engine of a long-running process (``serve``, ``api``): the local alerter
-    unless ``no_alerts``; the alerter takes mute and quiet hours from the store."""
-    alerter = None if no_alerts else default_alerter()
-    engine = graph.engine(
-        alerter=alerter, role=role, can_alert=not no_alerts and alerter is not None
-    )
-    if alerter is not None and hasattr(alerter, "attach"):
-        alerter.attach(engine)  # mute/quiet hours from the store; notifications for every fire
-    return engine
-
-
 def serve(
     graph: Graph,
     out: TextIO,
@@ -80,7 +68,7 @@ def serve(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    engine = build_engine(graph, no_alerts=no_alerts, role="serve")
+    engine = graph.engine(alerter=None if no_alerts else "local", role="serve")
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -121,11 +109,3 @@ def serving_commands(api: Any) -> Iterator[HandoffServer | None]:
         yield server
     finally:
         server.close()
-
-
-def default_alerter() -> Any:
-    try:
-        from ..alerts.local import default_alerter as make
-    except ImportError:
-        return None
-    return make()

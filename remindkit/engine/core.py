@@ -97,7 +97,7 @@ class Engine:
         self.role = role
         self.alert_priority = alert_priority
         self.can_alert = can_alert
-        self._alerter = alerter
+        self.alerter = alerter  # what sounds its alerting reminders (None: a NullAlerter logs)
         self.adapters = adapters or default_adapters(
             store, clock=self.clock, settings=self.settings
         )
@@ -438,7 +438,7 @@ class Engine:
         shown). An engine that cannot alert never holds the alerter lease."""
         if not self.can_alert:
             return False
-        ready = getattr(self._alerter, "ready", None)
+        ready = getattr(self.alerter, "ready", None)
         if ready is None:
             return True
         try:

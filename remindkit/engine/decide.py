@@ -90,7 +90,8 @@ def route(fires: Sequence[Fire], target: Target) -> list[Decision]:
         return [Decision(Action.FAIL, group, f"session {sess.id} was deleted", pause=True)]
     if not target.adapter:
         why = (
-            "session has no delivery adapter"
+            f"session {sess.id} has no delivery adapter: its fires wait until it has a way in "
+            f"(remindkit session add {sess.id} --command ...)"
             if sess.adapter is None
             else f"no {sess.adapter} adapter in this process"
         )

@@ -210,7 +210,7 @@ class Dispatcher:
         stale: list[int] = []
         try:
             if fired or outcomes:
-                stale = self.store.claims.finish(outcomes, fired=fired, now_us=now_us(self.clock))
+                stale = self.store.outcomes.finish(outcomes, fired=fired, now_us=now_us(self.clock))
                 self.events.emit(ev.WRITTEN)
         except Exception:
             self._outcomes.extendleft(reversed(outcomes))  # keep them for the next flush
@@ -232,7 +232,7 @@ class Dispatcher:
     def deliver_waiting(self) -> int:
         """Pick up waiting occurrences for sessions this process can serve now."""
         try:
-            candidates = self.store.claims.waiting_sessions()
+            candidates = self.store.waiting.waiting_sessions()
         except Exception:
             log.exception("cannot list waiting deliveries")
             return 0
@@ -260,7 +260,7 @@ class Dispatcher:
             ready.append(sid)
         if not ready:
             return 0
-        fires = self.store.claims.claim_waiting(
+        fires = self.store.waiting.claim_waiting(
             now_us=now, owner=self.owner, lease_us=int(self.settings.lease_s * 1e6), sessions=ready
         )
         if fires:
@@ -572,7 +572,7 @@ class Dispatcher:
         are cancelled in the same transaction."""
         now = self.clock.now()
         try:
-            stale, cancelled = self.store.claims.rebase(
+            stale, cancelled = self.store.waiting.rebase(
                 fires, now_us=to_us(now), note=note, push=lambda r, pos: rebased(r, now, pos)
             )
         except StoreError as exc:
@@ -831,7 +831,7 @@ class Dispatcher:
     def _alert_then_route(self, fires: Sequence[Fire]) -> None:
         for f in fires:
             try:
-                if not self.store.claims.set_alert(
+                if not self.store.outcomes.set_alert(
                     f.occurrence_id, f.token, expect="pending", to="playing"
                 ):
                     continue  # another engine has it, or it already played
@@ -841,7 +841,7 @@ class Dispatcher:
                 except Exception:
                     log.exception("alerter failed for %s", f.key)
                     state = "failed"
-                self.store.claims.set_alert(f.occurrence_id, f.token, expect="playing", to=state)
+                self.store.outcomes.set_alert(f.occurrence_id, f.token, expect="playing", to=state)
                 self.events.emit(ev.ALERTED, f, state)
             except Exception:
                 log.exception("alert bookkeeping failed for %s; delivery goes on", f.key)

@@ -104,11 +104,12 @@ class Hooks:
 
     def __init__(self, store: SqlStore, *, clock: Clock, owner: str) -> None:
         from ..agent.external import ExternalTurns
+        from ..reminders import Reminders
 
         self.store = store
         self.clock = clock
         self.owner = owner
-        self.turns = ExternalTurns(store, clock=clock)
+        self.turns = ExternalTurns(Reminders(store, clock=clock))
 
     # -- the events ----------------------------------------------------------------------
 
@@ -190,7 +191,7 @@ class Hooks:
             )
             for f in group
         ]
-        self._patient(lambda: self.store.claims.finish(outcomes, now_us=now))
+        self._patient(lambda: self.store.outcomes.finish(outcomes, now_us=now))
 
     # -- parts ---------------------------------------------------------------------------
 
@@ -236,7 +237,7 @@ class Hooks:
         self.store.sessions.set_session_busy(sid, busy, now_us=now_us(self.clock))
 
     def _take(self, sid: str, *, seen: set[str], idle: bool = False) -> Taken:
-        fires = self.store.claims.claim_waiting(
+        fires = self.store.waiting.claim_waiting(
             now_us=now_us(self.clock),
             owner=self.owner,
             lease_us=HOOK_LEASE_US,
@@ -263,7 +264,7 @@ class Hooks:
         from ..engine.delivery import rebased
 
         now = self.clock.now()
-        self.store.claims.rebase(
+        self.store.waiting.rebase(
             fires,
             now_us=now_us(self.clock),
             note="re-based: the session was busy when it came due (policy: rebase); it fires "
@@ -272,7 +273,7 @@ class Hooks:
         )
 
     def _give_back(self, fires: Sequence[Fire], why: str, wait_for: str = WaitFor.SESSION) -> None:
-        self.store.claims.finish(
+        self.store.outcomes.finish(
             [
                 Outcome(
                     occurrence_id=f.occurrence_id,

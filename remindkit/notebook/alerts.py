@@ -66,6 +66,12 @@ class BrowserAlerter:
         if last:
             self._changed()
 
+    def attach(self, engine: Any, api: Any = None) -> BrowserAlerter:
+        """Tell ``engine`` when a panel is shown or gone (it takes or leaves the
+        alerter lease then; :meth:`remindkit.wiring.Graph.engine` attaches it so)."""
+        self.on_change = engine.alerter_changed
+        return self
+
     def ready(self) -> bool:
         """A panel is shown to play alerts in. Without one the engine leaves the
         alerter lease (and alerting reminders) to an engine that can sound them."""

@@ -19,7 +19,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from ..agent.chat import ChatSession
+from ..chats.session import ChatSession
 from ..errors import RemindkitError
 from .hub import Hub
 from .state import TRANSCRIPT_LINES, Line, chat_lines

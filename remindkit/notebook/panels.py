@@ -18,7 +18,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..agent.chat import ChatSession
+from ..chats.session import ChatSession
 from ..clock import to_us
 from ..schedules import local_zone_name
 from ..schedules.zones import get_zone

@@ -52,17 +52,13 @@ class KernelRuntime:
         self.settings = self.graph.settings
         self.alerter = BrowserAlerter()
         self.hub = Hub(store, live=live)
-        self.engine = self.graph.engine(
+        self.engine = self.graph.engine(  # a panel shown or gone: the alerter lease follows
             alerter=self.alerter,
             role="notebook",
             alert_priority=NOTEBOOK_ALERT_PRIORITY,
-            can_alert=True,
             inline=inline,
         )
         self.engine.events.subscribe("*", self._on_event)
-        self.alerter.on_change = (
-            self.engine.alerter_changed
-        )  # a panel shown or gone: the lease follows
         self._closed = False
 
     def start(self) -> KernelRuntime:

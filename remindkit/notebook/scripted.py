@@ -21,8 +21,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..agent.demo import SCRIPT_LABEL, ScriptedModel
 from ..agent.model import Completion, ToolCall
+from ..agent.scripted import SCRIPT_LABEL, ScriptedModel
 from ..protocol.framing import TAG, escape_attr
 from ..protocol.tags import decode_entities
 

@@ -2,7 +2,7 @@
 
 It opens the store (the default one unless given), starts this kernel's
 engine for it (once; see :mod:`remindkit.notebook.runtime`) and returns a
-:class:`~remindkit.agent.chat.ChatSession` registered with that engine, so the
+:class:`~remindkit.chats.session.ChatSession` registered with that engine, so the
 reminders the agent sets (with tags or tool calls) fire back into this chat as
 new turns while the notebook is idle. ``rk.panel(chat)`` shows it.
 
@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..agent.chat import ChatSession
 from ..agent.loop import DEFAULT_SYSTEM
 from ..agent.model import ChatModel
+from ..chats.session import ChatSession
 from ..settings import Settings
 from ..store import SqlStore
 from .runtime import runtime_for

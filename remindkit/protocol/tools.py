@@ -33,17 +33,27 @@ class ToolSpec:
     output: dict[str, Any] | None = None  # JSON Schema of the result's data (MCP outputSchema)
 
 
-_DURATION = {
-    "type": ["string", "integer"],
-    "description": "a duration: 30s, 5m, 2h, 2d, 1h30m, or whole seconds",
-}
+# Every input schema is valid under OpenAI's strict function calling (Structured Outputs):
+# every property is listed in ``required``, every object has ``additionalProperties: false``,
+# and what a call may leave out is nullable (``"type": [T, "null"]``), so a strict model
+# sends ``null`` for it. The handlers take ``null``, and ``""`` for a text a strict model
+# fills in without meaning it, as "not given". Only the keywords the strict subset
+# supports appear: type, enum, description, minimum and maximum.
+
+
+def _nullable(type_: str, description: str, **more: Any) -> dict[str, Any]:
+    return {"type": [type_, "null"], "description": description, **more}
+
+
+_DURATION_TEXT = "30s, 5m, 2h, 2d, 1h30m, or whole seconds such as 90"
 
 SCHEDULE_CREATE = ToolSpec(
     name="schedule_create",
     description=(
         "Set a reminder in this conversation. When it comes due, the person is alerted and the reminder "
         "comes back to you as a new turn (a <schedule-fired> message) once you are idle. Give exactly one of "
-        "after, at, every or cron. Times: an RFC 3339 instant with offset (2026-09-01T15:00:00+08:00), or a "
+        "after, at, every or cron, and null for the other three (and for every option you do not use). "
+        "Times: an RFC 3339 instant with offset (2026-09-01T15:00:00+08:00), or a "
         "local date-time with time_zone (an IANA name such as Europe/Berlin). Returns the reminder with its "
         "id, target time (UTC and local), state and delivery mode, or an error with a stable code. "
         "Limits: at most 20 pending reminders per conversation, repeats at least 60 s apart, nothing more than "
@@ -57,44 +67,45 @@ SCHEDULE_CREATE = ToolSpec(
                 "type": "string",
                 "description": "what the reminder is about; handed back to you when it fires",
             },
-            "label": {
-                "type": "string",
-                "description": "short name; setting a label that is live replaces that reminder",
-            },
-            "after": {
-                **_DURATION,
-                "description": "fire once after this delay: 30s, 5m, 2h, 1h30m or seconds",
-            },
-            "at": {
-                "type": "string",
-                "description": "fire once at this time (RFC 3339 with offset, or local with time_zone)",
-            },
-            "every": {
-                **_DURATION,
-                "description": "repeat on this fixed interval, anchored to the first fire",
-            },
-            "cron": {
-                "type": "string",
-                "description": "cron expression, 5 fields (or 6 with seconds first), in time_zone",
-            },
-            "time_zone": {
-                "type": "string",
-                "description": "IANA time zone for at (local), cron and until",
-            },
-            "repeat": {
-                "type": ["integer", "string"],
-                "description": 'number of fires for every/cron; -1 or "forever" for no end',
-            },
-            "until": {"type": "string", "description": "last possible fire for every/cron"},
-            "alarm": {"type": "boolean", "description": "play an alarm sound when it fires"},
-            "announce": {"type": "string", "description": "short text spoken aloud when it fires"},
-            "on_busy": {
-                "type": "string",
-                "enum": ["wait", "rebase", "skip"],
-                "description": "if you are mid-turn when it is due: wait (default), rebase by one period, or skip",
-            },
+            "label": _nullable(
+                "string", "short name; setting a label that is live replaces that reminder"
+            ),
+            "after": _nullable("string", f"fire once after this delay: {_DURATION_TEXT}"),
+            "at": _nullable(
+                "string", "fire once at this time (RFC 3339 with offset, or local with time_zone)"
+            ),
+            "every": _nullable(
+                "string",
+                f"repeat on this fixed interval ({_DURATION_TEXT}), anchored to the first fire",
+            ),
+            "cron": _nullable(
+                "string", "cron expression, 5 fields (or 6 with seconds first), in time_zone"
+            ),
+            "time_zone": _nullable("string", "IANA time zone for at (local), cron and until"),
+            "repeat": _nullable("integer", "number of fires for every/cron; -1 or null for no end"),
+            "until": _nullable("string", "last possible fire for every/cron"),
+            "alarm": _nullable("boolean", "play an alarm sound when it fires (default false)"),
+            "announce": _nullable("string", "short text spoken aloud when it fires"),
+            "on_busy": _nullable(
+                "string",
+                "if you are mid-turn when it is due: wait (the default), rebase by one period, or skip",
+                enum=["wait", "rebase", "skip", None],
+            ),
         },
-        "required": ["prompt"],
+        "required": [
+            "prompt",
+            "label",
+            "after",
+            "at",
+            "every",
+            "cron",
+            "time_zone",
+            "repeat",
+            "until",
+            "alarm",
+            "announce",
+            "on_busy",
+        ],
         "additionalProperties": False,
     },
 )
@@ -102,7 +113,7 @@ SCHEDULE_CREATE = ToolSpec(
 SCHEDULE_LIST = ToolSpec(
     name="schedule_list",
     description="List this conversation's pending reminders (active or paused) in the order they were created.",
-    parameters={"type": "object", "properties": {}, "additionalProperties": False},
+    parameters={"type": "object", "properties": {}, "required": [], "additionalProperties": False},
 )
 
 SCHEDULE_DELETE = ToolSpec(
@@ -130,33 +141,33 @@ SET_CALLBACK = ToolSpec(
         "Timers you set for yourself: when one fires and you are idle, its message comes back as a new turn "
         "and the timer re-arms. action=set schedules message every delay_seconds (1-3600) for repeat_count "
         "fires (default 20; -1 forever; 0 or 1 once) in one of 8 slots; action=list shows them; "
-        "action=cancel stops slot callback_id, or all when callback_id is omitted."
+        "action=cancel stops slot callback_id, or all of them when callback_id is null. "
+        "Give null for the arguments the action does not use."
     ),
     parameters={
         "type": "object",
         "properties": {
             "action": {"type": "string", "enum": ["set", "list", "cancel"]},
-            "message": {
-                "type": "string",
-                "description": "for set: the whole instruction you will receive when it fires",
-            },
-            "delay_seconds": {
-                "type": "integer",
-                "minimum": CALLBACK_DELAY_MIN,
-                "maximum": CALLBACK_DELAY_MAX,
-            },
-            "repeat_count": {
-                "type": "integer",
-                "description": "fires in all; default 20, -1 forever, 0 or 1 once",
-            },
-            "callback_id": {
-                "type": "integer",
-                "minimum": 0,
-                "maximum": CALLBACK_SLOTS - 1,
-                "description": "for cancel: the slot; omit to cancel every callback",
-            },
+            "message": _nullable(
+                "string", "for set: the whole instruction you will receive when it fires"
+            ),
+            "delay_seconds": _nullable(
+                "integer",
+                "for set: seconds between fires",
+                minimum=CALLBACK_DELAY_MIN,
+                maximum=CALLBACK_DELAY_MAX,
+            ),
+            "repeat_count": _nullable(
+                "integer", "for set: fires in all; null for 20, -1 forever, 0 or 1 once"
+            ),
+            "callback_id": _nullable(
+                "integer",
+                "for cancel: the slot; null cancels every callback",
+                minimum=0,
+                maximum=CALLBACK_SLOTS - 1,
+            ),
         },
-        "required": ["action"],
+        "required": ["action", "message", "delay_seconds", "repeat_count", "callback_id"],
         "additionalProperties": False,
     },
 )
@@ -207,7 +218,7 @@ SCHEDULE_SNOOZE = ToolSpec(
         "type": "object",
         "properties": {
             "id": _ID,
-            "duration": {**_DURATION, "description": "snooze for: 30s, 5m, 2h, 1h30m or seconds"},
+            "duration": {"type": "string", "description": f"snooze for: {_DURATION_TEXT}"},
         },
         "required": ["id", "duration"],
         "additionalProperties": False,
@@ -297,19 +308,22 @@ def tool_specs(names: Iterable[str] | None = None) -> list[ToolSpec]:
     return out
 
 
-def openai_tools(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """Chat Completions ``tools``: ``{"type": "function", "function": {name, description, parameters}}``."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description,
-                "parameters": copy.deepcopy(t.parameters),
-            },
+def openai_tools(
+    names: Iterable[str] | None = None, *, strict: bool = False
+) -> list[dict[str, Any]]:
+    """Chat Completions ``tools``: ``{"type": "function", "function": {name, description, parameters}}``;
+    with ``strict``, each function also says ``"strict": true`` (the schemas are valid as they are)."""
+    out = []
+    for t in tool_specs(names):
+        function: dict[str, Any] = {
+            "name": t.name,
+            "description": t.description,
+            "parameters": copy.deepcopy(t.parameters),
         }
-        for t in tool_specs(names)
-    ]
+        if strict:
+            function["strict"] = True
+        out.append({"type": "function", "function": function})
+    return out
 
 
 def mcp_tools(names: Iterable[str] | None = None) -> list[dict[str, Any]]:

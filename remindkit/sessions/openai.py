@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent.budget import estimate_tokens, reply_tokens
 from ..agent.model import Completion, ModelError, ToolCall
-from ..clock import Clock, SystemClock, now_us
+from ..clock import Clock, now_us
 from ..models import Fire, Session
 from ..settings import DEFAULT_CONTEXT_TOKENS, ModelLimits, Settings
 from .base import TurnResult
@@ -51,6 +51,7 @@ from .trust import allowed_key_envs, request_extra
 if TYPE_CHECKING:
     import httpx
 
+    from ..reminders import Reminders
     from ..store import SqlStore
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -365,17 +366,11 @@ class OpenAISessions:
     name = "openai"
     shared = True
 
-    def __init__(
-        self,
-        store: SqlStore,
-        *,
-        clock: Clock | None = None,
-        settings: Settings | None = None,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.store = store
-        self.clock: Clock = clock or SystemClock()
-        self.settings = settings or store.settings
+    def __init__(self, api: Reminders, *, transport: httpx.BaseTransport | None = None) -> None:
+        self.api = api  # what the sessions' tools and tags act through
+        self.store: SqlStore = api.store
+        self.clock: Clock = api.clock
+        self.settings: Settings = api.settings
         self.transport = transport
         self._down: dict[str, tuple[int, int]] = {}  # base_url -> (not before, back-off) in µs
         self._servers: dict[tuple[str, str], ServerInfo] = {}
@@ -404,11 +399,9 @@ class OpenAISessions:
         from ..agent.loop import Conversation, session_system
 
         return Conversation(
-            self.store,
+            self.api,
             session.id,
             self.model(session),
-            clock=self.clock,
-            settings=self.settings,
             system=session_system(session),
             owner=owner,
         )

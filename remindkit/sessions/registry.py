@@ -12,6 +12,7 @@ from .trust import EnginePolicy, GuardedAdapter
 
 if TYPE_CHECKING:
     from ..clock import Clock
+    from ..reminders import Reminders
     from ..settings import Settings
     from ..store import SqlStore
 
@@ -46,25 +47,36 @@ class Adapters:
 
 
 def default_adapters(
-    store: SqlStore | None = None, *, clock: Clock | None = None, settings: Settings | None = None
+    store: SqlStore | None = None,
+    *,
+    clock: Clock | None = None,
+    settings: Settings | None = None,
+    api: Reminders | None = None,
 ) -> Adapters:
-    """command and python; with a store also openai, telegram (an agent bound to a
-    chat thread, replies through the outbox) and webhook, and the agent side (tags
-    of replies carried out, occurrence keys taken once per session)."""
+    """command and python; with a store (or ``api``) also openai, telegram (an agent
+    bound to a chat thread, replies through the outbox) and webhook, and the agent
+    side (tags of replies carried out, occurrence keys taken once per session).
+    ``api``: the reminders API the agents act through (the graph's, from
+    :meth:`remindkit.wiring.Graph.engine`); without it, one over ``store``."""
     from .command import CommandSession
     from .mcp import McpSessions
     from .python import PythonSessions
 
-    if store is None:
-        return Adapters(CommandSession(), PythonSessions(), McpSessions())
+    if api is None:
+        if store is None:
+            return Adapters(CommandSession(), PythonSessions(), McpSessions())
+        from ..reminders import Reminders
+
+        api = Reminders(store, clock=clock, settings=settings)
     from ..agent.external import ExternalTurns
     from .openai import OpenAISessions
 
-    turns = ExternalTurns(store, clock=clock, settings=settings)
+    store, clock, settings = api.store, api.clock, api.settings
+    turns = ExternalTurns(api)
     adapters = Adapters(
         CommandSession(turns=turns, clock=clock),
         PythonSessions(turns=turns),
-        OpenAISessions(store, clock=clock, settings=settings),
+        OpenAISessions(api),
         McpSessions(store, clock=clock, turns=turns),
     )
     from .routed import TelegramSessions

@@ -47,7 +47,6 @@ from ..models import (
 )
 from ..settings import Limits
 from . import schema as t
-from .claims import waiting_in_session, waiting_of
 from .dialect import Dialect, chunks
 from .events import EventRow, changes, event_row, write_events
 from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION
@@ -65,6 +64,7 @@ from .rows import (
 from .rows import (
     new_session_row as _new_session_row,
 )
+from .waiting import waiting_in_session, waiting_of
 
 log = logging.getLogger(__name__)
 _LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)

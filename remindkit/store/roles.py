@@ -102,8 +102,8 @@ class SessionStore(Protocol):
 
 
 class ClaimStore(Protocol):
-    """``SqlStore.claims``: claiming due reminders and waiting fires, leases on claims, re-basing and
-    acknowledging (``finish``)."""
+    """``SqlStore.claims``: claiming due reminders, taking over lapsed claims, and
+    what to wait for."""
 
     def claim_due(
         self,
@@ -127,6 +127,30 @@ class ClaimStore(Protocol):
         may_take: Callable[[str, int], bool] | None = ...,
     ) -> list[Fire]: ...
     def own_claims(self, *, owner: str) -> list[int]: ...
+    def next_due_us(self, *, leave_alerts: bool = ...) -> tuple[int | None, int | None]: ...
+    def still_claimed(self, ids: Sequence[int], *, owner: str) -> list[int]: ...
+    def release_claims(self, *, owner: str, ids: Sequence[int]) -> None: ...
+    def warm(self, *also: Callable[[], object]) -> None: ...
+
+
+class OutcomeStore(Protocol):
+    """``SqlStore.outcomes``: acknowledging claimed occurrences (``finish``), their fire
+    times and alert states."""
+
+    def finish(
+        self,
+        outcomes: Sequence[Outcome],
+        *,
+        fired: Sequence[tuple[int, str, int]] = ...,
+        now_us: int | None = ...,
+    ) -> list[int]: ...
+    def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool: ...
+    def mark_fired(self, items: Sequence[tuple[int, str, int]]) -> None: ...
+
+
+class WaitingStore(Protocol):
+    """``SqlStore.waiting``: fires waiting for their session, and re-basing."""
+
     def claim_waiting(
         self,
         *,
@@ -149,19 +173,6 @@ class ClaimStore(Protocol):
         push: Callable[[Reminder, int], Reminder | None],
         note: str,
     ) -> tuple[list[int], list[int]]: ...
-    def finish(
-        self,
-        outcomes: Sequence[Outcome],
-        *,
-        fired: Sequence[tuple[int, str, int]] = ...,
-        now_us: int | None = ...,
-    ) -> list[int]: ...
-    def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool: ...
-    def mark_fired(self, items: Sequence[tuple[int, str, int]]) -> None: ...
-    def next_due_us(self, *, leave_alerts: bool = ...) -> tuple[int | None, int | None]: ...
-    def still_claimed(self, ids: Sequence[int], *, owner: str) -> list[int]: ...
-    def release_claims(self, *, owner: str, ids: Sequence[int]) -> None: ...
-    def warm(self, *also: Callable[[], object]) -> None: ...
 
 
 class TurnStore(Protocol):
@@ -297,6 +308,7 @@ class ProjectStore(Protocol):
 
 __all__ = [
     "ClaimStore",
+    "OutcomeStore",
     "CoordinationStore",
     "EventStore",
     "FlagStore",
@@ -306,4 +318,5 @@ __all__ = [
     "SessionStore",
     "TranscriptStore",
     "TurnStore",
+    "WaitingStore",
 ]

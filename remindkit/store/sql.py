@@ -2,7 +2,9 @@
 
 Each role holds the shared :class:`~remindkit.store.db.Db` (engine, transactions,
 wake-up hints, dialect, settings) and the operations of one part of the store:
-``store.reminders``, ``.sessions``, ``.claims``, ``.turns``, ``.transcripts``,
+``store.reminders``, ``.sessions``, ``.claims`` (claiming, take-overs),
+``.outcomes`` (acknowledging fires), ``.waiting`` (fires waiting for their
+session, re-basing), ``.turns``, ``.transcripts``,
 ``.coordination`` (engines, leases, flags), ``.events``, ``.reports`` and
 ``.projects``. ``remindkit.store.roles`` names what callers use of each.
 
@@ -28,6 +30,7 @@ from .coordination import Coordination
 from .db import Db, dispose_quietly, make_engine, migrate
 from .dialect import Dialect
 from .events import Events
+from .outcomes import Outcomes
 from .projects import Projects
 from .reminders import Added, Reminders
 from .reports import Reports
@@ -35,16 +38,19 @@ from .roles import (
     ClaimStore,
     CoordinationStore,
     EventStore,
+    OutcomeStore,
     ProjectStore,
     ReminderStore,
     ReportStore,
     SessionStore,
     TranscriptStore,
     TurnStore,
+    WaitingStore,
 )
 from .sessions import Sessions
 from .transcripts import Transcripts
 from .turns import Turns
+from .waiting import Waiting
 from .wake import Wake
 
 log = logging.getLogger(__name__)
@@ -60,6 +66,8 @@ class SqlStore:
         self.reminders: ReminderStore = Reminders(self.db)
         self.sessions: SessionStore = Sessions(self.db)
         self.claims: ClaimStore = Claims(self.db)
+        self.outcomes: OutcomeStore = Outcomes(self.db)
+        self.waiting: WaitingStore = Waiting(self.db)
         self.turns: TurnStore = Turns(self.db)
         self.transcripts: TranscriptStore = Transcripts(self.db)
         self.coordination: CoordinationStore = Coordination(self.db)

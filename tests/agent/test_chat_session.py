@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from remindkit.agent.chat import ChatSession
 from remindkit.agent.loop import DEFAULT_SYSTEM
+from remindkit.chats import ChatSession
 from remindkit.clock import to_us
 from remindkit.engine import Engine
 from remindkit.models import Session
@@ -31,7 +31,7 @@ def run_engine(store, clock, settings) -> Engine:  # type: ignore[no-untyped-def
         clock=clock,
         settings=settings,
         inline=True,
-        adapters=Adapters(OpenAISessions(store, clock=clock, settings=settings)),
+        adapters=Adapters(OpenAISessions(Reminders(store, clock=clock, settings=settings))),
     )
 
 

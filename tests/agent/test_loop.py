@@ -22,7 +22,7 @@ from .scripted import Script, tool_call
 def conv(
     store: SqlStore, clock: FakeClock, settings: Settings, model: Script, session: str = "s1"
 ) -> Conversation:
-    return Conversation(store, session, model, clock=clock, settings=settings)
+    return Conversation(Reminders(store, clock=clock, settings=settings), session, model)
 
 
 def test_tags_in_reply_are_carried_out(
@@ -208,7 +208,7 @@ def test_a_fired_message_is_framed_once(
     assert calls["n"] == 0 and message in model.last_user()
     hidden = [m for m in store.transcripts.messages("s1") if m.hidden]
     assert [m.content for m in hidden] == [message]
-    turns = ExternalTurns(store, clock=clock, settings=settings)
+    turns = ExternalTurns(Reminders(store, clock=clock, settings=settings))
     more = fires_for(store, clock, settings)
     handover = turns.begin("s2", more)
     assert handover is not None

@@ -24,6 +24,7 @@ from remindkit.alerts.speech import Speaker
 from remindkit.clock import UTC, SystemClock, to_us
 from remindkit.models import Occurrence, Session
 from remindkit.store import SqlStore
+from remindkit.wiring import build
 
 from ..desktop_env import NotificationBus
 from .conftest import Capture, wav_frames
@@ -61,9 +62,9 @@ def make_rig(sqlite_store: SqlStore) -> Iterator[Callable[..., Rig]]:
             Session(id="s1", adapter="python"), now_us=to_us(clock.now())
         )
         alerter = LocalAlerter(config or AlertConfig(players=("simpleaudio",)), **kwargs)  # type: ignore[arg-type]
-        engine = Engine(sqlite_store, clock=clock, alerter=alerter, role="tray", alert_priority=10)
-        alerter.attach(engine)
-        rig = Rig(sqlite_store, Reminders(sqlite_store, clock=clock), alerter, engine)
+        graph = build(store=sqlite_store, clock=clock)
+        engine = graph.engine(alerter=alerter, role="tray", alert_priority=10)  # attached
+        rig = Rig(sqlite_store, graph.api, alerter, engine)
         engine.events.subscribe(ev.FIRED, lambda _f: rig.fired.append(clock.now()))
         engine.adapters.get("python").register("s1", lambda _m, _f: rig.turns.append(clock.now()))
         rigs.append(rig)

@@ -1,5 +1,7 @@
 """`remindkit api` as a real process on a free loopback port (port 0: the server
-binds, then prints the address it got)."""
+binds, then prints the address it got). The tests run in the server's remindkit
+home (``REMINDKIT_HOME``), as its user would: the SDK finds the local credential
+there by itself; raw HTTP sends ``server.headers``."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
+_LOGIN = re.compile(r"open (http://\S+/login\?ticket=\S+)")
 
 
 class ApiServer:
@@ -29,8 +32,12 @@ class ApiServer:
         args: tuple[str, ...] = (),
         name: str = "api",
         port: int = 0,
+        nofile: int | None = None,
     ) -> None:
         self.db = url
+        self.home = home
+        self.credential = ""
+        self.login_url = ""
         self.log = home / f"{name}-{time.monotonic_ns()}.log"
         full = dict(os.environ)
         full.update(
@@ -61,20 +68,32 @@ class ApiServer:
             stderr=subprocess.STDOUT,
             env=full,
             start_new_session=True,
+            preexec_fn=None if nofile is None else _limit_nofile(nofile),
         )
         self.base_url = ""
 
     def wait_ready(self, timeout: float = 60) -> ApiServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            m = _LISTENING.search(self.log.read_text())
-            if m:
+            text = self.log.read_text()
+            m = _LISTENING.search(text)
+            login = _LOGIN.search(text)
+            if m and login:
+                from remindkit.credential import load_credential
+
                 self.base_url = m.group(1)
+                self.login_url = login.group(1)
+                self.credential = load_credential(self.home) or ""
                 return self
             if self.proc.poll() is not None:
                 raise AssertionError(f"remindkit api exited: {self.log.read_text()}")
             time.sleep(0.05)
         raise AssertionError(f"remindkit api did not start: {self.log.read_text()}")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The user's own credential, as the SDKs send it."""
+        return {"Authorization": f"Bearer {self.credential}"}
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -94,9 +113,23 @@ class ApiServer:
         return self.proc.returncode
 
 
+def _limit_nofile(n: int) -> Callable[[], None]:
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+    return limit
+
+
 @pytest.fixture
-def api_server(tmp_path: Path) -> Iterator[Callable[..., ApiServer]]:
+def api_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., ApiServer]]:
     started: list[ApiServer] = []
+    monkeypatch.setenv("REMINDKIT_HOME", str(tmp_path))
+    monkeypatch.delenv("REMINDKIT_TOKEN", raising=False)
+    monkeypatch.delenv("REMINDKIT_API_URL", raising=False)
 
     def start(url: str, **kw) -> ApiServer:
         server = ApiServer(url, tmp_path, name=f"api{len(started)}", **kw)

@@ -78,7 +78,7 @@ def test_events_in_order_and_resumed_after_a_sigkill_restart(api_server, sqlite_
     # a new stream asked to resume from an id gets exactly what follows it, from the store
     start = got.items[0]["id"]
     with (
-        httpx.Client(base_url=srv.base_url, timeout=30) as http,
+        httpx.Client(base_url=srv.base_url, timeout=30, headers=srv.headers) as http,
         http.stream("GET", "/v1/events", headers={"Last-Event-ID": str(start)}) as resp,
     ):
         assert resp.status_code == 200 and resp.headers["content-type"].startswith(
@@ -110,13 +110,13 @@ def test_streams_are_scoped_by_token(api_server, sqlite_url, tmp_path):
         assert wait_for(lambda: everything.kinds(own["id"]) and everything.kinds(other["id"]), 30)
         assert got.kinds(other["id"]) == []
         assert {i["session"] for i in got.items} == {"s1"}
-        with httpx.Client(base_url=srv.base_url, timeout=30) as http:
+        with httpx.Client(base_url=srv.base_url, timeout=30, headers=srv.headers) as http:
             for params in ({"project": "default", "session": "s2"}, {"project": "other"}):
                 resp = http.get(
                     "/v1/events", params=params, headers={"Authorization": f"Bearer {token}"}
                 )
                 assert resp.status_code == 403 and resp.json()["error"]["code"] == "forbidden"
-            resp = http.get("/v1/events")
+            resp = httpx.get(f"{srv.base_url}/v1/events", timeout=30)
             assert resp.status_code == 401
             resp = http.get(
                 "/v1/events", headers={"Authorization": f"Bearer {admin}", "Last-Event-ID": "x"}
@@ -151,7 +151,8 @@ def test_a_stream_the_client_closes_is_let_go(api_server, sqlite_url):
         for _ in range(3):
             sock = streams.enter_context(socket.create_connection((where.host, where.port), 30))
             sock.sendall(
-                f"GET /v1/events HTTP/1.1\r\nHost: {where.netloc.decode()}\r\n\r\n".encode()
+                f"GET /v1/events HTTP/1.1\r\nHost: {where.netloc.decode()}\r\n"
+                f"Authorization: Bearer {srv.credential}\r\n\r\n".encode()
             )
             assert b" 200 " in sock.recv(4096)
         assert wait_for(lambda: client.status()["streams"] == 3, 30), client.status()

@@ -24,7 +24,7 @@ def test_a_disabled_project_refuses_and_does_not_fire_until_enabled(
     try:
         with (
             Client(srv.base_url) as client,
-            httpx.Client(base_url=srv.base_url, timeout=30) as http,
+            httpx.Client(base_url=srv.base_url, timeout=30, headers=srv.headers) as http,
         ):
             held = client.session("p", "s1").reminders.create("held back", in_="6s")
             store.projects.set_feature(

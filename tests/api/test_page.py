@@ -4,6 +4,7 @@ announce), Snooze brings the reminder back; all from the event stream."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -63,7 +64,12 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         try:
-            page.goto(f"{srv.base_url}/?project=default&session=web")
+            opened = cli("api", "open", "--session", "web", "--json", db=sqlite_url, home=tmp_path)
+            assert opened.returncode == 0, opened.stderr
+            page.goto(json.loads(opened.stdout)["url"])  # the one-time login, then the page
+            assert page.url == f"{srv.base_url}/?project=default&session=web", page.url
+            (cookie,) = page.context.cookies()
+            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict", cookie
             page.wait_for_selector("#live[data-state='live']", timeout=60_000)
             left = page.locator(".rk-pill[data-label='long'] .rk-left")
             left.wait_for(timeout=30_000)

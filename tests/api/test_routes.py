@@ -35,7 +35,10 @@ def _err(resp: httpx.Response, status: int, code: str) -> None:
 def test_reminder_routes_and_their_statuses(api_server, sqlite_url, tmp_path):
     srv = api_server(sqlite_url)
     base = f"{srv.base_url}/v1/projects/default/sessions"
-    with httpx.Client(base_url=srv.base_url, timeout=30) as http, Client(srv.base_url) as client:
+    with (
+        httpx.Client(base_url=srv.base_url, timeout=30, headers=srv.headers) as http,
+        Client(srv.base_url) as client,
+    ):
         rems = client.session("default", "s1").reminders
         # create: 201, Location, the reminder object
         resp = http.post(
@@ -207,7 +210,10 @@ def test_limits_and_deleted_sessions(api_server, sqlite_url, tmp_path):
             "REMINDKIT_MAX_TOTAL": "none",
         },
     )
-    with Client(srv.base_url) as client, httpx.Client(base_url=srv.base_url, timeout=30) as http:
+    with (
+        Client(srv.base_url) as client,
+        httpx.Client(base_url=srv.base_url, timeout=30, headers=srv.headers) as http,
+    ):
         a = client.session("default", "a").reminders
         for i in range(3):
             a.create(f"r{i}", in_="1h")
@@ -296,8 +302,10 @@ def test_tokens_scope_every_request(api_server, sqlite_url, tmp_path):
     with Client(url, admin) as root:
         assert root.session("default", "x").reminders.create("admin", in_="1h")["session"] == "x"
         assert len(root.session("acme", "s1").reminders.list()) == 1
-    with Client(url) as anonymous, pytest.raises(Unauthorized):
+    with Client(url, token="") as anonymous, pytest.raises(Unauthorized):
         anonymous.status()
+    with Client(url) as own:  # the user's own client: the local credential, found in the home
+        assert own.status()["scope"]["scope"] == "admin"
     # a revoked token is refused at once
     tok_id = cli("token", "ls", "--json", db=sqlite_url, home=tmp_path)
     ids = [t["id"] for t in __import__("json").loads(tok_id.stdout) if t["scope"] == "admin"]
@@ -323,7 +331,10 @@ def test_session_ids_with_slashes(api_server, sqlite_url, tmp_path):
     route reaches it, with the slashes as they are or percent-encoded (the SDK's way)."""
     srv = api_server(sqlite_url)
     sid = "claude-code:/home/u/proj"
-    with httpx.Client(base_url=srv.base_url, timeout=30) as http, Client(srv.base_url) as client:
+    with (
+        httpx.Client(base_url=srv.base_url, timeout=30, headers=srv.headers) as http,
+        Client(srv.base_url) as client,
+    ):
         rems = client.session("default", sid).reminders
         made = rems.create(prompt="look at the build", in_="1h", name="build")
         assert made["session"] == sid

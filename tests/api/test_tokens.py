@@ -18,7 +18,7 @@ def test_only_the_hash_is_stored_and_scopes_hold(store):
     rows = store.projects.list_tokens()
     assert [r["id"] for r in rows] == [token_id] and token not in repr(rows)
     assert store.projects.token_by_hash(digest(token))["scope"] == "session"
-    who = authenticate(store.projects, token, open_when_none=True)
+    who = authenticate(store.projects, token)
     who.may_use("acme", "s1")
     for project, session in (("acme", "s2"), ("acme", None), ("other", "s1")):
         with pytest.raises(Forbidden):
@@ -26,49 +26,45 @@ def test_only_the_hash_is_stored_and_scopes_hold(store):
     with pytest.raises(Forbidden) as exc:
         who.may_write()
     assert exc.value.code == "read_only"
-    with pytest.raises(Unauthorized):  # a token exists: none is no longer enough
-        authenticate(store.projects, None, open_when_none=True)
     assert store.projects.remove_token(token_id)
     with pytest.raises(Unauthorized):
-        authenticate(store.projects, token, open_when_none=True)
-    assert authenticate(store.projects, None, open_when_none=True).scope == "admin"
-    with pytest.raises(Unauthorized):
-        authenticate(store.projects, None, open_when_none=False)
+        authenticate(store.projects, token)
+    for nothing in (None, ""):  # no mode without a credential, with tokens or without
+        with pytest.raises(Unauthorized):
+            authenticate(store.projects, nothing)
 
 
-def test_admit_checks_token_scope_and_project_from_one_read(store):
-    """admit() answers as authenticate + may_use + may_write + require_project do."""
+def test_admit_checks_scope_and_project_from_one_read(store):
+    """admit() answers as may_use + may_write + require_project do."""
     rems = Reminders(store)
     rems.create("x", session="s1", in_="1h")  # s1 in the default project
-    assert admit(store.projects, None, "default", "s1", open_when_none=True)[0].scope == "admin"
-    with pytest.raises(Unauthorized):
-        admit(store.projects, None, "default", "s1", open_when_none=False)
     _id, token = create_token(
         store.projects, project="default", session="s1", read_only=False, now_us=1
     )
     _id, reader = create_token(
         store.projects, project="default", session="s1", read_only=True, now_us=1
     )
-    with pytest.raises(Unauthorized):  # tokens exist: none is not enough
-        admit(store.projects, None, "default", "s1", open_when_none=True)
     with pytest.raises(Unauthorized):
-        admit(store.projects, "rk_" + "0" * 40, "default", "s1", open_when_none=True)
-    who, sess = admit(store.projects, token, "default", "s1", open_when_none=True, write=True)
-    assert (who.scope, who.session, sess.id) == ("session", "s1", "s1")
+        authenticate(store.projects, "rk_" + "0" * 40)
+    mine = authenticate(store.projects, token)
+    sess = admit(store.projects, mine, "default", "s1", write=True)
+    assert (mine.scope, mine.session, sess.id) == ("session", "s1", "s1")
     with pytest.raises(Forbidden):  # another session
-        admit(store.projects, token, "default", "s2", open_when_none=True)
-    with pytest.raises(Forbidden) as ro:
-        admit(store.projects, reader, "default", "s1", open_when_none=True, write=True)
-    assert ro.value.code == "read_only"
-    assert admit(store.projects, reader, "default", "s1", open_when_none=True)[1].id == "s1"
+        admit(store.projects, mine, "default", "s2")
+    ro = authenticate(store.projects, reader)
+    with pytest.raises(Forbidden) as refused:
+        admit(store.projects, ro, "default", "s1", write=True)
+    assert refused.value.code == "read_only"
+    assert admit(store.projects, ro, "default", "s1").id == "s1"
     _id, admin = create_token(store.projects, project=None, session=None, read_only=False, now_us=1)
-    assert admit(store.projects, admin, "default", "nope", open_when_none=True)[1] is None
+    root = authenticate(store.projects, admin)
+    assert admit(store.projects, root, "default", "nope") is None
     with pytest.raises(NotFound) as missing:
-        admit(store.projects, admin, "nowhere", None, open_when_none=True)
+        admit(store.projects, root, "nowhere", None)
     assert missing.value.code == "project_not_found"
     store.projects.set_feature("default", "reminders", False, now_us=2)
     with pytest.raises(Forbidden) as off:
-        admit(store.projects, token, "default", "s1", open_when_none=True)
+        admit(store.projects, mine, "default", "s1")
     assert off.value.code == "feature_disabled"
 
 
@@ -77,7 +73,7 @@ def test_agent_commands_get_a_token_of_their_own_session(store):
     agents = AgentTokens(store.projects)
     env = agents.env("s9", now_us=1)
     assert env == agents.env("s9", now_us=2)  # one per session
-    who = authenticate(store.projects, env["REMINDKIT_TOKEN"], open_when_none=False)
+    who = authenticate(store.projects, env["REMINDKIT_TOKEN"])
     assert (who.scope, who.project, who.session, who.read_only) == (
         "session",
         "default",
@@ -139,6 +135,12 @@ def test_agent_commands_of_the_api_server_reach_it_as_their_session(
     wait_for(lambda: seen.exists() and seen.read_text().strip(), timeout=60)
     got = json.loads(seen.read_text().splitlines()[0])
     assert got == {"mine": 200, "other": 403, "session": "s1"}
+    # the agent's token never changes how the user's own clients get in (before: the
+    # open API locked itself at the first command turn, refusing them)
+    from remindkit.client import Client
+
+    with Client(server.base_url) as own:
+        assert own.status()["scope"]["scope"] == "admin"
     listed = cli("token", "ls", "--json", db=sqlite_url, home=home)
     assert [t["session"] for t in json.loads(listed.stdout)] == ["s1"]
     assert server.stop() == 0  # a graceful stop (uvicorn re-raises SIGTERM otherwise)

@@ -111,7 +111,7 @@ def test_show_lists_the_reminders_events_and_log_prints_them_inert(rk, db):
         (f,) = fires
         t = to_us(clock.now())
         # an adapter's error can carry terminal escapes: they must not reach the terminal
-        store.claims.finish(
+        store.outcomes.finish(
             [
                 Outcome(
                     f.occurrence_id,

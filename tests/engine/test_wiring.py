@@ -6,6 +6,7 @@ from pathlib import Path
 
 from remindkit.audit import Surface
 from remindkit.clock import FakeClock, SystemClock
+from remindkit.reminders import Reminders
 from remindkit.settings import Settings
 from remindkit.store import SqlStore
 from remindkit.wiring import build
@@ -64,3 +65,40 @@ def test_a_graph_around_an_existing_api(sqlite_store: SqlStore, clock: FakeClock
     graph = build(api=api)
     assert graph.api is api
     assert graph.store is sqlite_store and graph.clock is clock
+
+
+def test_an_engine_gets_its_alerter_attached(sqlite_store: SqlStore, clock: FakeClock) -> None:
+    graph = build(store=sqlite_store, clock=clock)
+    attached: list[tuple[object, object]] = []
+
+    class Recorder:
+        def alert(self, fire: object) -> str:
+            return "done"
+
+        def attach(self, engine: object, api: object) -> None:
+            attached.append((engine, api))
+
+    alerter = Recorder()
+    engine = graph.engine(alerter=alerter)
+    quiet = graph.engine()
+    try:
+        [(to, api)] = attached
+        assert to is engine and engine.alerter is alerter and engine.can_alert
+        assert isinstance(api, Reminders) and api.store is sqlite_store
+        assert api.surface == Surface.TRAY  # a notification's Snooze is the person's
+        assert quiet.alerter is None and not quiet.can_alert  # it leaves alerts to another
+    finally:
+        engine.close()
+        quiet.close()
+
+
+def test_agents_act_through_the_graphs_api(sqlite_store: SqlStore, clock: FakeClock) -> None:
+    graph = build(store=sqlite_store, clock=clock)
+    engine = graph.engine()
+    try:
+        openai = engine.adapters.unguarded("openai")
+        command = engine.adapters.unguarded("command")
+        assert getattr(openai, "api", None) is graph.api
+        assert getattr(getattr(command, "turns", None), "api", None) is graph.api
+    finally:
+        engine.close()

@@ -40,7 +40,7 @@ def api(store: SqlStore, clock: FakeClock, settings: Settings) -> Reminders:
 def connected(store: SqlStore, clock: FakeClock, settings: Settings) -> tuple[Engine, McpSessions]:
     """An engine whose mcp adapter has the session's server connected, with hooks and no
     channel (an API-key Claude Code user)."""
-    mcp = McpSessions(store, clock=clock, turns=ExternalTurns(store, clock=clock))
+    mcp = McpSessions(store, clock=clock, turns=ExternalTurns(Reminders(store, clock=clock)))
     eng = Engine(store, clock=clock, settings=settings, inline=True, adapters=Adapters(mcp))
     store.sessions.put_session(
         Session(SID, adapter="mcp", config={"hooks": True, "host": "claude-code"}),

@@ -31,11 +31,12 @@ def _port() -> int:
 
 
 @pytest.fixture
-def served(db: str, home: Path) -> Iterator[tuple[str, SqlStore]]:
+def served(request: pytest.FixtureRequest, db: str, home: Path) -> Iterator[tuple[str, SqlStore]]:
     store = open_store(db, settings=Settings.from_env({"REMINDKIT_HOME": str(home)}))
     api = Reminders(store, clock=SystemClock())
     port = _port()
-    app = http_app(api, TOKENS.get, allowed_hosts=[f"127.0.0.1:{port}"])
+    max_open = getattr(request, "param", 1000)
+    app = http_app(api, TOKENS.get, allowed_hosts=[f"127.0.0.1:{port}"], max_open=max_open)
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )
@@ -125,3 +126,64 @@ def test_a_client_that_drops_mid_call_leaves_the_server_serving(
         httpx.post(url, json=call, headers=h2, timeout=httpx.Timeout(60, read=0.001))
     again = httpx.post(url, json={**call, "id": 3}, headers=h2, timeout=60)
     assert again.status_code == 200 and '"ok":true' in again.text.replace(" ", "")
+
+
+HEADERS = {
+    "Authorization": "Bearer tok-alpha",
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
+
+@pytest.mark.parametrize("served", [2], indirect=True)
+def test_open_requests_are_bounded(served: tuple[str, SqlStore]) -> None:
+    """Held streams (a GET each) count against the bound: past it 503, and a stream
+    that closes makes room."""
+    url, _store = served
+    sids = [httpx.post(url, json=INIT, headers=HEADERS, timeout=60) for _ in range(2)]
+    assert [r.status_code for r in sids] == [200, 200]
+    get = {**HEADERS, "Accept": "text/event-stream", "mcp-protocol-version": "2025-11-25"}
+    with httpx.Client(timeout=60) as client:
+        streams = [
+            client.stream(
+                "GET", url, headers={**get, "mcp-session-id": r.headers["mcp-session-id"]}
+            )
+            for r in sids
+        ]
+        held = [s.__enter__() for s in streams]
+        assert [r.status_code for r in held] == [200, 200]
+        refused = httpx.post(url, json=INIT, headers=HEADERS, timeout=60)
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"]["code"] == "too_many_requests"
+        streams[0].__exit__(None, None, None)
+        deadline = time.monotonic() + 60
+        while httpx.post(url, json=INIT, headers=HEADERS, timeout=60).status_code != 200:
+            assert time.monotonic() < deadline, "a closed stream made no room"
+            time.sleep(0.05)
+        streams[1].__exit__(None, None, None)
+
+
+def test_another_host_or_origin_is_refused(served: tuple[str, SqlStore]) -> None:
+    """DNS rebinding: the app answers only to the Host and Origin it was given."""
+    url, _store = served
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    ok = httpx.post(url, json=INIT, headers=HEADERS, timeout=60)
+    assert ok.status_code == 200
+    rebound = httpx.post(
+        url, json=INIT, headers={**HEADERS, "Host": f"rebound.example:{port}"}, timeout=60
+    )
+    assert rebound.status_code == 421
+    page = httpx.post(
+        url, json=INIT, headers={**HEADERS, "Origin": "http://rebound.example"}, timeout=60
+    )
+    assert page.status_code == 403

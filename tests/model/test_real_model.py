@@ -88,7 +88,7 @@ def test_a_tool_call_turn_is_accepted_by_llama_cpp_python(llama_server, store) -
         llama_server.base_url, "smollm2", timeout=300, limits=store.settings.model
     )
     start = time.monotonic()
-    reply = Conversation(store, "t", model, settings=store.settings).send("thanks", wait_s=5)
+    reply = Conversation(Reminders(store), "t", model).send("thanks", wait_s=5)
     print(f"\ntyped turn after a tool-call turn: {time.monotonic() - start:.1f}s")
     assert reply.ok, reply.error
     assert store.transcripts.messages("t")[-1].role == "assistant"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from remindkit.agent.chat import ChatSession
+from remindkit.chats import ChatSession
 from remindkit.clock import FakeClock, to_us
 from remindkit.notebook import Panel, ScriptedAssistant
 from remindkit.store.reports import stats_text

@@ -95,7 +95,7 @@ def test_an_agent_cancelling_its_own_callback_keeps_an_honest_record(
     """An agent polling with a callback: the fired turn that sees the build green
     cancels the callback it came from. That fire was delivered, and the history
     says so."""
-    from remindkit.agent.chat import ChatSession
+    from remindkit.chats import ChatSession
     from remindkit.notebook import ScriptedPoller
 
     looks = iter(["running", "running", "green"])

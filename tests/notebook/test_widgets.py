@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from remindkit.agent.chat import ChatSession
+from remindkit.chats import ChatSession
 from remindkit.clock import FakeClock, to_us
 from remindkit.models import CANCELLED, PAUSED
 from remindkit.notebook import Panel, ScriptedAssistant

@@ -1,5 +1,6 @@
 """What a person sees in a terminal: `remindkit demo` on a machine without a
-sound device, and the input prompt of `remindkit chat` (a real pseudo-terminal)."""
+sound device, the input prompt of `remindkit chat` (a real pseudo-terminal), and
+both following `remindkit alerts mute` (their engines' alerter reads the store)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from remindkit.store import open_store
+
 from ..sessions.model_server import ModelServer, text
+from .conftest import wait_for
 
 pytestmark = pytest.mark.processes
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +113,86 @@ def test_chat_shows_an_input_prompt_in_a_terminal(tmp_path: Path) -> None:
                 proc.kill()
                 proc.wait()
             os.close(leader)
+
+
+def muted_env(tmp_path: Path) -> dict[str, str]:
+    """A store muted with `remindkit alerts mute`, on a machine whose ALSA knows no
+    device (so an alarm that is not muted fails: "not heard")."""
+    empty = tmp_path / "asound.conf"
+    empty.write_text("# no devices at all\n")
+    env = {**base_env(tmp_path), "ALSA_CONFIG_PATH": str(empty), "REMINDKIT_NOTIFY": "0"}
+    muted = subprocess.run(
+        [sys.executable, "-m", "remindkit", "alerts", "mute"],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert muted.returncode == 0, muted.stderr
+    return env
+
+
+def test_demo_follows_a_stored_mute(tmp_path: Path) -> None:
+    env = muted_env(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "remindkit", "demo", "--delay", "1", "--db", env["REMINDKIT_DB"]],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "🔔 alarm and speech ('Time to stretch!'): muted" in out.stdout, out.stdout
+    assert "demo complete" in out.stdout
+
+
+def test_chat_follows_a_stored_mute(tmp_path: Path) -> None:
+    env = muted_env(tmp_path)
+
+    def answer(body: dict[str, Any]) -> Any:
+        last = str(body["messages"][-1].get("content") or "")
+        if "<schedule-fired" in last:
+            return text("It is time.")
+        return text('Sure. <schedule label="tea" delay="1s" alarm="true">make tea</schedule>')
+
+    with ModelServer("openai", answer) as server:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "remindkit",
+                "chat",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "m",
+                "--session",
+                "c",
+            ],
+            env=env,
+            text=True,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdin is not None
+        proc.stdin.write("remind me to make tea\n")
+        proc.stdin.flush()
+        store = open_store(env["REMINDKIT_DB"])
+        try:
+            # the chat's own engine fires it: alerted (muted, by the stored switch), then answered
+            fire = wait_for(
+                lambda: next(
+                    (o for o in store.reminders.history(limit=5) if o.state == "delivered"), None
+                ),
+                90,
+            )
+            assert fire is not None and fire.alert == "muted"
+        finally:
+            store.close()
+            out, err = proc.communicate("/quit\n", timeout=30)
+        assert proc.returncode == 0, err
+        assert "agent> It is time." in out

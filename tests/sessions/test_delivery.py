@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from remindkit import events as ev
-from remindkit.agent.chat import ChatSession
 from remindkit.agent.external import ExternalTurns
+from remindkit.chats import ChatSession
 from remindkit.clock import FakeClock, to_us
 from remindkit.engine import Engine
 from remindkit.models import Session
@@ -155,7 +155,7 @@ FAIL_AGENT = "import sys; sys.stderr.write('cannot resume this session'); sys.ex
 
 
 def command_engine(store, clock, settings) -> tuple[Engine, list]:  # type: ignore[no-untyped-def]
-    turns = ExternalTurns(store, clock=clock, settings=settings)
+    turns = ExternalTurns(Reminders(store, clock=clock, settings=settings))
     eng = engine(
         store, clock, settings, adapters=Adapters(CommandSession(turns=turns), PythonSessions())
     )
@@ -262,12 +262,12 @@ def test_command_turn_cut_short_hands_its_keys_over_again(
     )
     due = clock.now() + timedelta(minutes=1)
     fires = [Fire(i, f"rem_{i}", "c", due, f"text {i}") for i in (1, 2)]
-    dying = ExternalTurns(store, clock=clock, settings=settings)
+    dying = ExternalTurns(Reminders(store, clock=clock, settings=settings))
     assert (
         dying.begin("c", fires) is not None
     )  # the engine is killed here, before the command answers
     assert store.transcripts.taken_keys("c", [f.key for f in fires]) == set()
-    again = CommandSession(turns=ExternalTurns(store, clock=clock, settings=settings))
+    again = CommandSession(turns=ExternalTurns(Reminders(store, clock=clock, settings=settings)))
     first = again.run_turn(store.sessions.get_session("c", now_us=to_us(clock.now())), "", fires)
     assert first.ok and not first.duplicate
     assert log.read_text().split() == [",".join(f.key for f in fires)]
@@ -331,7 +331,8 @@ def test_two_engines_share_the_store_and_run_each_turn_once(store, clock, settin
             settings,
             adapters=Adapters(
                 OpenAISessions(
-                    store, clock=clock, settings=settings, transport=openai_transport(calls)
+                    Reminders(store, clock=clock, settings=settings),
+                    transport=openai_transport(calls),
                 )
             ),
         )
@@ -370,7 +371,8 @@ def openai_engine(store, clock, settings, handler) -> tuple[Engine, list]:  # ty
         settings,
         adapters=Adapters(
             OpenAISessions(
-                store, clock=clock, settings=settings, transport=httpx.MockTransport(handler)
+                Reminders(store, clock=clock, settings=settings),
+                transport=httpx.MockTransport(handler),
             )
         ),
     )
@@ -456,7 +458,7 @@ def test_openai_session_unresumable_goes_to_a_fresh_one(store, clock, settings, 
         )
 
     adapter = OpenAISessions(
-        store, clock=clock, settings=settings, transport=httpx.MockTransport(handler)
+        Reminders(store, clock=clock, settings=settings), transport=httpx.MockTransport(handler)
     )
     eng = engine(store, clock, settings, adapters=Adapters(adapter))
     store.sessions.put_session(

@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 
 from remindkit.agent import ToolContext, handle_tool_call, run_reply_tags
-from remindkit.agent.chat import ChatSession
+from remindkit.chats import ChatSession
 from remindkit.clock import to_us
 from remindkit.models import Session
 from remindkit.reminders import Reminders

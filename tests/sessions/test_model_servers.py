@@ -91,7 +91,7 @@ def conversation(
     model = OpenAIChatModel.from_config(
         {"base_url": url, "model": "m", **config}, limits=settings.model
     )
-    return Conversation(store, session, model, clock=clock, settings=settings)
+    return Conversation(Reminders(store, clock=clock, settings=settings), session, model)
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -124,7 +124,7 @@ def openai_engine(
         clock=clock,
         settings=settings,
         inline=True,
-        adapters=Adapters(OpenAISessions(store, clock=clock, settings=settings)),
+        adapters=Adapters(OpenAISessions(Reminders(store, clock=clock, settings=settings))),
     )
     failed: list[str] = []
     eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))

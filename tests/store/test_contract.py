@@ -122,7 +122,7 @@ def test_claim_once_and_advance(api, store, clock):
     pending = api.get(one.id)
     assert pending.state == ACTIVE and pending.next_fire_at == one.next_fire_at
     (f1,) = [f for f in fires if f.reminder_id == one.id]
-    store.claims.finish(
+    store.outcomes.finish(
         [
             Outcome(
                 f1.occurrence_id,
@@ -140,11 +140,11 @@ def test_claim_once_and_advance(api, store, clock):
     (f2,) = claim(store, clock)
     assert f2.position == 2
     assert api.get(rep.id).state == ACTIVE
-    store.claims.mark_fired(
+    store.outcomes.mark_fired(
         [(f2.occurrence_id, f2.token, clock.now_us())]
     )  # fired, delivery pending
     assert api.get(rep.id).state == ACTIVE  # still the user's until its delivery has an outcome
-    store.claims.finish(
+    store.outcomes.finish(
         [Outcome(f2.occurrence_id, f2.token, WAITING, wait_for="idle", error="busy")]
     )
     waiting = api.get(rep.id)
@@ -153,10 +153,10 @@ def test_claim_once_and_advance(api, store, clock):
     assert waiting.session is not None  # a session's list reads its waiting fires on its own
     listed = {r.id: r for r in api.list(session=waiting.session)}
     assert listed[rep.id].delivery == waiting.delivery
-    (f3,) = store.claims.claim_waiting(
+    (f3,) = store.waiting.claim_waiting(
         now_us=clock.now_us(), owner="e1", lease_us=30_000_000, sessions=None
     )
-    store.claims.finish(
+    store.outcomes.finish(
         [Outcome(f3.occurrence_id, f3.token, DELIVERED, delivered_at_us=clock.now_us())]
     )
     assert api.get(rep.id).state == DONE
@@ -172,12 +172,12 @@ def test_outcome_needs_the_token(api, store, clock):
         now_us=clock.now_us(), owner="e2", lease_us=30_000_000, limit=10
     )
     assert taken.occurrence_id == fire.occurrence_id and taken.token != fire.token
-    stale = store.claims.finish(
+    stale = store.outcomes.finish(
         [Outcome(fire.occurrence_id, fire.token, DELIVERED, delivered_at_us=clock.now_us())]
     )
     assert stale == [fire.occurrence_id]
     assert (
-        store.claims.finish(
+        store.outcomes.finish(
             [Outcome(taken.occurrence_id, taken.token, DELIVERED, delivered_at_us=clock.now_us())]
         )
         == []
@@ -190,16 +190,18 @@ def test_waiting_then_claimed_for_delivery(api, store, clock):
     api.create("one", session="s1", in_="1m")
     clock.advance(61)
     (fire,) = claim(store, clock)
-    store.claims.finish(
+    store.outcomes.finish(
         [Outcome(fire.occurrence_id, fire.token, WAITING, fired_at_us=clock.now_us(), error="busy")]
     )
-    assert store.claims.waiting_sessions() == ["s1"]
-    (again,) = store.claims.claim_waiting(
+    assert store.waiting.waiting_sessions() == ["s1"]
+    (again,) = store.waiting.claim_waiting(
         now_us=clock.now_us(), owner="e2", lease_us=10**7, sessions=["s1"]
     )
     assert again.occurrence_id == fire.occurrence_id
     assert (
-        store.claims.claim_waiting(now_us=clock.now_us(), owner="e3", lease_us=10**7, sessions=None)
+        store.waiting.claim_waiting(
+            now_us=clock.now_us(), owner="e3", lease_us=10**7, sessions=None
+        )
         == []
     )
     (occ,) = store.reminders.history()
@@ -238,7 +240,7 @@ def test_snooze_brings_back_a_fired_one_shot(api, store, clock):
     r = api.create("one", session="s1", in_="1m")
     clock.advance(61)
     (f,) = claim(store, clock)
-    store.claims.finish(
+    store.outcomes.finish(
         [
             Outcome(
                 f.occurrence_id,
@@ -255,9 +257,9 @@ def test_snooze_brings_back_a_fired_one_shot(api, store, clock):
     clock.advance(timedelta(minutes=10))
     (f,) = claim(store, clock)
     assert f.reminder_id == r.id
-    store.claims.finish([], fired=[(f.occurrence_id, f.token, clock.now_us())])
+    store.outcomes.finish([], fired=[(f.occurrence_id, f.token, clock.now_us())])
     assert api.get(r.id).state == ACTIVE  # fired, its delivery not yet settled
-    store.claims.finish(
+    store.outcomes.finish(
         [Outcome(f.occurrence_id, f.token, DELIVERED, delivered_at_us=clock.now_us())]
     )
     assert api.get(r.id).state == DONE
@@ -381,7 +383,7 @@ def test_a_claimed_final_occurrence_can_still_be_cancelled(api, store, clock):
     (f,) = claim(store, clock, lookahead=1.0)
     (cancelled,) = api.cancel([r.id])
     assert cancelled.state == CANCELLED
-    stale = store.claims.finish(
+    stale = store.outcomes.finish(
         [Outcome(f.occurrence_id, f.token, DELIVERED, delivered_at_us=clock.now_us())]
     )
     assert stale == [f.occurrence_id]  # its outcome is refused: it was cancelled
@@ -403,7 +405,7 @@ def test_a_session_list_is_every_live_reminder_in_creation_order_with_its_waitin
     clock.advance(60)
     (fire,) = claim(store, clock)
     assert fire.reminder_id == a.id
-    store.claims.finish(
+    store.outcomes.finish(
         [Outcome(fire.occurrence_id, fire.token, WAITING, fired_at_us=clock.now_us(), error="busy")]
     )
     live = api.list(session="s1")

@@ -119,12 +119,12 @@ def test_engine_outcomes_are_recorded_with_them(api, store, clock):
     clock.advance(2)
     fires = {f.reminder_id: f for f in claim(store, clock)}
     t = to_us(clock.now())
-    store.claims.mark_fired([(fires[one.id].occurrence_id, fires[one.id].token, t)])
-    store.claims.mark_fired(
+    store.outcomes.mark_fired([(fires[one.id].occurrence_id, fires[one.id].token, t)])
+    store.outcomes.mark_fired(
         [(fires[one.id].occurrence_id, fires[one.id].token, t + 5)]
     )  # already marked: no event
     assert (
-        store.claims.finish(
+        store.outcomes.finish(
             [
                 Outcome(
                     fires[one.id].occurrence_id,
@@ -155,24 +155,24 @@ def test_engine_outcomes_are_recorded_with_them(api, store, clock):
     fired = store.events.recent_events(reminder_id=one.id)[1]
     assert fired.detail["late_ms"] == 1000 and fired.session == "s1"
     # taken again and still waiting for the same reason: no second event; a new reason: one
-    (again,) = store.claims.claim_waiting(
+    (again,) = store.waiting.claim_waiting(
         now_us=t, owner="e1", lease_us=30_000_000, sessions=["s2"]
     )
-    store.claims.finish(
+    store.outcomes.finish(
         [Outcome(again.occurrence_id, again.token, WAITING, error="s2 is busy")], now_us=t + 20
     )
     assert kinds(store, two.id)[-1] == ("waiting", "engine") and len(kinds(store, two.id)) == 3
-    (again,) = store.claims.claim_waiting(
+    (again,) = store.waiting.claim_waiting(
         now_us=t, owner="e1", lease_us=30_000_000, sessions=["s2"]
     )
-    store.claims.finish(
+    store.outcomes.finish(
         [Outcome(again.occurrence_id, again.token, "failed", error="\x1b[2J boom")], now_us=t + 30
     )
     last = store.events.recent_events(reminder_id=two.id)[-1]
     assert (last.kind, last.detail["error"]) == (EventKind.FAILED, "\x1b[2J boom")
     # a refused outcome (stale token) writes no event
     before = store.events.last_event_id()
-    assert store.claims.finish(
+    assert store.outcomes.finish(
         [Outcome(again.occurrence_id, "stale", "delivered", delivered_at_us=t)]
     ) == [again.occurrence_id]
     assert store.events.last_event_id() == before
@@ -184,7 +184,7 @@ def test_a_delivered_event_carries_the_start_of_the_reply(api, store, clock):
     fires = {f.reminder_id: f for f in claim(store, clock)}
     t = to_us(clock.now())
     long_reply = "\x01" * 5_000  # every character needs an escape in JSON
-    store.claims.finish(
+    store.outcomes.finish(
         [
             Outcome(
                 fires[made[0].id].occurrence_id,

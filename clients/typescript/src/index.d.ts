@@ -1,59 +1,17 @@
-// Types of the remindkit client. Request bodies come from the OpenAPI document
-// (schema.d.ts, `npm run types`); the objects answered are the API's reminders.
-import type { ReminderIn, ReminderPatch } from "./schema.js";
+// Types of the remindkit client, from the OpenAPI document (schema.d.ts, written by
+// openapi-typescript: `npm run types`).
+import type { components, operations, paths } from "./schema.js";
 
-export type { ReminderIn, ReminderPatch };
-
-export interface Reminder {
-  id: string;
-  session: string | null;
-  label: string | null;
-  text: string;
-  kind: "once" | "after" | "every" | "cron";
-  state: "active" | "paused" | "done" | "cancelled" | "failed";
-  next_fire_at: string | null;
-  next_fire_local: string | null;
-  tz: string;
-  schedule: string;
-  every_s: number | null;
-  cron: string | null;
-  until: string | null;
-  repeat: number | null;
-  fired_count: number;
-  remaining: number | null;
-  alarm: boolean;
-  announce: string | null;
-  urgency: "low" | "normal" | "critical";
-  misfire: "latest" | "skip" | "all";
-  on_busy: "wait" | "rebase" | "skip";
-  last_error: string | null;
-  source: string;
-  created_at: string;
-  updated_at: string;
-  version: number;
-  replaced?: string[];
-}
-
-export interface Fire {
-  reminder_id: string;
-  key: string;
-  session: string | null;
-  due_at: string;
-  fired_at: string | null;
-  late_ms: number | null;
-  delivered_at: string | null;
-  outcome: string;
-  error: string | null;
-}
-
-export interface Session {
-  id: string;
-  project: string;
-  state: string;
-  adapter: string | null;
-  title: string | null;
-  busy: boolean;
-}
+type Schemas = components["schemas"];
+export type { components, operations, paths };
+export type ReminderIn = Schemas["ReminderIn"];
+export type ReminderPatch = Schemas["ReminderPatch"];
+export type Reminder = Schemas["Reminder"];
+export type ReminderCreated = Schemas["ReminderCreated"];
+export type Fire = Schemas["Fire"];
+export type Session = Schemas["SessionOut"];
+export type Status = Schemas["Status"];
+export type ErrorBody = Schemas["ErrorBody"];
 
 export interface StreamEvent {
   id: number;
@@ -68,6 +26,7 @@ export interface StreamEvent {
 }
 
 export class RemindkitError extends Error {
+  constructor(status: number, code: string, message: string);
   status: number;
   code: string;
 }
@@ -80,11 +39,20 @@ export interface EventsOptions {
   onError?: (error: unknown) => void;
 }
 
+export interface ClientOptions {
+  /** A bearer token; without one, Node finds the local credential, a browser uses its login cookie. */
+  token?: string;
+  fetch?: typeof fetch;
+  EventSource?: unknown;
+}
+
 export class Client {
-  constructor(baseUrl: string, options?: { token?: string; fetch?: typeof fetch; EventSource?: unknown });
+  constructor(baseUrl?: string, options?: ClientOptions);
+  baseUrl: string;
+  ready(): Promise<void>;
   session(project: string, session: string): SessionClient;
   sessions(project?: string): Promise<Session[]>;
-  status(): Promise<Record<string, unknown>>;
+  status(): Promise<Status>;
   events(options?: EventsOptions): () => void;
 }
 
@@ -95,7 +63,7 @@ export class SessionClient {
 }
 
 export class RemindersClient {
-  create(body: ReminderIn): Promise<Reminder>;
+  create(body: ReminderIn): Promise<ReminderCreated>;
   list(options?: { all?: boolean }): Promise<Reminder[]>;
   get(id: string): Promise<Reminder>;
   update(id: string, patch: ReminderPatch): Promise<Reminder>;

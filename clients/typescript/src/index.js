@@ -1,5 +1,9 @@
 // A client of the remindkit HTTP API (ES module, no dependencies): fetch for the
-// routes, EventSource for the event stream. Types: index.d.ts (from the OpenAPI document).
+// routes and the event stream. Types: index.d.ts (from the OpenAPI document).
+//
+// Credentials: `token` as given; else, under Node, REMINDKIT_TOKEN or the user's local
+// credential from the remindkit home when the URL is a running server of that home
+// (src/node.js); in a browser, the login cookie of the page (`remindkit api open`).
 
 /** A refusal of the API: `code` is the stable error code, `status` the HTTP status. */
 export class RemindkitError extends Error {
@@ -15,17 +19,34 @@ const q = encodeURIComponent;
 
 export class Client {
   /**
-   * @param {string} baseUrl e.g. http://127.0.0.1:8765
+   * @param {string} [baseUrl] e.g. http://127.0.0.1:8765 (default: the running server)
    * @param {{token?: string, fetch?: typeof fetch, EventSource?: any}} [options]
    */
   constructor(baseUrl, options = {}) {
-    this.baseUrl = baseUrl.replace(/\/+$/, "");
+    this.baseUrl = (baseUrl ?? "").replace(/\/+$/, "");
     this.token = options.token;
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.EventSource = options.EventSource ?? globalThis.EventSource;
+    this._ready = null;
+  }
+
+  /** Find the URL and credential once (under Node: src/node.js). */
+  ready() {
+    if (!this._ready) {
+      this._ready = (async () => {
+        if (globalThis.process?.versions?.node && typeof window === "undefined") {
+          const { discover } = await import("./node.js");
+          const found = discover(this.baseUrl || undefined, this.token);
+          this.baseUrl = found.url;
+          this.token = found.token;
+        }
+      })();
+    }
+    return this._ready;
   }
 
   async request(method, path, body) {
+    await this.ready();
     const headers = { accept: "application/json" };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers["content-type"] = "application/json";
@@ -60,24 +81,93 @@ export class Client {
   }
 
   /**
-   * Subscribe to the event stream. The browser's EventSource reconnects by itself and
-   * sends Last-Event-ID; `after` starts after a known id. Returns a function that closes it.
+   * Subscribe to the event stream; `after` starts after a known id. It reconnects with
+   * Last-Event-ID when the connection drops. With a token it reads the stream with fetch
+   * (the token goes in the Authorization header, never in the URL); in a browser without
+   * one, with EventSource and the page's login cookie. Returns a function that closes it.
    */
   events({ project, session, after, onEvent, onError } = {}) {
-    if (!this.EventSource) throw new Error("no EventSource here (Node: --experimental-eventsource)");
     const params = new URLSearchParams();
     if (project) params.set("project", project);
     if (session) params.set("session", session);
-    if (after !== undefined) params.set("after", String(after));
-    if (this.token) params.set("access_token", this.token);
-    const source = new this.EventSource(`${this.baseUrl}/v1/events?${params}`);
-    const kinds = ["created", "modified", "paused", "resumed", "snoozed", "cancelled", "replaced",
-      "fired", "delivered", "failed", "skipped", "waiting"];
-    for (const kind of kinds) {
-      source.addEventListener(kind, (e) => onEvent?.(JSON.parse(e.data)));
+    let closed = false;
+    let close = () => { closed = true; };
+    const start = async () => {
+      await this.ready();
+      if (closed) return;
+      if (!this.token && this.EventSource) {
+        if (after !== undefined) params.set("after", String(after));
+        const source = new this.EventSource(`${this.baseUrl}/v1/events?${params}`);
+        for (const kind of KINDS) source.addEventListener(kind, (e) => onEvent?.(JSON.parse(e.data)));
+        if (onError) source.onerror = onError;
+        close = () => source.close();
+        return;
+      }
+      const abort = new AbortController();
+      close = () => { closed = true; abort.abort(); };
+      let last = after;
+      let delay = 1000;
+      while (!closed) {
+        try {
+          const headers = { accept: "text/event-stream" };
+          if (this.token) headers.authorization = `Bearer ${this.token}`;
+          if (last !== undefined) headers["last-event-id"] = String(last);
+          const response = await this.fetch(`${this.baseUrl}/v1/events?${params}`, { headers, signal: abort.signal });
+          if (!response.ok) {
+            const data = await response.json().catch(() => undefined);
+            const err = data?.error ?? { code: "unavailable", message: `HTTP ${response.status}` };
+            throw new RemindkitError(response.status, err.code, err.message);
+          }
+          for await (const event of readEvents(response.body)) {
+            if (event.retry !== undefined) delay = event.retry;
+            if (event.id === undefined || !event.data) continue;
+            last = Number(event.id);
+            onEvent?.(JSON.parse(event.data));
+          }
+        } catch (err) {
+          if (closed) return;
+          onError?.(err);
+          if (err instanceof RemindkitError && err.status < 500 && err.status !== 409) return;
+        }
+        if (!closed) await new Promise((r) => setTimeout(r, delay));
+      }
+    };
+    start().catch((err) => onError?.(err));
+    return () => close();
+  }
+}
+
+const KINDS = ["created", "modified", "paused", "resumed", "snoozed", "cancelled", "replaced",
+  "fired", "delivered", "failed", "skipped", "waiting"];
+
+/** Server-sent events of a fetch body: {id, event, data, retry} each (the WHATWG rules). */
+async function* readEvents(body) {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let event = { data: [] };
+  for await (const chunk of body) {
+    buffer += decoder.decode(chunk, { stream: true });
+    let end;
+    while ((end = buffer.search(/\r\n|\r|\n/)) >= 0) {
+      const line = buffer.slice(0, end);
+      buffer = buffer.slice(end + (buffer.startsWith("\r\n", end) ? 2 : 1));
+      if (line === "") {
+        if (event.data.length || event.id !== undefined || event.retry !== undefined) {
+          yield { ...event, data: event.data.join("\n") };
+        }
+        event = { data: [] };
+        continue;
+      }
+      if (line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "data") event.data.push(value);
+      else if (field === "id") event.id = value;
+      else if (field === "event") event.event = value;
+      else if (field === "retry" && /^\d+$/.test(value)) event.retry = Number(value);
     }
-    if (onError) source.onerror = onError;
-    return () => source.close();
   }
 }
 

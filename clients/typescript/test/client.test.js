@@ -1,5 +1,6 @@
 // Runs against a live `remindkit api` at REMINDKIT_API_URL (the project's test suite
-// starts one: tests/api/test_typescript.py). REMINDKIT_TOKEN: an admin token, if any.
+// starts one: tests/api/test_typescript.py), in its remindkit home (REMINDKIT_HOME):
+// the client finds the user's local credential there by itself.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
@@ -7,7 +8,7 @@ import { Client, RemindkitError } from "../src/index.js";
 
 const url = process.env.REMINDKIT_API_URL;
 if (!url) throw new Error("set REMINDKIT_API_URL to a running `remindkit api`");
-const client = new Client(url, { token: process.env.REMINDKIT_TOKEN });
+const client = new Client(url);
 const session = `ts-${process.pid}`;
 
 test("create, list, get, pause, resume, rename, remove", async () => {
@@ -26,6 +27,12 @@ test("create, list, get, pause, resume, rename, remove", async () => {
   assert.equal((await rems.list({ all: true }))[0].state, "cancelled");
   const me = await client.session("default", session).get();
   assert.equal(me.project, "default");
+});
+
+test("the local credential is found in the home; without it, 401", async () => {
+  assert.equal((await client.status()).scope.scope, "admin");
+  assert.equal((await new Client().status()).scope.scope, "admin"); // the running server's URL too
+  await assert.rejects(() => new Client(url, { token: "" }).status(), (err) => err.status === 401 && err.code === "unauthorized");
 });
 
 test("refusals carry the status and the stable code", async () => {
@@ -49,7 +56,7 @@ test("refusals carry the status and the stable code", async () => {
   await assert.rejects(() => rems.remove(gone.id), (err) => err.status === 409 && err.code === "not_active");
 });
 
-test("the event stream brings created and fired", { skip: !globalThis.EventSource && "no EventSource" }, async () => {
+test("the event stream brings created and fired", async () => {
   const s = client.session("default", `${session}-ev`);
   const seen = [];
   let made;

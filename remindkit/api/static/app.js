@@ -1,25 +1,24 @@
 // The web page of `remindkit api`: the notebook panel's pills and chat views
 // (pills.js, chat.js, served from the notebook package) on a small model that
 // stands in for the kernel's. It reads the API with fetch and updates when the
-// event stream says something changed: no polling.
+// event stream says something changed: no polling. It is let in by the login cookie
+// (`remindkit api open`): it holds no token itself.
 import pillsView from "/static/pills.js";
 import chatView from "/static/chat.js";
 
 const params = new URLSearchParams(location.search);
 const project = params.get("project") || "default";
 const session = params.get("session") || "default";
-if (params.get("token")) sessionStorage.setItem("rk-token", params.get("token"));
-const token = sessionStorage.getItem("rk-token");
 const base = `/v1/projects/${encodeURIComponent(project)}/sessions/${encodeURIComponent(session)}`;
 const SNOOZE = "5m";
 
 async function call(method, path, body) {
   const headers = { accept: "application/json" };
-  if (token) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers["content-type"] = "application/json";
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   if (r.status === 204) return null;
   const data = await r.json().catch(() => null);
+  if (r.status === 401) throw new Error("not logged in: run `remindkit api open` and use the URL it gives");
   if (!r.ok) throw new Error(data?.error ? `${data.error.code}: ${data.error.message}` : `HTTP ${r.status}`);
   return data;
 }
@@ -79,7 +78,6 @@ async function refresh() {
 const live = document.getElementById("live");
 function connect() {
   const q = new URLSearchParams({ project, session });
-  if (token) q.set("access_token", token);
   const source = new EventSource(`/v1/events?${q}`);
   source.onopen = () => { live.dataset.state = "live"; live.textContent = "live"; refresh(); };
   source.onerror = () => { live.dataset.state = "reconnecting"; live.textContent = "reconnecting…"; };

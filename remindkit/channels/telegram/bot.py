@@ -232,11 +232,9 @@ class TelegramBridge:
             )
             system = None
         conv = Conversation(
-            self.store,
+            self.api,
             sess.id,
             model,
-            clock=self.api.clock,
-            settings=self.api.settings,
             system=system,
             tools=sess.config.get("agent") == "openai",
         )

@@ -1,4 +1,5 @@
-"""A chat with a model that reminders come back to, from Python.
+"""A chat with a model that reminders come back to, from Python (``remindkit chat``
+and ``rk.chat`` in a notebook are made of it).
 
 :class:`ChatSession` keeps the conversation in the store and runs each turn
 through :class:`~remindkit.agent.loop.Conversation` (turn lease, tool calls,
@@ -13,7 +14,9 @@ tags). Where its fired turns run depends on the model:
 :meth:`ChatSession.entries` turns the transcript into what a person sees
 (typed messages, a short marker for each fired turn, replies without tags)::
 
-    >>> chat = ChatSession(store, base_url="http://127.0.0.1:11434/v1", model="llama3.2", engine=engine)  # doctest: +SKIP
+    >>> graph = rk.build()                                                                             # doctest: +SKIP
+    >>> engine = graph.engine().start()                                                                # doctest: +SKIP
+    >>> chat = ChatSession(graph, base_url="http://127.0.0.1:11434/v1", model="llama3.2", engine=engine)  # doctest: +SKIP
     >>> chat.send("remind me in 5 minutes to stretch").text                                            # doctest: +SKIP
 """
 
@@ -24,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from ..agent.loop import DEFAULT_SYSTEM, Conversation, TurnReply, session_system
+from ..agent.model import CallableModel, ChatModel, ChatModelLike
 from ..checks import check_key_env
 from ..clock import Clock, now_us
 from ..errors import InvalidInput
@@ -31,8 +36,7 @@ from ..models import DELIVERED, FEEDBACK, FIRED_TURN, OCC_FAILED, SESSION_DELETE
 from ..protocol.display import fired_keys, fired_marker, strip_assistant_display, transcript_view
 from ..settings import Settings
 from ..store import SqlStore
-from .loop import DEFAULT_SYSTEM, Conversation, TurnReply, session_system
-from .model import CallableModel, ChatModel, ChatModelLike
+from ..wiring import Graph, build
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -51,9 +55,12 @@ class Entry:
 
 
 class ChatSession:
+    """A chat over ``graph`` (from :func:`remindkit.build`; a store alone is built
+    into one with ``clock`` and ``settings``)."""
+
     def __init__(
         self,
-        store: SqlStore,
+        graph: Graph | SqlStore,
         *,
         session: str | None = None,
         base_url: str | None = None,
@@ -65,14 +72,17 @@ class ChatSession:
         system: str | None | object = _SESSION_OWN,
         title: str | None = None,
     ) -> None:
-        from ..wiring import build
-
-        parts = build(
-            settings, store=store, clock=clock or (engine.clock if engine is not None else None)
-        )
+        if not isinstance(graph, Graph):
+            graph = build(
+                settings,
+                store=graph,
+                clock=clock or (engine.clock if engine is not None else None),
+            )
+        store = graph.store
+        self.graph = graph
         self.store = store
-        self.clock: Clock = parts.clock
-        self.settings = parts.settings
+        self.clock: Clock = graph.clock
+        self.settings = graph.settings
         self.id = session or f"chat-{uuid.uuid4().hex[:8]}"
         self.engine = engine
         existing = store.sessions.get_session(self.id)
@@ -117,9 +127,7 @@ class ChatSession:
                 now_us=now_us(self.clock),
             )
             prompt = DEFAULT_SYSTEM if system is _SESSION_OWN else cast("str | None", system)
-        self.conversation = Conversation(
-            store, self.id, chat_model, clock=self.clock, settings=self.settings, system=prompt
-        )
+        self.conversation = Conversation(graph.api, self.id, chat_model, system=prompt)
         if base_url is None:
             self.attach(engine)
 

@@ -1,82 +1,27 @@
 """``remindkit demo``: the whole loop with no model server.
 
-A built-in *scripted local model* (not a language model: it follows a fixed
-script, and says so) answers the first message with a ``<schedule>`` tag a few
-seconds out. The reminder fires in an engine in this process: the fired event
-is published, the alarm plays and the ``announce`` text is spoken where this
-machine can, and the hidden ``<schedule-fired>`` turn goes back to the same
-conversation, where the scripted model answers it. Everything is printed.
+A built-in *scripted local model* (:class:`~remindkit.agent.scripted.ScriptedModel`:
+not a language model, it follows a fixed script and says so) answers the first
+message with a ``<schedule>`` tag a few seconds out. The reminder fires in an
+engine in this process: the fired event is published, the alarm plays and the
+``announce`` text is spoken where this machine can (unless ``remindkit alerts
+mute`` or quiet hours say otherwise), and the hidden ``<schedule-fired>`` turn
+goes back to the same conversation, where the scripted model answers it.
+Everything is printed.
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from .. import events as ev
+from ..agent.scripted import SCRIPT_LABEL, ScriptedModel
 from ..clock import format_utc
 from ..models import Fire
-from ..protocol.framing import TAG
-from .model import Completion
-
-SCRIPT_LABEL = "scripted local model"
-
-
-class ScriptedModel:
-    """A stand-in model that follows a script: asked anything, it sets a reminder
-    ``delay`` seconds out with a ``<schedule>`` tag; handed a ``<schedule-fired>``
-    message, it tells the user what the reminder was about."""
-
-    name = SCRIPT_LABEL
-
-    def __init__(
-        self,
-        *,
-        delay_s: int = 3,
-        label: str = "stretch",
-        text: str = "Stand up, stretch and drink some water.",
-        announce: str = "Time to stretch!",
-    ) -> None:
-        self.delay_s = delay_s
-        self.label = label
-        self.text = text
-        self.announce = announce
-        self.calls = 0
-
-    def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
-    ) -> Completion:
-        self.calls += 1
-        last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-        content = str((last or {}).get("content") or "")
-        if f"<{TAG}" in content:
-            texts = _reminder_texts(content)
-            about = "; ".join(texts) if texts else "your reminder"
-            return Completion(
-                f"[{SCRIPT_LABEL}] Your reminder is due: {about} I'm back in this conversation, "
-                "as promised."
-            )
-        return Completion(
-            f"[{SCRIPT_LABEL}] Sure, I'll remind you in {self.delay_s} seconds.\n"
-            f'<schedule label="{self.label}" delay="{self.delay_s}s" alarm="true" announce="{self.announce}">'
-            f"{self.text}</schedule>"
-        )
-
-
-def _reminder_texts(message: str) -> list[str]:
-    out = []
-    for line in message.splitlines():
-        if line.startswith("reminder_text_json: "):
-            try:
-                out.append(str(json.loads(line.split(": ", 1)[1])))
-            except ValueError:
-                continue
-    return out
 
 
 def run_demo(
@@ -87,9 +32,10 @@ def run_demo(
     timeout_s: float = 30.0,
     alerter: Any = None,
 ) -> int:
-    """Run the loop once; 0 when the agent answered the fired reminder."""
+    """Run the loop once; 0 when the agent answered the fired reminder. ``alerter``:
+    as :meth:`remindkit.wiring.Graph.engine` takes it (``"local"``: this machine's)."""
     from ..wiring import build
-    from .chat import ChatSession
+    from .session import ChatSession
 
     tmp = None
     if db_url is None:
@@ -97,7 +43,8 @@ def run_demo(
         db_url = f"sqlite:///{Path(tmp.name) / 'demo.db'}"
     graph = build(db=db_url)
     store = graph.store
-    engine = graph.engine(alerter=alerter, role="demo", can_alert=alerter is not None)
+    engine = graph.engine(alerter=alerter, role="demo")
+    alerter = engine.alerter
     done = threading.Event()
     lock = threading.Lock()
 
@@ -120,7 +67,7 @@ def run_demo(
     try:
         engine.start()
         chat = ChatSession(
-            store,
+            graph,
             session="demo",
             model=ScriptedModel(delay_s=delay_s),
             engine=engine,

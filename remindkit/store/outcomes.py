@@ -1,0 +1,355 @@
+"""Acknowledging fires: the outcomes of claimed occurrences written with their
+tokens, fire times marked, the alert state compared and set.
+
+Every write about a claimed occurrence carries its claim's token; after a lease
+expires another engine may take the occurrence over with a new token, and the old
+owner's acknowledgement then matches no row and is refused. With an outcome, a
+reminder whose final occurrence has ended is done (:func:`settle`), and one whose
+fire failed for good is paused with ``last_error`` (:func:`pause_failed`); each
+outcome is an event of the audit trail, written in the same transaction.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Connection,
+    Text,
+    bindparam,
+    case,
+    exists,
+    func,
+    select,
+    update,
+)
+
+from ..audit import DETAIL_VALUE_MAX, EventKind, Surface
+from ..clock import format_utc, from_us
+from ..models import ACTIVE, CLAIMED, DELIVERED, DONE, FAILED, PAUSED, WAITING, Outcome
+from . import schema as t
+from .dialect import Dialect, chunks
+from .events import EventRow, event_row, write_events
+from .role import Role
+
+log = logging.getLogger(__name__)
+
+
+class Outcomes(Role):
+    """Outcomes of claimed occurrences (``finish``), fire times and alert states."""
+
+    def finish(
+        self,
+        outcomes: Sequence[Outcome],
+        *,
+        fired: Sequence[tuple[int, str, int]] = (),
+        now_us: int | None = None,
+    ) -> list[int]:
+        """Write outcomes with their tokens, and the ``fired_at`` of fires that are
+        still on their way (``mark_fired``), in one transaction, each with its event
+        (``fired`` the first time a fire time is recorded, then the outcome; a fire
+        that keeps waiting for the same reason adds none). Returns the ids whose
+        token no longer matched (the lease was taken over): those writes are refused."""
+        if not outcomes and not fired:
+            return []
+        # Other engines need a hint only when a fire now waits for delivery; UIs re-read.
+        with self.write(notify=bool(fired) or any(o.state == WAITING for o in outcomes)) as conn:
+            if fired:
+                self._mark_fired(conn, fired)
+            return write_outcomes(conn, self.dialect, outcomes, now_us)
+
+    def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool:
+        """Compare-and-set the alert state; an alert plays only after winning ``pending -> playing``."""
+        o = t.occurrences.c
+        with self.write(notify=False) as conn:
+            res = conn.execute(
+                update(t.occurrences)
+                .where(o.id == occurrence_id, o.token == token, o.alert == expect)
+                .values(alert=to)
+            )
+            return res.rowcount == 1
+
+    def mark_fired(self, items: Sequence[tuple[int, str, int]]) -> None:
+        """Record ``fired_at`` for (occurrence_id, token, fired_at_us) without ending the claim."""
+        if items:
+            with self.write() as conn:
+                self._mark_fired(conn, items)
+
+    def _mark_fired(self, conn: Connection, items: Sequence[tuple[int, str, int]]) -> None:
+        tokens = {i: tok for i, tok, _f in items}
+        fresh: dict[int, Any] = {}  # not yet marked: these get a `fired` event
+        ids = sorted(tokens)
+        for chunk in chunks(ids):
+            rows = conn.execute(_UNFIRED, {"ids": list(chunk)})
+            fresh.update((row[0], row) for row in rows if row[1] == tokens[row[0]])
+        self.dialect.run_many(
+            conn,
+            _MARK_FIRED,
+            [{"b_id": i, "b_token": tok, "b_fired": f} for i, tok, f in sorted(items)],
+        )
+        write_events(conn, [_fired_event(fresh[i], f) for i, _tok, f in items if i in fresh])
+
+
+def write_outcomes(
+    conn: Connection, dialect: Dialect, outcomes: Sequence[Outcome], now_us: int | None = None
+) -> list[int]:
+    """:meth:`Outcomes.finish` in the caller's transaction (a re-base writes its
+    skipped fires so). Returns the ids refused (their claim was taken over)."""
+    if not outcomes:
+        return []
+    outcomes = sorted(outcomes, key=lambda item: item.occurrence_id)
+    rows: list[dict[str, Any]] = [
+        {
+            "b_id": item.occurrence_id,
+            "b_token": item.token,
+            "state": item.state,
+            "error": item.error,
+            "b_fired": item.fired_at_us,
+            "b_delivered": item.delivered_at_us,
+            "b_to": item.delivered_to,
+            "b_alert": item.alert,
+            "b_keep": item.state == CLAIMED,
+            "b_wait": item.wait_for if item.state == WAITING else None,
+            "b_handed": item.handed_at_us,
+        }
+        for item in outcomes
+    ]
+    # Which ones still hold their claim (locked on PostgreSQL, in id order as every
+    # writer of these rows locks them; under the write lock on SQLite); the others
+    # were taken over or cancelled: refused.
+    held: dict[int, Any] = {}
+    ids = [r["b_id"] for r in rows]
+    q = _HELD_LOCKED if dialect.locks_rows else _HELD
+    for chunk in chunks(ids):
+        held.update((row[0], row) for row in conn.execute(q, {"ids": list(chunk)}))
+    ok = [r for r in rows if (h := held.get(r["b_id"])) is not None and h.token == r["b_token"]]
+    if ok:
+        dialect.run_many(conn, _FINISH, ok)
+        stamps = [v for r in ok for v in (r["b_fired"], r["b_delivered"]) if v is not None]
+        settle(conn, [r["b_id"] for r in ok], max(stamps) if stamps else None)
+        pausing = {item.occurrence_id: item.error for item in outcomes if item.pause}
+        if pausing:
+            pause_failed(
+                conn,
+                [(r["b_id"], pausing[r["b_id"]]) for r in ok if r["b_id"] in pausing],
+                max(stamps) if stamps else None,
+            )
+        replies = {item.occurrence_id: item.reply for item in outcomes if item.reply}
+        write_events(conn, _outcome_events(ok, held, now_us, replies))
+    return [
+        r["b_id"] for r in rows if (h := held.get(r["b_id"])) is None or h.token != r["b_token"]
+    ]
+
+
+def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) -> None:
+    """A reminder whose final occurrence has now ended (delivered, failed, skipped,
+    cancelled) is done. One whose final fire still waits for its session stays
+    active: listed, and cancellable until its turn starts."""
+    locks = Dialect.of(conn).locks_rows
+    for chunk in chunks(occurrence_ids):
+        params: dict[str, Any] = {"occ": list(chunk), "now": now_us}
+        if locks:  # lock in id order, as every writer of reminders does
+            ids = [r[0] for r in conn.execute(_SETTLE_LOCK, params)]
+            if not ids:
+                continue
+            conn.execute(_SETTLE_LOCKED, {**params, "rids": ids})
+        else:
+            conn.execute(_SETTLE, params)
+
+
+def _settle_statements() -> tuple[Any, Any, Any]:
+    o, c = t.occurrences.c, t.reminders.c
+    ended = t.occurrences.alias("ended")
+    final = [
+        # The reminders of these occurrences, looked up by id. The state is compared
+        # as an expression (``state || ''``), which no index serves: SQLite would
+        # otherwise walk the (state, next_fire_at) index, every active reminder,
+        # for each batch of outcomes (100,000 stored: tens of ms a batch).
+        c.id.in_(
+            select(ended.c.reminder_id).where(ended.c.id.in_(bindparam("occ", expanding=True)))
+        ),
+        (c.state + "").in_((ACTIVE, PAUSED)),
+        exists().where(
+            o.reminder_id == c.id,
+            o.due_at == c.next_fire_at,
+            o.id.in_(bindparam("occ", expanding=True)),
+            o.fired_at.is_not(None),
+            o.state.not_in((CLAIMED, WAITING)),
+        ),
+    ]
+    values = {
+        "state": DONE,
+        "next_fire_at": None,
+        "version": c.version + 1,
+        "updated_at": func.coalesce(bindparam("now", type_=BigInteger), c.updated_at),
+    }
+    lock = select(c.id).where(*final).order_by(c.id).with_for_update()
+    plain = update(t.reminders).where(*final).values(**values)
+    locked = (
+        update(t.reminders)
+        .where(c.id.in_(bindparam("rids", expanding=True)), *final)
+        .values(**values)
+    )
+    return lock, plain, locked
+
+
+# Built once: settle() runs with every batch of outcomes.
+_SETTLE_LOCK, _SETTLE, _SETTLE_LOCKED = _settle_statements()
+
+
+def pause_failed(
+    conn: Connection, failed: Sequence[tuple[int, str | None]], now_us: int | None
+) -> None:
+    """After the final failure of a fire, its reminder is paused with
+    ``last_error`` (``resume`` clears it); a one-shot, which has nothing left to
+    fire, ends ``failed``."""
+    o, c = t.occurrences.c, t.reminders.c
+    stamp = now_us if now_us is not None else 0
+    why = dict(failed)
+    owners = sorted(
+        conn.execute(select(o.reminder_id, o.id, o.session_id).where(o.id.in_(list(why)))).all()
+    )
+    events: list[EventRow] = []
+    for (
+        rid,
+        occ_id,
+        session,
+    ) in owners:  # in reminder id order, as every writer of reminders locks them
+        error = (why[occ_id] or "delivery failed")[:500]
+        res = conn.execute(
+            update(t.reminders)
+            .where(c.id == rid, c.state.in_((ACTIVE, DONE)))
+            .values(
+                state=case(
+                    (c.state == DONE, FAILED), (c.next_fire_at.is_(None), FAILED), else_=PAUSED
+                ),
+                last_error=error,
+                version=c.version + 1,
+                updated_at=func.coalesce(stamp or None, c.updated_at),
+            )
+        )
+        if res.rowcount:
+            events.append(
+                event_row(
+                    EventKind.PAUSED,
+                    Surface.ENGINE,
+                    at_us=stamp,
+                    session=session,
+                    reminder_id=rid,
+                    occurrence_id=occ_id,
+                    detail={"why": "delivery failed", "last_error": error},
+                )
+            )
+    write_events(conn, events)
+
+
+# Outcome events are built here without the general detail_json: a burst writes
+# thousands at once, and their details are known to be small (only an error is cut).
+_ENGINE = Surface.ENGINE.value
+_FIRED = EventKind.FIRED.value
+_OUTCOME_KINDS = {
+    "delivered": EventKind.DELIVERED.value,
+    "failed": EventKind.FAILED.value,
+    "skipped": EventKind.SKIPPED.value,
+    WAITING: EventKind.WAITING.value,
+    "cancelled": EventKind.CANCELLED.value,
+}
+
+
+@functools.lru_cache(maxsize=4096)  # fires of a burst share their due times
+def _due_json(due_us: int) -> str:
+    return '{"due_at":' + f'"{format_utc(from_us(due_us))}"'
+
+
+@functools.lru_cache(maxsize=4096)  # ... and their sessions and reasons
+def _json_str(value: str) -> str:
+    return json.dumps(value[:DETAIL_VALUE_MAX], ensure_ascii=False)
+
+
+def _fired_event(held: Any, fired_us: int) -> EventRow:
+    detail = f'{_due_json(held.due_at)},"late_ms":{(fired_us - held.due_at) // 1000}}}'
+    return (fired_us, _FIRED, _ENGINE, held.session_id, held.reminder_id, held.id, detail)
+
+
+def _outcome_events(
+    ok: Sequence[dict[str, Any]],
+    held: dict[int, Any],
+    now_us: int | None,
+    replies: dict[int, str] | None = None,
+) -> list[EventRow]:
+    out: list[EventRow] = []
+    for r in ok:
+        h = held[r["b_id"]]
+        if h.fired_at is None and r["b_fired"] is not None:
+            out.append(_fired_event(h, r["b_fired"]))
+        kind = _OUTCOME_KINDS.get(r["state"])
+        if kind is None or (kind == _OUTCOME_KINDS[WAITING] and r["error"] == h.error):
+            continue
+        at = now_us or r["b_delivered"] or r["b_fired"] or h.fired_at or h.due_at
+        detail = _due_json(h.due_at)
+        if r["b_to"] is not None:
+            detail += ',"to":' + _json_str(r["b_to"])
+        if r["error"] is not None:
+            detail += ',"error":' + _json_str(r["error"])
+        reply = replies.get(r["b_id"]) if replies else None
+        if reply and r["state"] == DELIVERED:
+            detail += ',"reply":' + _reply_json(reply)
+        out.append((at, kind, _ENGINE, h.session_id, h.reminder_id, h.id, detail + "}"))
+    return out
+
+
+REPLY_CHARS = 400  # of the agent's reply kept in its delivered event (the transcript has it all)
+
+
+def _reply_json(reply: str) -> str:
+    """The start of a reply as a JSON string, short enough for an event's detail even
+    when its characters need escapes."""
+    text = reply[:REPLY_CHARS]
+    encoded = _json_str(text + ("…" if len(reply) > len(text) else ""))
+    while len(encoded) > 600:
+        text = text[: len(text) // 2]
+        encoded = _json_str(text + "…")
+    return encoded
+
+
+_O = t.occurrences.c
+_FINISH = (
+    update(t.occurrences)
+    .where(_O.id == bindparam("b_id"), _O.token == bindparam("b_token"), _O.state == CLAIMED)
+    .values(
+        state=bindparam("state"),
+        error=bindparam("error"),
+        fired_at=func.coalesce(_O.fired_at, bindparam("b_fired", type_=BigInteger)),
+        delivered_at=func.coalesce(bindparam("b_delivered", type_=BigInteger), _O.delivered_at),
+        delivered_to=func.coalesce(bindparam("b_to", type_=Text), _O.delivered_to),
+        alert=func.coalesce(bindparam("b_alert", type_=Text), _O.alert),
+        wait_for=bindparam("b_wait", type_=Text),
+        handed_at=func.coalesce(bindparam("b_handed", type_=BigInteger), _O.handed_at),
+        owner=case((bindparam("b_keep", type_=Boolean), _O.owner), else_=None),
+        token=case((bindparam("b_keep", type_=Boolean), _O.token), else_=None),
+        lease_until=case((bindparam("b_keep", type_=Boolean), _O.lease_until), else_=None),
+    )
+)
+_HELD = (
+    select(_O.id, _O.token, _O.fired_at, _O.reminder_id, _O.session_id, _O.due_at, _O.error)
+    .where(_O.id.in_(bindparam("ids", expanding=True)), _O.state == CLAIMED)
+    .order_by(_O.id)
+)
+_HELD_LOCKED = _HELD.with_for_update()
+_UNFIRED = select(_O.id, _O.token, _O.reminder_id, _O.session_id, _O.due_at).where(
+    _O.id.in_(bindparam("ids", expanding=True)), _O.fired_at.is_(None)
+)
+_MARK_FIRED = (
+    update(t.occurrences)
+    .where(_O.id == bindparam("b_id"), _O.token == bindparam("b_token"), _O.fired_at.is_(None))
+    .values(fired_at=bindparam("b_fired"))
+)
+
+
+__all__ = ["Outcomes", "pause_failed", "settle", "write_outcomes"]
