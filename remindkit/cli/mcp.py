@@ -214,7 +214,9 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
             from ..sessions.command import pass_env_names
 
             pass_env = pass_env_names(args.pass_env)
-        changes = install.claude_code_changes(
+        from ..mcp.hosts.claude_code import claude_code_changes
+
+        changes = claude_code_changes(
             project=project,
             user=args.user,
             command=args.host_command,
