@@ -16,7 +16,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -272,6 +271,14 @@ class ClaudeCode:
         finally:
             store.close()
 
+    def era(self) -> str:
+        """The protocol revision Claude Code says it negotiated with remindkit."""
+        import re
+
+        text = self.debug.read_text(errors="replace") if self.debug.exists() else ""
+        found = re.findall(r'"negotiatedProtocolVersion":"([0-9-]+)"', text)
+        return found[-1] if found else ""
+
     def channel_events(self) -> int:
         text = self.debug.read_text(errors="replace") if self.debug.exists() else ""
         return text.count("notifications/claude/channel (")
@@ -297,31 +304,14 @@ def assert_delivered_only_what_the_model_saw(cc: ClaudeCode) -> None:
             )
 
 
-class Serve:
-    """``remindkit serve``: an engine that outlives Claude Code (its resume command runs there)."""
+def serve(cc: ClaudeCode) -> Any:
+    """``remindkit serve``: an engine that outlives Claude Code (its resume command runs
+    there), with Claude Code's variables in its environment for ``--pass-env``."""
+    from tests.processes.conftest import Serve
 
-    def __init__(self, cc: ClaudeCode) -> None:
-        self.log = cc.tmp / "serve.log"
-        self.fh = open(self.log, "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [str(REMINDKIT), "serve", "--no-alerts", "-v"],
-            stdout=self.fh,
-            stderr=subprocess.STDOUT,
-            env=cc.env(),
-            start_new_session=True,
-        )
-        wait_for(
-            lambda: "remindkit serve: engine" in self.log.read_text(), START_S, "remindkit serve"
-        )
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.fh.close()
+    engine = Serve(cc.db, cc.rk_home, env=cc.env(), name="keeper")
+    engine.wait_ready(START_S)
+    return engine
 
 
 @pytest.fixture

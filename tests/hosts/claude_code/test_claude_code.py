@@ -25,9 +25,9 @@ from remindkit.sessions.mcp import HOOKS_WAY
 from .conftest import (
     START_S,
     ClaudeCode,
-    Serve,
     assert_delivered_only_what_the_model_saw,
     carried,
+    serve,
     wait_for,
 )
 from .messages_api import MessagesStandIn
@@ -73,7 +73,8 @@ def _report(name: str, lateness: list[float]) -> None:
     ms = sorted(x * 1000 for x in lateness)
     p99 = ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))]
     print(
-        f"\n{name}: due→turn n={len(ms)} p50 {statistics.median(ms):.0f} ms, p99 {p99:.0f} ms, max {ms[-1]:.0f} ms"
+        f"\n{name}: due→turn n={len(ms)} p50 {statistics.median(ms):.0f} ms, p99 {p99:.0f} ms, "
+        f"max {ms[-1]:.0f} ms; each: {' '.join(f'{x:.0f}' for x in ms)}"
     )
 
 
@@ -84,6 +85,8 @@ def test_fire_due_while_idle(
     cc = claude(channels=channels)
     cc.install()
     cc.start()
+    # Claude Code takes channel events on the handshake era only: remindkit sends it there
+    assert cc.era() == ("2025-11-25" if channels else "2026-07-28"), cc.log()
     if channels:
         rids = _set(cc, "remind me 6 times, 2s apart, starting in 3s", count=6)
         late = []
@@ -163,7 +166,7 @@ def test_fire_after_quit_arrives_through_the_resume_command(
 
     passed = [a for name in cc.PASSED for a in ("--pass-env", name)]
     cc.install("--resume-command", shlex.join(cc.resume_argv()), *passed)
-    engine = Serve(cc)
+    engine = serve(cc)
     try:
         cc.start()
         sid = cc.session_id()
@@ -181,7 +184,7 @@ def test_fire_after_quit_arrives_through_the_resume_command(
             lambda: [o for o in cc.history() if o.reminder_id == rid and o.state == "delivered"],
             60,
             "recorded delivered",
-            lambda: (cc.tmp / "serve.log").read_text()[-3000:],
+            lambda: engine.log.read_text()[-3000:],
         )[0]
         print(
             f"\nresume ({'channels' if channels else 'hooks'}): due → resumed turn {(req.at - _due(occ)) * 1000:.0f} ms"
