@@ -50,6 +50,7 @@ from ..errors import InvalidInput, StoreError
 from ..models import DELIVERED, WAITING, Fire, Outcome, WaitFor
 
 if TYPE_CHECKING:
+    from ..reminders import Reminders
     from ..store import SqlStore
 
 log = logging.getLogger(__name__)
@@ -102,14 +103,13 @@ def channel_keys(prompt: str) -> list[str]:
 class Hooks:
     """The hook events over a store (``owner`` names whoever holds the claims)."""
 
-    def __init__(self, store: SqlStore, *, clock: Clock, owner: str) -> None:
+    def __init__(self, api: Reminders, *, owner: str) -> None:
         from ..agent.external import ExternalTurns
-        from ..reminders import Reminders
 
-        self.store = store
-        self.clock = clock
+        self.store: SqlStore = api.store
+        self.clock: Clock = api.clock
         self.owner = owner
-        self.turns = ExternalTurns(Reminders(store, clock=clock))
+        self.turns = ExternalTurns(api)
 
     # -- the events ----------------------------------------------------------------------
 
@@ -308,11 +308,11 @@ class HookDesk:
 
     ACK_S = 10.0
 
-    def __init__(self, store: SqlStore, *, clock: Clock) -> None:
+    def __init__(self, api: Reminders) -> None:
         import os
         import socket
 
-        self.hooks = Hooks(store, clock=clock, owner=f"hook:{socket.gethostname()}:{os.getpid()}")
+        self.hooks = Hooks(api, owner=f"hook:{socket.gethostname()}:{os.getpid()}")
         self._pending: dict[str, tuple[Taken, float]] = {}
         self._lock = threading.Lock()
 
