@@ -306,10 +306,15 @@ class RemindkitMcp:
             "yes" if self.hooks else "no",
         )
 
-    def _detach(self, sid: str) -> None:
+    def _detach(self, sid: str, *, gone: bool = False) -> None:
         adapter = self.adapter
         if adapter is not None:
             adapter.detach(sid)
+        if gone and self.hooks:
+            # the host quit (or was ended mid-turn): no turn of it runs any more, and a
+            # busy mark left by its UserPromptSubmit hook would hold the resume command back
+            with contextlib.suppress(Exception):
+                self.store.sessions.set_session_busy(sid, False, now_us=now_us(self.api.clock))
         if self.engine is not None:
             with contextlib.suppress(Exception):
                 self.store.coordination.drop_lease(LEASE_PREFIX + sid, holder=self.engine.id)
@@ -533,7 +538,7 @@ class RemindkitMcp:
             was, self._connected, self._write = self._connected, False, None
             sid = self.session_id
         if was:
-            self._detach(sid)
+            self._detach(sid, gone=True)
         self.listen.close()
         if self._own_engine and self.engine is not None:
             self.engine.close()
