@@ -17,8 +17,9 @@ JSON on stdin (the older names ``mcp bind``, ``session busy --hook`` and
   ``{"decision": "block", "reason": …}`` (Claude goes on with the fired block in
   the same conversation), else marks the session idle.
 
-Only for a host known to take what its hooks print (Claude Code: the session's MCP
-server records its host); for any other host the prompt and stop hooks only mark the
+Only for a host known to take what its hooks print (Claude Code, and Codex CLI, Gemini
+CLI and opencode: :data:`remindkit.mcp.hosts.HOOK_CLIENTS`; the session's MCP server
+records its host); for any other host the prompt and stop hooks only mark the
 session busy and idle, and its fires wait for its resume command. A hook that hands
 fires in claims them in the store first (no engine delivers them
 meanwhile), prints them, and only then records them delivered and takes their
@@ -220,9 +221,13 @@ class Hooks:
     def _hands_in(self, sid: str) -> bool:
         """Does the session's host take what its hooks print into the conversation?
         Claude Code does (Stop: ``decision: block``, UserPromptSubmit:
-        ``additionalContext``); the MCP server records which host it serves."""
+        ``additionalContext``), and so do the agent CLIs of :mod:`.hosts`; the MCP server
+        records which host it serves."""
+        from .hosts import HOOK_CLIENTS  # Codex CLI, Gemini CLI, opencode
+
         sess = self.store.sessions.get_session(sid)
-        return sess is not None and sess.config.get("host") in HANDS_IN
+        host = sess.config.get("host") if sess is not None else None
+        return host in HANDS_IN or host in HOOK_CLIENTS
 
     def _on_their_way(self, sid: str, keys: set[str]) -> bool:
         """Are any of these occurrences still held by the engine that pushed them?"""

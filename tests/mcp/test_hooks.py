@@ -183,12 +183,12 @@ def test_busy_store_makes_the_hook_wait(tmp_path: Path, clock, settings, api, st
 
 
 def test_hooks_of_another_host_only_mark_the_session(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
-    """An agent CLI whose hooks run the same commands but may not take what they print
-    (opencode's plugin, a one-shot run that exits): nothing is handed in or recorded; the
-    fire waits for its resume command."""
+    """A host whose hooks run the same commands but that is not known to take what they
+    print: nothing is handed in or recorded; the fire waits for its resume command. (Codex
+    CLI, Gemini CLI and opencode do take it: tests/hosts/agent_clis.)"""
     eng, _ = connected(store, clock, settings)
     store.sessions.put_session(
-        Session(SID, adapter="mcp", config={"hooks": True, "host": "opencode"}),
+        Session(SID, adapter="mcp", config={"hooks": True, "host": "some-mcp-host"}),
         now_us=to_us(clock.now()),
     )
     h = hooks(store, clock)

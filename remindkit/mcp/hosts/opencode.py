@@ -45,6 +45,8 @@ from .common import (
 NAME = "opencode"
 TITLE = "opencode"
 SERVER_KEY = "remindkit"
+# its clientInfo.name: the hooks hand fires in to it (the plugin acts on the hook commands' ``decision: block`` and ``additionalContext``)
+MCP_CLIENT = "opencode"
 KEY_ENV = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 TOOLS_TIMEOUT_MS = 30_000
 
