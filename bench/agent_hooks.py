@@ -139,7 +139,7 @@ def row(name: str, ms: list[float]) -> str:
     return f"{name:<46} median {statistics.median(ms):7.1f} ms   p90 {p90:7.1f} ms   (n={len(ms)})"
 
 
-def serve_mcp(rk: list[str], sid: str, env: dict[str, str]) -> subprocess.Popen[str]:
+def serve_mcp(rk: list[str], sid: str, client: str, env: dict[str, str]) -> subprocess.Popen[str]:
     server = subprocess.Popen(
         [*rk, "mcp", "--no-channel", "--session", sid],
         stdin=subprocess.PIPE,
@@ -156,7 +156,7 @@ def serve_mcp(rk: list[str], sid: str, env: dict[str, str]) -> subprocess.Popen[
         "params": {
             "protocolVersion": "2025-11-25",
             "capabilities": {},
-            "clientInfo": {"name": "b"},
+            "clientInfo": {"name": client},
         },
     }
     server.stdin.write(json.dumps(hello) + "\n")
@@ -175,7 +175,10 @@ def main() -> None:
         home.mkdir()
         env = {**os.environ, "REMINDKIT_HOME": str(home), "PYTHONPATH": str(ROOT)}
         env.pop("REMINDKIT_SESSION", None)
-        servers = [serve_mcp(rk, INPUTS[h]["sid"], env) for h in hosts]  # type: ignore[arg-type]
+        from remindkit.mcp.hosts import HOSTS
+
+        # each server as its host starts it (the host's clientInfo name: its hooks hand in)
+        servers = [serve_mcp(rk, INPUTS[h]["sid"], HOSTS[h].MCP_CLIENT, env) for h in hosts]  # type: ignore[arg-type]
         time.sleep(1.5)  # their hand-off socket is up
         from remindkit.reminders import Reminders
         from remindkit.settings import Settings
