@@ -34,6 +34,7 @@ from ..reminders import Reminders
 from ..store.projects import check_project
 from . import schema
 from . import tokens as tk
+from .chat import ChatTurns, last_event, stream_turn
 from .guard import SCOPE_KEY, Guard, HostNames, status_of
 
 STATIC = FilePath(__file__).with_name("static")
@@ -209,12 +210,22 @@ def create_app(
     names: HostNames | None = None,
     cookie: str = "remindkit",
     instance: str = "",
+    adapters: Any = None,
 ) -> FastAPI:
     """The application over ``api``. Every ``/v1/`` request needs a credential:
     ``credential`` (the user's own, or its login cookie ``cookie``) or a stored token."""
     store = api.store
     mcp_app = mcp_over_http(api)
     ReminderIn, ReminderPatch = schema.input_models(api.settings.limits)
+    MessageIn = schema.message_model(api.settings.limits, api.settings.model.max_message_chars)
+    if adapters is None:
+        if engine is not None:
+            adapters = engine.adapters
+        else:
+            from ..sessions.registry import default_adapters
+
+            adapters = default_adapters(api=api)
+    turns = ChatTurns(adapters)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -410,6 +421,57 @@ def create_app(
                 "lines": [ln.to_json() for ln in lines],
             }
         )
+
+    @app.post(
+        base + "/{session:path}/messages",
+        tags=["sessions"],
+        response_model=schema.MessageReply,
+        responses={
+            200: {
+                "description": "the reply (tags stripped; the tags it carried out), or with "
+                "`Accept: text/event-stream` a stream of events: started, waiting, text "
+                "(`append` or `replace`), tool, then reply (this body) or error",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            **_responses(
+                *WRITE,
+                502,
+                _409="no agent to talk to (no_agent, agent_not_allowed), the session busy "
+                "past the wait (session_busy), deleted (session_deleted), too_many_turns",
+                _502="the agent failed (model_unreachable, model_http_error, ...)",
+            ),
+        },
+    )
+    async def post_message(
+        project: Project,
+        session: SessionId,
+        body: MessageIn,  # type: ignore[valid-type]
+        who: Who,
+        request: Request,
+    ) -> Response:
+        """Send the person's message to the session's agent: one turn through the
+        session's adapter (an ``openai`` session's model), with its tags and tool calls
+        carried out. The session is busy meanwhile: a fire due during it waits and comes
+        as its own turn after. Streamed as it is produced with ``Accept: text/event-stream``."""
+        sid, sess = in_project(who, project, session, write=True)
+        if sess is None:
+            raise NotFound(
+                f"No session by the id of {sid!r} was found", code="session_not_found", session=sid
+            )
+        events = turns.start(sess, body.text)  # type: ignore[attr-defined]
+        if "text/event-stream" in request.headers.get("accept", ""):
+            return StreamingResponse(
+                stream_turn(events),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        kind, data = await last_event(events)
+        if kind == "refused":
+            status = data.pop("status", 409)
+            return JSONResponse(data, status_code=status)
+        if not data["ok"]:
+            return JSONResponse({"error": data["error"]}, status_code=502)
+        return JSONResponse(data)
 
     # -- reminders -------------------------------------------------------------------------
 

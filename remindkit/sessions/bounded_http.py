@@ -12,6 +12,7 @@ from __future__ import annotations
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,11 +43,14 @@ def bounded_request(
     headers: dict[str, str] | None = None,
     transport: httpx.BaseTransport | None = None,
     client: httpx.Client | None = None,
+    on_chunk: Callable[[bytes], None] | None = None,
 ) -> Answer:
     """The answer, or :class:`ModelError` ``model_unreachable`` (cannot connect,
     or no whole answer within ``timeout`` seconds) or ``model_response_too_large``.
     ``client``: a client to reuse (its connections and TLS setup), else a new one
-    on ``transport``."""
+    on ``transport``. ``on_chunk``: called on the worker thread with each piece of a
+    ``200`` body as it arrives (within the same deadline and byte bound; the whole
+    body is still in the answer)."""
     import httpx
 
     deadline = time.monotonic() + timeout
@@ -77,6 +81,8 @@ def bounded_request(
                         box["too_large"] = size
                         return
                     chunks.append(chunk)
+                    if on_chunk is not None and resp.status_code == 200:
+                        on_chunk(chunk)
                 box["answer"] = Answer(resp.status_code, dict(resp.headers), b"".join(chunks))
         except BaseException as exc:  # handed to the caller
             box["error"] = exc
