@@ -61,14 +61,13 @@ def test_a_message_streams_its_reply_and_carries_out_its_tags(api_server, sqlite
         store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path / "h"))
         url = f"{srv.base_url}/v1/projects/default/sessions/web/messages"
         try:
-            with httpx.Client(headers=srv.headers, timeout=60) as http:
-                with http.stream(
-                    "POST", url, json={"text": "remind me about the tea"},
-                    headers={"Accept": "text/event-stream"},
-                ) as resp:  # fmt: skip
-                    assert resp.status_code == 200, resp.read()
-                    assert resp.headers["content-type"].startswith("text/event-stream")
-                    got = events_of(resp)
+            with httpx.Client(headers=srv.headers, timeout=60) as http, http.stream(
+                "POST", url, json={"text": "remind me about the tea"},
+                headers={"Accept": "text/event-stream"},
+            ) as resp:  # fmt: skip
+                assert resp.status_code == 200, resp.read()
+                assert resp.headers["content-type"].startswith("text/event-stream")
+                got = events_of(resp)
             kinds = [k for k, _ in got]
             assert kinds[0] == "started" and kinds[-1] == "reply", kinds
             pieces = [d for k, d in got if k == "text"]
