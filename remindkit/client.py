@@ -203,16 +203,15 @@ class SessionClient:
     ) -> dict[str, Any]:
         """Send the person's message to the session's agent; the reply when the turn
         ends: ``{"ok": true, "text", "tags", "error": null}`` (tags stripped from the
-        text). ``on_text``: called with the reply's display text as it is produced
-        (the stream's ``text`` events; a ``replace`` gives the whole text again, as
-        ``on_text(text, replace=True)`` if it takes ``replace``). A failed turn raises
+        text). ``on_text``: called with the reply's display text so far each time it
+        grows (the stream's ``text`` events). A failed turn raises
         :class:`~remindkit.agent.model.ModelError` with the agent's code."""
         path = self.path + "/messages"
         if on_text is None:
             return self.client.request("POST", path, json={"text": text}, timeout=timeout)
         from httpx_sse import connect_sse
 
-        takes_replace = "replace" in getattr(on_text, "__code__", _NO_CODE).co_varnames
+        shown = ""
         try:
             with connect_sse(
                 self.client.http,
@@ -228,10 +227,8 @@ class SessionClient:
                 for sse in source.iter_sse():
                     data = sse.json() if sse.data else {}
                     if sse.event == "text":
-                        if "append" in data:
-                            on_text(data["append"])
-                        elif takes_replace:
-                            on_text(data["replace"], replace=True)  # type: ignore[call-arg]
+                        shown = shown + data["append"] if "append" in data else data["replace"]
+                        on_text(shown)
                     elif sse.event == "error":
                         raise _refusal(data, int(data.get("status") or 409))
                     elif sse.event == "reply":
@@ -330,9 +327,6 @@ class RemindersClient:
         return self.client.request(
             "GET", f"{self.path}/{_q(reminder_id)}/history", params={"limit": limit}
         )
-
-
-_NO_CODE = (lambda: None).__code__
 
 
 def _refusal(body: dict[str, Any], status: int) -> RemindkitError:
