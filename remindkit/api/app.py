@@ -718,12 +718,16 @@ def create_app(
 def _methods_of(app: FastAPI, scope: Any) -> set[str]:
     """The methods of every route whose path fits (a session id may hold "/")."""
     found: set[str] = set()
+    below: set[str] = set()  # of the routes below a session (…/messages): they are what fits
     for route in app.router.routes:
         methods = getattr(route, "methods", None)
         regex = getattr(route, "path_regex", None)
         if methods and regex is not None and regex.match(scope["path"]):
-            found |= set(methods)
-    return found
+            if getattr(route, "path", "").endswith("{session:path}"):
+                found |= set(methods)
+            else:
+                below |= set(methods)
+    return below or found
 
 
 PROJECT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # check_project's
