@@ -376,7 +376,7 @@ class HandoffServer:
             if self._hooks is None:
                 from ..mcp.hooks import HookDesk
 
-                self._hooks = HookDesk(self.api.store, clock=self.api.clock)
+                self._hooks = HookDesk(self.api)
             return self._hooks.handle(request)
         argv = request.get("argv")
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):

@@ -47,6 +47,7 @@ from ..errors import InvalidInput, StoreError
 from ..models import DELIVERED, WAITING, Fire, Outcome, WaitFor
 
 if TYPE_CHECKING:
+    from ..reminders import Reminders
     from ..store import SqlStore
 
 log = logging.getLogger(__name__)
@@ -96,13 +97,13 @@ def channel_keys(prompt: str) -> list[str]:
 class Hooks:
     """The hook events over a store (``owner`` names whoever holds the claims)."""
 
-    def __init__(self, store: SqlStore, *, clock: Clock, owner: str) -> None:
+    def __init__(self, api: Reminders, *, owner: str) -> None:
         from ..agent.external import ExternalTurns
 
-        self.store = store
-        self.clock = clock
+        self.store: SqlStore = api.store
+        self.clock: Clock = api.clock
         self.owner = owner
-        self.turns = ExternalTurns(store, clock=clock)
+        self.turns = ExternalTurns(api)
 
     # -- the events ----------------------------------------------------------------------
 
@@ -179,7 +180,7 @@ class Hooks:
             )
             for f in group
         ]
-        self._patient(lambda: self.store.claims.finish(outcomes, now_us=now))
+        self._patient(lambda: self.store.outcomes.finish(outcomes, now_us=now))
 
     # -- parts ---------------------------------------------------------------------------
 
@@ -218,7 +219,7 @@ class Hooks:
         self.store.sessions.set_session_busy(sid, busy, now_us=now_us(self.clock))
 
     def _take(self, sid: str, *, seen: set[str], idle: bool = False) -> Taken:
-        fires = self.store.claims.claim_waiting(
+        fires = self.store.waiting.claim_waiting(
             now_us=now_us(self.clock),
             owner=self.owner,
             lease_us=HOOK_LEASE_US,
@@ -245,7 +246,7 @@ class Hooks:
         from ..engine.delivery import rebased
 
         now = self.clock.now()
-        self.store.claims.rebase(
+        self.store.waiting.rebase(
             fires,
             now_us=now_us(self.clock),
             note="re-based: the session was busy when it came due (policy: rebase); it fires "
@@ -254,7 +255,7 @@ class Hooks:
         )
 
     def _give_back(self, fires: Sequence[Fire], why: str, wait_for: str = WaitFor.SESSION) -> None:
-        self.store.claims.finish(
+        self.store.outcomes.finish(
             [
                 Outcome(
                     occurrence_id=f.occurrence_id,
@@ -289,11 +290,11 @@ class HookDesk:
 
     ACK_S = 10.0
 
-    def __init__(self, store: SqlStore, *, clock: Clock) -> None:
+    def __init__(self, api: Reminders) -> None:
         import os
         import socket
 
-        self.hooks = Hooks(store, clock=clock, owner=f"hook:{socket.gethostname()}:{os.getpid()}")
+        self.hooks = Hooks(api, owner=f"hook:{socket.gethostname()}:{os.getpid()}")
         self._pending: dict[str, tuple[Taken, float]] = {}
         self._lock = threading.Lock()
 

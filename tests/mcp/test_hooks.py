@@ -40,7 +40,9 @@ def api(store: SqlStore, clock: FakeClock, settings: Settings) -> Reminders:
 def connected(store: SqlStore, clock: FakeClock, settings: Settings) -> tuple[Engine, McpSessions]:
     """An engine whose mcp adapter has the session's server connected, with hooks and no
     channel (an API-key Claude Code user)."""
-    mcp = McpSessions(store, clock=clock, turns=ExternalTurns(store, clock=clock))
+    mcp = McpSessions(
+        store, clock=clock, turns=ExternalTurns(Reminders(store, clock=clock, settings=settings))
+    )
     eng = Engine(store, clock=clock, settings=settings, inline=True, adapters=Adapters(mcp))
     store.sessions.put_session(
         Session(SID, adapter="mcp", config={"hooks": True}), now_us=to_us(clock.now())
@@ -61,7 +63,7 @@ def history(store: SqlStore, rid: str) -> list[tuple[str, str | None]]:
 
 
 def hooks(store: SqlStore, clock: FakeClock) -> Hooks:
-    return Hooks(store, clock=clock, owner="hook:test")
+    return Hooks(Reminders(store, clock=clock), owner="hook:test")
 
 
 def test_fire_due_during_a_turn_comes_back_when_it_ends(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
