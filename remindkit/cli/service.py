@@ -1,7 +1,8 @@
 """``remindkit service install|uninstall|status``: keep an engine running.
 
 ``install`` writes a systemd user unit that runs ``remindkit serve`` (with this
-Python interpreter and the store named by ``--db`` or ``REMINDKIT_DB``) and, on
+Python interpreter, the store named by ``--db`` or ``REMINDKIT_DB`` and the
+remindkit home of ``REMINDKIT_HOME`` when one is set) and, on
 a desktop, an XDG autostart entry for the tray. When a user systemd instance is
 reachable it enables and starts the unit at once; otherwise it says what it
 wrote and how to start it. A second ``install`` with the same settings changes
@@ -111,7 +112,14 @@ def _pythonpath() -> str | None:
     return None
 
 
-def unit_text(db: str | None) -> str:
+def _home_env(home: str | None) -> list[str]:
+    """``REMINDKIT_HOME=…`` for the unit when one is set where it is installed: without
+    it the unit's engine would open the default home's store while ``remind`` writes
+    this one's (and keep its status file and credential elsewhere)."""
+    return [f"REMINDKIT_HOME={Path(home).expanduser().resolve()}"] if home else []
+
+
+def unit_text(db: str | None, home: str | None = None) -> str:
     lines = [
         f"# {MARK}; `remindkit service uninstall` removes it.",
         "[Unit]",
@@ -124,6 +132,7 @@ def unit_text(db: str | None) -> str:
         "RestartSec=5",
         "Environment=PYTHONUNBUFFERED=1",
     ]
+    lines += ["Environment=" + systemd_quote(v) for v in _home_env(home)]
     path = _pythonpath()
     if path:
         lines.append("Environment=" + systemd_quote(f"PYTHONPATH={path}"))
@@ -131,8 +140,10 @@ def unit_text(db: str | None) -> str:
     return "\n".join(lines)
 
 
-def desktop_text(db: str | None) -> str:
+def desktop_text(db: str | None, home: str | None = None) -> str:
     argv = [sys.executable, "-m", "remindkit", "tray"] + (["--db", db] if db else [])
+    if home:
+        argv = ["env", *_home_env(home), *argv]
     return "\n".join(
         [
             f"# {MARK}; `remindkit service uninstall` removes it.",
@@ -209,8 +220,10 @@ def _ours(path: Path) -> bool:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     paths = Paths.from_env()
     db = args.db or os.environ.get("REMINDKIT_DB") or None
+    home = os.environ.get("REMINDKIT_HOME") or None
     if args.action == "install":
-        report = install(paths, db, tray=on_desktop() if args.tray is None else args.tray)
+        tray = on_desktop() if args.tray is None else args.tray
+        report = install(paths, db, tray=tray, home=home)
     elif args.action == "uninstall":
         report = uninstall(paths)
     else:
@@ -223,7 +236,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def install(paths: Paths, db: str | None, *, tray: bool) -> dict[str, Any]:
+def install(paths: Paths, db: str | None, *, tray: bool, home: str | None = None) -> dict[str, Any]:
     for path in (paths.unit, paths.desktop):
         if path.exists() and not _ours(path):
             raise Conflict(
@@ -231,10 +244,10 @@ def install(paths: Paths, db: str | None, *, tray: bool) -> dict[str, Any]:
                 code="already_exists",
             )
     messages: list[str] = []
-    unit_changed = _write(paths.unit, unit_text(db))
+    unit_changed = _write(paths.unit, unit_text(db, home))
     desktop_changed = False
     if tray:
-        desktop_changed = _write(paths.desktop, desktop_text(db))
+        desktop_changed = _write(paths.desktop, desktop_text(db, home))
     messages.append(f"{'wrote' if unit_changed else 'unchanged'}: {paths.unit}")
     if tray:
         messages.append(
