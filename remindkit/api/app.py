@@ -11,6 +11,7 @@ and conflicts, 503 store unavailable).
 import builtins
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path as FilePath
 from typing import Annotated, Any
@@ -261,7 +262,9 @@ def create_app(
     async def _refusal(_request: Request, exc: RemindkitError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
         return JSONResponse(
-            error_body(exc.code, exc.message), status_code=status_of(exc), headers=headers
+            error_body(exc.code, body_words(exc.message)),
+            status_code=status_of(exc),
+            headers=headers,
         )
 
     @app.exception_handler(RequestValidationError)
@@ -713,6 +716,19 @@ def create_app(
 
     app.openapi = lambda: _openapi(app, cookie)  # type: ignore[method-assign]
     return app
+
+
+# the reminders API words its refusals for the command line; a body names its fields
+_FLAG = re.compile(r"--(in|at|every|cron|tz|timezone|repeat|until|label|announce|alarm)\b")
+_FIELD = {"tz": "timezone", "label": "name"}
+
+
+def body_words(message: str) -> str:
+    """``give either --in or --at`` as ``give either "in" or "at"``: the body's field
+    names, not the command line's flags."""
+    if "--" not in message:
+        return message
+    return _FLAG.sub(lambda m: f'"{_FIELD.get(m.group(1), m.group(1))}"', message)
 
 
 def _methods_of(app: FastAPI, scope: Any) -> set[str]:
