@@ -31,7 +31,7 @@ HEARTBEAT_S = 20.0
 STALE_S = 65.0
 MAX_SESSIONS = 1_000  # past this the file says "truncated" and readers of a session ask the store
 
-_PASSWORD = re.compile(r"(://[^:/@]+):[^@]*@")
+_PASSWORD = re.compile(r"(://[^:/@]*):[^@]*@")
 
 
 def default_home() -> Path:
@@ -53,12 +53,18 @@ def default_db_url(home: Path) -> str:
     return f"sqlite:///{home / 'remindkit.db'}"
 
 
+def without_password(url: str) -> str:
+    """``url`` with its password shown as ``***`` (as SQLAlchemy's ``hide_password``
+    does, without loading SQLAlchemy): what remindkit prints or writes of a store URL."""
+    return _PASSWORD.sub(r"\1:***@", url)
+
+
 def store_key(url: str) -> str:
     """The store URL as engines and the CLI both spell it (a password hidden, the
     driver that ``open_store`` picks for a bare ``postgresql://``)."""
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
-    return _PASSWORD.sub(r"\1:***@", url)
+    return without_password(url)
 
 
 def status_path(home: Path, url: str) -> Path:

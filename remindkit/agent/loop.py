@@ -43,7 +43,16 @@ from .tools import ToolContext, ToolResult, handle_tool_call, tool_error
 
 log = logging.getLogger(__name__)
 
-CORE_TOOLS = ("schedule_create", "schedule_list", "schedule_delete", "set_callback")
+# the tools in the order they are kept when not all fit a small context (tags do the rest)
+TOOL_PRIORITY = (
+    "schedule_create",
+    "schedule_list",
+    "schedule_delete",
+    "set_callback",
+    "schedule_snooze",
+    "schedule_pause",
+    "schedule_resume",
+)
 HISTORY = 200  # messages of the transcript sent with each call
 DEFAULT_SYSTEM = (
     "You can set reminders in this conversation. Use the schedule_create, schedule_list, schedule_delete "
@@ -397,10 +406,14 @@ class Conversation:
         reply = self.model.reply_tokens() if hasattr(self.model, "reply_tokens") else window // 4
         sent, tools = self.tools, count(json.dumps(self.tools)) if self.tools else 0
         if sent and tools > window // 3:
-            sent = [t for t in self.tools if t["function"]["name"] in CORE_TOOLS]
-            tools = count(json.dumps(sent)) if sent else 0
-            if tools > window // 3:
-                sent, tools = [], 0
+            # the least needed tools go first, one at a time, until the rest fit a third
+            # (those kept stay in the order of the full list)
+            keep = len(TOOL_PRIORITY)
+            while sent and tools > window // 3:
+                keep -= 1
+                names = TOOL_PRIORITY[:keep]
+                sent = [t for t in self.tools if t["function"]["name"] in names]
+                tools = count(json.dumps(sent)) if sent else 0
             log.info(
                 "%s: %d of %d tools sent to fit a context of %d tokens",
                 self.session,

@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..checks import MAX_SESSION_ID, check_session_id
+from ..checks import MAX_SESSION_ID, check_session_id, session_key, session_name
 from ..clock import to_us
 from ..credential import LocalCredential
 from ..errors import (
@@ -50,6 +50,8 @@ def error_body(code: str, message: str) -> dict[str, Any]:
 def reminder_out(rem: Reminder) -> dict[str, Any]:
     data = rem.to_dict()
     data["version"] = rem.version
+    if rem.session is not None:  # as its project names it (checks.session_key)
+        data["session"] = session_name(rem.session)
     return data
 
 
@@ -73,6 +75,9 @@ JSON_TYPE = "application/json"
 
 def session_out(sess: Session, project: str) -> dict[str, Any]:
     data = sess.to_dict()
+    data["id"] = session_name(sess.id)  # as its project names it (checks.session_key)
+    if sess.parent_id is not None:
+        data["parent_id"] = session_name(sess.parent_id)
     data["project"] = project
     return data
 
@@ -301,10 +306,11 @@ def create_app(
     def in_project(
         who: tk.Principal, project: str, session: str | None, *, write: bool = False
     ) -> tuple[str | None, Session | None]:
-        """Let the request in (one read of the store: project, session): its session
-        id and the session, when it is one of the project's."""
+        """Let the request in (one read of the store: project, session): its session's
+        id in the store (the project's own namespace: checks.session_key) and the
+        session, when it is one of the project's."""
         check_project(project)
-        sid = None if session is None else check_session_id(session)
+        sid = None if session is None else session_key(project, str(check_session_id(session)))
         sess = tk.admit(store.projects, who, project, sid, write=write, now_us=now_us())
         return sid, sess
 
@@ -547,7 +553,9 @@ def create_app(
         return JSONResponse(
             data,
             status_code=201,
-            headers={"Location": f"/v1/projects/{project}/sessions/{sid}/reminders/{rem.id}"},
+            headers={
+                "Location": f"/v1/projects/{project}/sessions/{session_name(sid)}/reminders/{rem.id}"
+            },
         )
 
     @app.get(
@@ -619,7 +627,12 @@ def create_app(
     ) -> Response:
         sid, sess = in_project(who, project, session)
         own(api.get(reminder_id), sid, sess)
-        return JSONResponse([o.to_dict() for o in api.history(reminder_id, limit=limit)])
+        out = [o.to_dict() for o in api.history(reminder_id, limit=limit)]
+        for o in out:
+            for key in ("session", "delivered_to"):
+                if o.get(key):
+                    o[key] = session_name(o[key])  # as its project names it
+        return JSONResponse(out)
 
     # last: a session id may hold "/" ({session:path}), so the routes below a session
     # (…/reminders, …/view) must be tried before the session itself
@@ -650,15 +663,15 @@ def create_app(
             feed.check_room(who)
             if who.scope != "admin":
                 project = project or who.project
-            if who.scope == "session":
-                session = session or who.session
+            if who.scope == "session" and who.session is not None:
+                session = session or session_name(who.session)
             start = after if last_event_id is None else event_id(last_event_id)
             if project is not None:
                 check_project(project)
                 sid = None if session is None else check_session_id(session)
-                who.may_use(project, sid)
+                who.may_use(project, None if sid is None else session_key(project, sid))
                 tk.require_project(store.projects, project)
-                return who, project, sid, start
+                return who, project, sid, start  # events are matched by the session's name
             if session is not None:
                 raise InvalidInput("give project= with session=", code="invalid_argument")
             return who, None, None, start

@@ -23,6 +23,7 @@ from typing import Any
 
 from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 
+from ..checks import session_name
 from ..errors import LimitExceeded
 from ..store import SqlStore
 
@@ -236,6 +237,8 @@ class EventFeed:
         data = event.to_dict()
         sid = data.get("session")
         data["project"] = self._project_of(sid) if sid else None
+        if sid:  # as its project names it (checks.session_key)
+            data["session"] = session_name(sid)
         if data["kind"] == "fired" and data.get("reminder_id"):
             with contextlib.suppress(Exception):
                 rem = self.store.reminders.get_reminder(data["reminder_id"])

@@ -17,7 +17,10 @@ JSON on stdin (the older names ``mcp bind``, ``session busy --hook`` and
   ``{"decision": "block", "reason": …}`` (Claude goes on with the fired block in
   the same conversation), else marks the session idle.
 
-A hook that hands fires in claims them in the store first (no engine delivers them
+Only for a host known to take what its hooks print (Claude Code: the session's MCP
+server records its host); for any other host the prompt and stop hooks only mark the
+session busy and idle, and its fires wait for its resume command. A hook that hands
+fires in claims them in the store first (no engine delivers them
 meanwhile), prints them, and only then records them delivered and takes their
 occurrence keys (a key taken earlier is recorded delivered and not printed again).
 A hook killed between printing and recording leaves the claim to run out: the
@@ -56,7 +59,10 @@ EVENTS = {"start": "SessionStart", "prompt": "UserPromptSubmit", "stop": "Stop"}
 HOOK_LEASE_US = 20_000_000  # a hook's claim: its hand-in is printed well within this
 STORE_PATIENCE_S = 5.0  # a busy store is tried again this long before the hook gives up
 SEEN_PATIENCE_S = 2.0  # a channel event's fires the engine is still recording as waiting
-TAKE_LIMIT = 50  # fires handed in by one hook at most (the rest come with the next)
+TAKE_LIMIT = 50
+HANDS_IN = frozenset(
+    {"claude-code"}
+)  # hosts whose hooks' output reaches the conversation  # fires handed in by one hook at most (the rest come with the next)
 # a remindkit channel event as Claude Code puts it in the prompt: <channel source="remindkit" … key="…" …>
 _CHANNEL = re.compile(r'<channel source="remindkit"([^>]*)>', re.ASCII)
 _KEY = re.compile(r'\skey="([^"<>]{1,300})"', re.ASCII)
@@ -124,6 +130,11 @@ class Hooks:
             raise InvalidInput("hook input has no session_id", code="invalid_argument")
         if event == "start":
             return self._start(sid, data, project=project, pids=pids, home=home)
+        if event in ("prompt", "stop") and not self._patient(lambda: self._hands_in(sid)):
+            # a host not known to take what a hook prints (the agent CLIs' plugins and
+            # hooks): the hook only marks the session; its fires wait for the resume command
+            self._patient(lambda: self._mark(sid, busy=event == "prompt"))
+            return Answer()
         if event == "prompt":
             self._patient(lambda: self._mark(sid, busy=True))
             seen = set(channel_keys(str(data.get("prompt") or "")))
@@ -205,6 +216,13 @@ class Hooks:
             self._patient(lambda: self._mark(sid, busy=False))
         # SessionStart's stdout goes into the conversation: nothing is printed
         return Answer(info={"session": sid, "project": str(folder), "file": str(path)})
+
+    def _hands_in(self, sid: str) -> bool:
+        """Does the session's host take what its hooks print into the conversation?
+        Claude Code does (Stop: ``decision: block``, UserPromptSubmit:
+        ``additionalContext``); the MCP server records which host it serves."""
+        sess = self.store.sessions.get_session(sid)
+        return sess is not None and sess.config.get("host") in HANDS_IN
 
     def _on_their_way(self, sid: str, keys: set[str]) -> bool:
         """Are any of these occurrences still held by the engine that pushed them?"""

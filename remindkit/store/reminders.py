@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from ..audit import EventKind, Surface
+from ..checks import session_project
 from ..clock import format_utc, from_us, to_us
 from ..errors import Conflict, InvalidInput, LimitExceeded, NotFound, StoreError
 from ..models import (
@@ -167,9 +168,10 @@ class Reminders(Role):
         cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
         Writes a ``created`` event (and ``replaced`` for each one replaced). With
         ``alive_since_us``, also reads (host, pid) of the engines whose heartbeat is
-        that recent, in the same transaction (is the new reminder armed?). With
-        ``project``, a new session is made in that project, and a session of another
-        project is not found (``session_not_found``)."""
+        that recent, in the same transaction (is the new reminder armed?). A new
+        session is made in its id's project (:func:`~remindkit.checks.session_key`);
+        with ``project``, a session of another project, or a new id of another
+        project's namespace, is not found (``session_not_found``)."""
         for attempt in range(3):
             try:
                 with self.write() as conn:
@@ -239,10 +241,13 @@ class Reminders(Role):
             found = d.run(conn, _sql(_SESSION_STATE_SQL, d), (rem.session,))
             sess = found[0] if found else None
             if sess is None:
-                row = _new_session_row(rem.session, now_us)
-                if project is not None:
-                    row["project"] = project
-                conn.execute(_INSERT_SESSION, row)
+                if project is not None and session_project(rem.session) != project:
+                    raise NotFound(  # an id of another project's namespace: not this one's
+                        f"No session by the id of {rem.session!r} in project {project!r} was found",
+                        code="session_not_found",
+                        session=rem.session,
+                    )
+                conn.execute(_INSERT_SESSION, _new_session_row(rem.session, now_us))
             elif project is not None and sess[1] != project:
                 raise NotFound(
                     f"No session by the id of {rem.session!r} in project {project!r} was found",

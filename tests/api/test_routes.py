@@ -243,10 +243,15 @@ def test_limits_and_deleted_sessions(api_server, sqlite_url, tmp_path):
         assert "project" in resp.json()["error"]["message"]
         # another project has its own count
         assert cli("projects", "create", "other", db=sqlite_url, home=tmp_path).returncode == 0
-        client.session("other", "c").reminders.create("elsewhere", in_="1h")
-        # a session of another project is not found under this one
+        made = client.session("other", "c").reminders.create("elsewhere", in_="1h")
+        assert made["session"] == "c"  # as its project names it
+        # each project is a namespace: another project's session is not found under this
+        # one, not even by its id in the store
+        for path in ("c", "@other%2Fc"):
+            got = http.get(f"/v1/projects/default/sessions/{path}")
+            assert got.status_code == 404 and got.json()["error"]["code"] == "session_not_found"
         resp = http.post(
-            "/v1/projects/default/sessions/c/reminders", json={"prompt": "x", "in": "1h"}
+            "/v1/projects/default/sessions/@other%2Fc/reminders", json={"prompt": "x", "in": "1h"}
         )
         assert resp.status_code == 404 and resp.json()["error"]["code"] == "session_not_found"
         # a deleted session: 409

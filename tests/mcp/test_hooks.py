@@ -45,7 +45,8 @@ def connected(store: SqlStore, clock: FakeClock, settings: Settings) -> tuple[En
     )
     eng = Engine(store, clock=clock, settings=settings, inline=True, adapters=Adapters(mcp))
     store.sessions.put_session(
-        Session(SID, adapter="mcp", config={"hooks": True}), now_us=to_us(clock.now())
+        Session(SID, adapter="mcp", config={"hooks": True, "host": "claude-code"}),
+        now_us=to_us(clock.now()),
     )
     mcp.attach(SID, None, hooks=True)
     return eng, mcp
@@ -179,3 +180,23 @@ def test_busy_store_makes_the_hook_wait(tmp_path: Path, clock, settings, api, st
     assert json.loads(got.out)["decision"] == "block"
     assert history(store, rid) == [("delivered", None)]
     assert time.monotonic() - started < 30
+
+
+def test_hooks_of_another_host_only_mark_the_session(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    """An agent CLI whose hooks run the same commands but may not take what they print
+    (opencode's plugin, a one-shot run that exits): nothing is handed in or recorded; the
+    fire waits for its resume command."""
+    eng, _ = connected(store, clock, settings)
+    store.sessions.put_session(
+        Session(SID, adapter="mcp", config={"hooks": True, "host": "opencode"}),
+        now_us=to_us(clock.now()),
+    )
+    h = hooks(store, clock)
+    assert h.answer("prompt", {"session_id": SID, "prompt": "go"}).out == ""
+    assert store.sessions.get_session(SID).busy
+    rid = api.create("x", session=SID, in_="1m").id
+    fire(eng, clock, 60)
+    stop = h.answer("stop", {"session_id": SID})
+    assert stop.out == "" and stop.taken is None
+    assert not store.sessions.get_session(SID).busy
+    assert history(store, rid)[0][0] == "waiting"
