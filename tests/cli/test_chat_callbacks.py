@@ -108,9 +108,7 @@ def test_callbacks_in_the_terminal_chat(home: Home, pane: Pane) -> None:  # noqa
         pane.tmux("send-keys", "-t", "rk", "Enter")
         wait_for(lambda: " Callbacks (1 active) PAUSED" in pane.screen(), what="PAUSED")
         wait_for(lambda: "[CB:1 PAUSED]" in pane.screen(), what="the paused bar")
-        wait_for(
-            lambda: cb_line(home) == "[CB:1 PAUSED]", timeout=30, what="status --line: PAUSED"
-        )
+        wait_for(lambda: cb_line(home) == "[CB:1 PAUSED]", timeout=30, what="status --line: PAUSED")
         pane.tmux("send-keys", "-t", "rk", "-l", "/callbacks resume")
         pane.tmux("send-keys", "-t", "rk", "Enter")
         wait_for(
