@@ -34,7 +34,7 @@ from .checks import (
     session_project,
 )
 from .clock import Clock, SystemClock, format_utc, to_us
-from .errors import Conflict, InvalidInput, NotFound, RemindkitError
+from .errors import Conflict, InvalidInput, LimitExceeded, NotFound, RemindkitError
 from .models import (
     ACTIVE,
     BUSY_POLICIES,
@@ -415,6 +415,26 @@ class Reminders:
 
     def _resumed(self) -> Any:
         now = self.clock.now()
+        limit = self.settings.limits.per_session
+        active: dict[str, int] = {}  # per session: active now, with the ones resumed here
+
+        def room(session: str) -> None:
+            """Resuming makes a reminder active again: within the session's limit."""
+            if limit is None:
+                return
+            if session not in active:
+                active[session] = self.store.reminders.count_reminders(
+                    session=session, states=[ACTIVE]
+                )
+            if active[session] >= limit:
+                raise LimitExceeded(
+                    f"session {session!r} already has {active[session]} active reminders "
+                    f"(limit {limit}); cancel or pause one first",
+                    code="too_many_reminders",
+                    limit=limit,
+                    scope="session",
+                )
+            active[session] += 1
 
         def fn(r: Reminder) -> Reminder | None:
             if r.state == ACTIVE:
@@ -438,6 +458,8 @@ class Reminders:
             )
             if nxt is None:
                 return replace(r, state=DONE, next_fire_at=None)
+            if r.session is not None:
+                room(r.session)
             return replace(r, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False)
 
         return fn

@@ -1,7 +1,8 @@
 """``remindkit service install|uninstall|status``: keep an engine running.
 
 ``install`` writes a systemd user unit that runs ``remindkit serve`` (with this
-Python interpreter and the store named by ``--db`` or ``REMINDKIT_DB``) and, on
+Python interpreter, the store named by ``--db`` or ``REMINDKIT_DB`` and the
+remindkit home of ``REMINDKIT_HOME`` when one is set) and, on
 a desktop, an XDG autostart entry for the tray. When a user systemd instance is
 reachable it enables and starts the unit at once; otherwise it says what it
 wrote and how to start it. A second ``install`` with the same settings changes
@@ -137,7 +138,14 @@ def _pythonpath() -> str | None:
     return None
 
 
-def unit_text(db: str | None, env_file: Path | None = None) -> str:
+def _home_env(home: str | None) -> list[str]:
+    """``REMINDKIT_HOME=…`` for the unit when one is set where it is installed: without
+    it the unit's engine would open the default home's store while ``remind`` writes
+    this one's (and keep its status file and credential elsewhere)."""
+    return [f"REMINDKIT_HOME={Path(home).expanduser().resolve()}"] if home else []
+
+
+def unit_text(db: str | None, env_file: Path | None = None, home: str | None = None) -> str:
     """The unit; with ``env_file``, the store URL is read from there (it has a password)."""
     lines = [
         f"# {MARK}; `remindkit service uninstall` removes it.",
@@ -151,6 +159,7 @@ def unit_text(db: str | None, env_file: Path | None = None) -> str:
         "RestartSec=5",
         "Environment=PYTHONUNBUFFERED=1",
     ]
+    lines += ["Environment=" + systemd_quote(v) for v in _home_env(home)]
     if env_file is not None:
         lines.append("EnvironmentFile=" + systemd_quote(str(env_file)))
     path = _pythonpath()
@@ -160,7 +169,7 @@ def unit_text(db: str | None, env_file: Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def desktop_text(db: str | None, env_file: Path | None = None) -> str:
+def desktop_text(db: str | None, env_file: Path | None = None, home: str | None = None) -> str:
     """The tray's autostart entry; with ``env_file``, ``sh`` reads the store URL from it."""
     argv = [sys.executable, "-m", "remindkit", "tray"]
     if env_file is not None:
@@ -170,6 +179,8 @@ def desktop_text(db: str | None, env_file: Path | None = None) -> str:
         argv = ["/bin/sh", "-c", script]
     elif db:
         argv += ["--db", db]
+    if home:
+        argv = ["env", *_home_env(home), *argv]
     return "\n".join(
         [
             f"# {MARK}; `remindkit service uninstall` removes it.",
@@ -250,8 +261,10 @@ def _ours(path: Path) -> bool:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     paths = Paths.from_env()
     db = args.db or os.environ.get("REMINDKIT_DB") or None
+    home = os.environ.get("REMINDKIT_HOME") or None
     if args.action == "install":
-        report = install(paths, db, tray=on_desktop() if args.tray is None else args.tray)
+        tray = on_desktop() if args.tray is None else args.tray
+        report = install(paths, db, tray=tray, home=home)
     elif args.action == "uninstall":
         report = uninstall(paths)
     else:
@@ -264,7 +277,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def install(paths: Paths, db: str | None, *, tray: bool) -> dict[str, Any]:
+def install(paths: Paths, db: str | None, *, tray: bool, home: str | None = None) -> dict[str, Any]:
     for path in (paths.unit, paths.desktop, paths.env_file):
         if path.exists() and not _ours(path):
             raise Conflict(
@@ -282,10 +295,10 @@ def install(paths: Paths, db: str | None, *, tray: bool) -> dict[str, Any]:
     elif paths.env_file.exists():
         paths.env_file.unlink()  # ours (checked above); the URL has no password now
         env_changed = True
-    unit_changed = _write(paths.unit, unit_text(db, env_file)) or env_changed
+    unit_changed = _write(paths.unit, unit_text(db, env_file, home)) or env_changed
     desktop_changed = False
     if tray:
-        desktop_changed = _write(paths.desktop, desktop_text(db, env_file))
+        desktop_changed = _write(paths.desktop, desktop_text(db, env_file, home))
     messages.append(f"{'wrote' if unit_changed else 'unchanged'}: {paths.unit}")
     if tray:
         messages.append(

@@ -10,6 +10,7 @@ most ``max_bytes`` of the body.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +40,13 @@ def bounded_request(
     json: Any = None,
     headers: dict[str, str] | None = None,
     transport: httpx.BaseTransport | None = None,
+    on_chunk: Callable[[bytes], None] | None = None,
 ) -> Answer:
     """The answer, or :class:`ModelError` ``model_unreachable`` (cannot connect,
     or no whole answer within ``timeout`` seconds) or ``model_response_too_large``.
-    ``transport``: another transport (tests), else a :class:`BoundedTransport`."""
+    ``transport``: another transport (tests), else a :class:`BoundedTransport`.
+    ``on_chunk``: called with each piece of a ``200`` body as it arrives (within the
+    same deadline and byte bound; the whole body is still in the answer)."""
     import httpx
 
     from .transport import BoundedTransport, deadline, env_proxy
@@ -69,6 +73,8 @@ def bounded_request(
                         code="model_response_too_large",
                     )
                 chunks.append(chunk)
+                if on_chunk is not None and resp.status_code == 200:
+                    on_chunk(chunk)
                 if time.monotonic() > at:
                     raise httpx.ReadTimeout("the deadline of the whole request passed")
             return Answer(resp.status_code, dict(resp.headers), b"".join(chunks))

@@ -17,7 +17,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 
 from ..checks import DEFAULT_PROJECT, check_project  # noqa: F401 - re-exported
 from ..errors import InvalidInput, NotFound
-from ..models import LIVE_STATES, SESSION_DELETED, Session
+from ..models import SESSION_DELETED, Session
 from . import schema as t
 from .role import Role
 from .rows import SESSION_FIELDS, session_from_row, session_of_values
@@ -35,7 +35,7 @@ _R, _S = t.reminders.c, t.sessions.c
 LIVE_IN_PROJECT = (
     select(func.count())
     .select_from(t.reminders.join(t.sessions, _S.id == _R.session_id))
-    .where(_S.project == bindparam("p"), _R.state.in_(LIVE_STATES))
+    .where(_S.project == bindparam("p"), _R.state == "active")  # active ones, as the limits count
 )
 PROJECT_OF_SESSION = select(_S.project).where(_S.id == bindparam("sid"))
 

@@ -80,12 +80,14 @@ _LIVE_LABEL = select(_R.id).where(
 _LIVE_LABEL_NO_SESSION = select(_R.id).where(
     _R.session_id.is_(None), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
 )
+# the limits count active reminders (the fourth seed's "20 active"): a paused one does not
+# count until it is resumed, which is refused past the limit
 _COUNT_LIVE_IN_SESSION = (
     select(func.count())
     .select_from(t.reminders)
-    .where(_R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
+    .where(_R.session_id == bindparam("sid"), _R.state == ACTIVE)
 )
-_COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
+_COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state == ACTIVE)
 # The create's own statements go through the driver (Dialect.run), written with "?"
 # and given the dialect's placeholder once (_sql).
 _SESSION_STATE_SQL = "SELECT state, project FROM sessions WHERE id = ?"
@@ -114,7 +116,7 @@ class Added(NamedTuple):
 def _check_import_limits(
     conn: Connection, reminders: Sequence[Reminder], limits: Limits, lines: Sequence[int] | None
 ) -> None:
-    live = [(i, r) for i, r in enumerate(reminders) if r.state in LIVE_STATES]
+    live = [(i, r) for i, r in enumerate(reminders) if r.state == ACTIVE]
     if not live:
         return
     total = int(conn.execute(_COUNT_LIVE).scalar_one())

@@ -24,7 +24,8 @@ class Reports(Role):
 
     def status_summary(self, *, now_us: int, max_sessions: int = 1_000) -> dict[str, Any]:
         """Per session and overall: active and paused counts, the next fire (µs), and
-        whether the latest finished fire failed."""
+        whether the latest finished fire failed; a session with ``set_callback`` timers
+        also has ``callbacks`` (their active and paused counts, next fire)."""
         c, o = t.reminders.c, t.occurrences.c
         with self.read() as conn:
             rows = conn.execute(
@@ -49,6 +50,16 @@ class Reports(Role):
             flag = conn.execute(
                 select(t.flags.c.value).where(t.flags.c.name == "paused_all")
             ).scalar()
+            callbacks = conn.execute(  # set_callback's timers, for the [CB:n m:ss] indicator
+                select(
+                    c.session_id,
+                    func.sum(case((c.state == "active", 1), else_=0)),
+                    func.sum(case((c.state == "paused", 1), else_=0)),
+                    func.min(case((c.state == "active", c.next_fire_at), else_=None)),
+                )
+                .where(c.state.in_(("active", "paused")), c.source == "callback")
+                .group_by(c.session_id)
+            ).all()
         failed = {sid: f is not None and (d is None or f >= d) for sid, f, d in outcomes}
         sessions: dict[str, dict[str, Any]] = {}
         total: dict[str, Any] = {"active": 0, "paused": 0, "next_us": None, "failed": False}
@@ -67,6 +78,13 @@ class Reports(Role):
                 total["next_us"] is None or entry["next_us"] < total["next_us"]
             ):
                 total["next_us"] = entry["next_us"]
+        for sid, active, paused, nxt in callbacks:
+            if sid in sessions:
+                sessions[sid]["callbacks"] = {
+                    "active": int(active or 0),
+                    "paused": int(paused or 0),
+                    "next_us": None if nxt is None else int(nxt),
+                }
         for sid, bad in failed.items():
             if sid is not None and sid not in sessions and bad:
                 sessions[sid] = {"active": 0, "paused": 0, "next_us": None, "failed": True}

@@ -155,6 +155,19 @@ def test_reminder_routes_and_their_statuses(api_server, sqlite_url, tmp_path):
             "invalid_cron",
         )
         _err(http.post(f"{base}/s1/reminders", json={"prompt": " ", "in": "5m"}), 400, "empty_text")
+        # the messages name the body's fields, not the command line's flags
+        for body, code, says in (
+            ({"prompt": "x", "in": "5m", "at": "2030-01-01T00:00:00Z"}, "conflicting_schedule",
+             'give either "in" or "at"'),
+            ({"prompt": "x", "in": "5m", "repeat": 3}, "invalid_repeat", '"repeat" needs "every"'),
+            ({"prompt": "x", "cron": "0 9 * * *", "in": "5m"}, "conflicting_schedule",
+             '"cron" sets its own times'),
+            ({"prompt": "x"}, "missing_schedule", 'give "in", "at", "every" or "cron"'),
+        ):  # fmt: skip
+            resp = http.post(f"{base}/s1/reminders", json=body)
+            _err(resp, 400, code)
+            said = resp.json()["error"]["message"]
+            assert says in said and "--" not in said, said
         _err(
             http.post(f"{base}/s1/reminders", json={"prompt": "x", "in": "5m", "when": 1}),
             400,
