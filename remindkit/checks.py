@@ -117,19 +117,67 @@ def check_printable(value: object, what: str, max_len: int = 1_000) -> str:
 
 
 def check_session_id(session: object) -> str | None:
+    """A session id: 1-200 printable characters (beyond its project's ``@<project>/``
+    prefix, for a session of a project other than ``default``: :func:`session_key`)."""
     if session is None:
         return None
+    own = session
+    if isinstance(session, str):
+        m = _NAMESPACED.match(session)
+        if m is not None:
+            own = session[m.end() :]
     if (
         not isinstance(session, str)
-        or not session.strip()
-        or len(session) > MAX_SESSION_ID
+        or not isinstance(own, str)
+        or not own.strip()
+        or len(own) > MAX_SESSION_ID
         or _has_control(session)
     ):
         raise InvalidInput(
-            f"{session!r} is not a session id (1-{MAX_SESSION_ID} printable characters)",
+            f"{str(session)[:250]!r} is not a session id (1-{MAX_SESSION_ID} printable characters)",
             code="invalid_session",
         )
     return session.strip()
+
+
+# -- projects: namespaces of sessions -----------------------------------------------------
+
+DEFAULT_PROJECT = "default"
+_PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", re.ASCII)
+_NAMESPACED = re.compile(r"@([A-Za-z0-9][A-Za-z0-9_.-]{0,63})/", re.ASCII)
+
+
+def check_project(name: object) -> str:
+    if not isinstance(name, str) or not _PROJECT_NAME.fullmatch(name):
+        raise InvalidInput(
+            f"{str(name)[:100]!r} is not a project name (1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit)",
+            code="invalid_project",
+        )
+    return name
+
+
+def session_key(project: str, session: str) -> str:
+    """The store's id of session ``session`` of ``project``. Each project is a namespace
+    of its own: a session of ``default`` (every session of the CLI, the tools, the
+    notebook, the MCP server and the Telegram bot) is stored under its id, a session of
+    any other project under ``@<project>/<id>``, so that a party acting in one project
+    (an API token) can neither make nor reach a session another surface will use. An id
+    already in the project's namespace is kept (what the API hands out comes back)."""
+    if project == DEFAULT_PROJECT or session.startswith(f"@{project}/"):
+        return session
+    return f"@{project}/{session}"
+
+
+def session_project(key: str) -> str:
+    """The project whose namespace a stored session id is in (see :func:`session_key`)."""
+    m = _NAMESPACED.match(key)
+    return DEFAULT_PROJECT if m is None else m.group(1)
+
+
+def session_name(key: str) -> str:
+    """A stored session id as its project names it (:func:`session_key` undone)."""
+    m = _NAMESPACED.match(key)
+    return key if m is None else key[m.end() :]
 
 
 def check_id(reminder_id: object) -> str:
@@ -145,9 +193,23 @@ def check_id(reminder_id: object) -> str:
 
 # -- session definitions ------------------------------------------------------------------
 
-SENSITIVE = ("argv", "fresh_argv", "env", "pass_env", "cwd", "api_key_env", "base_url", "extra")
+# the fields of a session definition that run code, send data somewhere or name a secret
+SENSITIVE = (
+    "argv",
+    "fresh_argv",
+    "env",
+    "pass_env",
+    "cwd",
+    "api_key_env",
+    "base_url",
+    "extra",
+    "url",  # a webhook's receiver
+    "secret_env",  # the variable whose secret signs a webhook's requests
+    "route",  # the Telegram chat a thread's replies go to
+)
 DISABLED = "disabled"  # config key: why the session does not run (set by an untrusted import)
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_SECRET_ENV = "REMINDKIT_WEBHOOK_SECRET"
 # request keys remindkit sets or relies on: config.extra cannot replace them
 RESERVED_REQUEST_KEYS = frozenset(
     {
@@ -185,6 +247,43 @@ def check_key_env(name: object, env: Mapping[str, str] | None = None) -> str:
             code="key_env_not_allowed",
         )
     return name
+
+
+def allowed_secret_envs(env: Mapping[str, str] | None = None) -> frozenset[str]:
+    env = os.environ if env is None else env
+    return frozenset({DEFAULT_SECRET_ENV, *comma_names(env.get("REMINDKIT_WEBHOOK_SECRET_ENVS"))})
+
+
+def check_secret_env(name: object, env: Mapping[str, str] | None = None) -> str:
+    """``name`` if a webhook may sign with the secret it holds, else ``secret_env_not_allowed``."""
+    allowed = allowed_secret_envs(env)
+    if not isinstance(name, str) or name not in allowed:
+        raise InvalidInput(
+            f"secret_env {str(name)[:100]!r} is not allowed: use {', '.join(sorted(allowed))}, "
+            "or add the name to REMINDKIT_WEBHOOK_SECRET_ENVS",
+            code="secret_env_not_allowed",
+        )
+    return name
+
+
+def check_webhook_url(url: object) -> str:
+    """An http(s) URL with a host, at most 2,000 printable characters (``invalid_argument``)."""
+    from urllib.parse import urlsplit
+
+    try:
+        ok = (
+            isinstance(url, str)
+            and len(url) <= 2_000
+            and not _has_control(url)
+            and urlsplit(url).scheme in ("http", "https")
+            and bool(urlsplit(url).hostname)
+        )
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InvalidInput(f"{str(url)[:100]!r} is not an http(s) URL", code="invalid_argument")
+    assert isinstance(url, str)
+    return url
 
 
 def request_extra(extra: object) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -76,6 +76,10 @@ def error_from_response(response: httpx.Response) -> RemindkitError:
     except Exception:
         code, message = "store_unavailable", f"HTTP {response.status_code}: {response.text[:200]}"
     cls: type[RemindkitError] = _BY_STATUS.get(response.status_code, StoreError)
+    if response.status_code == 502:  # the session's agent failed
+        from .agent.model import ModelError
+
+        cls = ModelError
     if code in SCHEDULE_CODES:
         cls = InvalidSchedule
     elif code == "too_many_reminders":
@@ -190,6 +194,54 @@ class SessionClient:
     def get(self) -> dict[str, Any]:
         return self.client.request("GET", self.path)
 
+    def send(
+        self,
+        text: str,
+        *,
+        on_text: Callable[[str], None] | None = None,
+        timeout: float = 300.0,
+    ) -> dict[str, Any]:
+        """Send the person's message to the session's agent; the reply when the turn
+        ends: ``{"ok": true, "text", "tags", "error": null}`` (tags stripped from the
+        text). ``on_text``: called with the reply's display text so far each time it
+        grows (the stream's ``text`` events). A failed turn raises
+        :class:`~remindkit.agent.model.ModelError` with the agent's code."""
+        path = self.path + "/messages"
+        if on_text is None:
+            return self.client.request("POST", path, json={"text": text}, timeout=timeout)
+        from httpx_sse import connect_sse
+
+        shown = ""
+        try:
+            with connect_sse(
+                self.client.http,
+                "POST",
+                path,
+                json={"text": text},
+                headers={"Accept": "text/event-stream"},
+                timeout=timeout,
+            ) as source:
+                if source.response.status_code >= 400:
+                    source.response.read()
+                    raise error_from_response(source.response)
+                for sse in source.iter_sse():
+                    data = sse.json() if sse.data else {}
+                    if sse.event == "text":
+                        shown = shown + data["append"] if "append" in data else data["replace"]
+                        on_text(shown)
+                    elif sse.event == "error":
+                        raise _refusal(data, int(data.get("status") or 409))
+                    elif sse.event == "reply":
+                        if not data.get("ok"):
+                            raise _refusal({"error": data.get("error") or {}}, 502)
+                        return dict(data)
+        except httpx.TransportError as exc:
+            raise StoreError(
+                f"the API at {self.client.base_url} is not reachable: {exc}",
+                code="store_unavailable",
+            ) from exc
+        raise StoreError("the stream ended before the reply", code="store_unavailable")
+
     def events(
         self, *, last_event_id: int | None = None, reconnect: bool = True
     ) -> Iterator[dict[str, Any]]:
@@ -275,6 +327,10 @@ class RemindersClient:
         return self.client.request(
             "GET", f"{self.path}/{_q(reminder_id)}/history", params={"limit": limit}
         )
+
+
+def _refusal(body: dict[str, Any], status: int) -> RemindkitError:
+    return error_from_response(httpx.Response(status, json=body))
 
 
 def _q(part: str) -> str:

@@ -5,8 +5,8 @@ zone, cron rule, period (the minimum repeat period), repeat count and horizon,
 every integer within its range, the text, label and announcement within their
 limits, and the timestamps it needs (``created_at``). The store then checks the
 limits per session and in total inside the import's transaction. A session line
-needs its id and ``created_at``; without ``trust`` its fields that run code or
-send keys are left out and it comes in disabled
+needs its id and ``created_at``; without ``trust`` its fields that run code, send
+data somewhere or name a secret (a webhook's ``url`` and ``secret_env`` too) are left out and it comes in disabled
 (:func:`~remindkit.sessions.trust.untrusted_session_config`).
 
 Any refusal raises ``InvalidInput`` (the caller adds the line number and the code
@@ -208,6 +208,14 @@ def check_session(d: dict[str, Any], *, trust: bool) -> tuple[Session, list[str]
             from .checks import check_key_env
 
             check_key_env(config["api_key_env"])
+        if config.get("url") is not None:
+            from .checks import check_webhook_url
+
+            check_webhook_url(config["url"])
+        if config.get("secret_env") is not None:
+            from .checks import check_secret_env
+
+            check_secret_env(config["secret_env"])
     else:
         config, dropped = untrusted_session_config(config)
     parent = d.get("parent_id")

@@ -22,15 +22,19 @@ from typing import TYPE_CHECKING, Any
 from ._compat import collector_paused
 from .audit import Event, EventKind, Surface, parse_surface
 from .checks import (
+    DEFAULT_PROJECT,
     check_announce,
     check_id,
     check_label,
+    check_project,
     check_session_id,
     check_text,
     new_id,
+    session_key,
+    session_project,
 )
 from .clock import Clock, SystemClock, format_utc, to_us
-from .errors import Conflict, InvalidInput, NotFound, RemindkitError
+from .errors import Conflict, InvalidInput, LimitExceeded, NotFound, RemindkitError
 from .models import (
     ACTIVE,
     BUSY_POLICIES,
@@ -166,6 +170,8 @@ class Reminders:
         now = self.clock.now()
         text = check_text(text, limits.text_max)
         session = check_session_id(session)
+        if session is not None and project is not None:  # the session of that project
+            session = session_key(check_project(project), session)
         label = check_label(label, limits.label_max)
         announce = check_announce(announce, limits.announce_max)
         _choice("urgency", urgency, URGENCIES)
@@ -285,6 +291,51 @@ class Reminders:
             limit=limit, reminder_id=reminder_id, session=session
         )
 
+    # -- sessions a surface takes as its own --------------------------------------------
+
+    def own_session(
+        self,
+        session_id: str,
+        *,
+        adapter: str,
+        project: str = DEFAULT_PROJECT,
+        untyped: bool = True,
+    ) -> Session | None:
+        """The session a surface that delivers through ``adapter`` (the MCP server, the
+        Telegram bot) may take as its own: None when there is none by that id yet; the
+        session when it is in ``project`` (its row and its id's namespace: see
+        :func:`~remindkit.checks.session_key`) and of ``adapter``, or, with ``untyped``,
+        of no adapter yet. Any other is not adopted: ``session_taken``. So a session
+        made first by a party that acts in another project (an API token) is never
+        taken over, nor one of another surface."""
+        sid = check_session_id(session_id)
+        assert sid is not None
+        sess = self.store.sessions.get_session(sid)
+        if sess is None:
+            if session_project(sid) != project:
+                raise Conflict(
+                    f"session id {sid!r} is in project {session_project(sid)!r}'s namespace, "
+                    f"not {project!r}'s",
+                    code="session_taken",
+                    session=sid,
+                )
+            return None
+        home = self.store.projects.project_of(sid)
+        if home != project or session_project(sid) != project:
+            raise Conflict(
+                f"session {sid!r} belongs to project {home!r}, not {project!r}",
+                code="session_taken",
+                session=sid,
+            )
+        if sess.adapter != adapter and not (untyped and sess.adapter is None):
+            kind = f"a {sess.adapter} session" if sess.adapter else "a session of no adapter"
+            raise Conflict(
+                f"session {sid!r} is {kind}, not one of {adapter}",
+                code="session_taken",
+                session=sid,
+            )
+        return sess
+
     # -- change --------------------------------------------------------------------------
 
     def cancel(
@@ -366,6 +417,26 @@ class Reminders:
 
     def _resumed(self) -> Any:
         now = self.clock.now()
+        limit = self.settings.limits.per_session
+        active: dict[str, int] = {}  # per session: active now, with the ones resumed here
+
+        def room(session: str) -> None:
+            """Resuming makes a reminder active again: within the session's limit."""
+            if limit is None:
+                return
+            if session not in active:
+                active[session] = self.store.reminders.count_reminders(
+                    session=session, states=[ACTIVE]
+                )
+            if active[session] >= limit:
+                raise LimitExceeded(
+                    f"session {session!r} already has {active[session]} active reminders "
+                    f"(limit {limit}); cancel or pause one first",
+                    code="too_many_reminders",
+                    limit=limit,
+                    scope="session",
+                )
+            active[session] += 1
 
         def fn(r: Reminder) -> Reminder | None:
             if r.state == ACTIVE:
@@ -389,6 +460,8 @@ class Reminders:
             )
             if nxt is None:
                 return replace(r, state=DONE, next_fire_at=None)
+            if r.session is not None:
+                room(r.session)
             return replace(r, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False)
 
         return fn

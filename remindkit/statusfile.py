@@ -31,7 +31,7 @@ HEARTBEAT_S = 20.0
 STALE_S = 65.0
 MAX_SESSIONS = 1_000  # past this the file says "truncated" and readers of a session ask the store
 
-_PASSWORD = re.compile(r"(://[^:/@]+):[^@]*@")
+_PASSWORD = re.compile(r"(://[^:/@]*):[^@]*@")
 
 
 def default_home() -> Path:
@@ -53,12 +53,18 @@ def default_db_url(home: Path) -> str:
     return f"sqlite:///{home / 'remindkit.db'}"
 
 
+def without_password(url: str) -> str:
+    """``url`` with its password shown as ``***`` (as SQLAlchemy's ``hide_password``
+    does, without loading SQLAlchemy): what remindkit prints or writes of a store URL."""
+    return _PASSWORD.sub(r"\1:***@", url)
+
+
 def store_key(url: str) -> str:
     """The store URL as engines and the CLI both spell it (a password hidden, the
     driver that ``open_store`` picks for a bare ``postgresql://``)."""
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
-    return _PASSWORD.sub(r"\1:***@", url)
+    return without_password(url)
 
 
 def status_path(home: Path, url: str) -> Path:
@@ -166,7 +172,7 @@ def quick_line(argv: Sequence[str], env: Mapping[str, str], out: TextIO) -> int 
             if name in opts or not value:
                 return None
             opts[name] = value
-        elif word in ("status", "--line", "--json") and word not in flags:
+        elif word in ("status", "--line", "--json", "--callbacks") and word not in flags:
             flags.add(word)
         else:
             return None
@@ -181,9 +187,60 @@ def quick_line(argv: Sequence[str], env: Mapping[str, str], out: TextIO) -> int 
     summary = summary_for(data, opts.get("--session"))
     if summary is None:
         return None
-    out.write(render_line(data, summary, now_us=now_us, as_json="--json" in flags) + "\n")
+    line = render_line(
+        data,
+        summary,
+        now_us=now_us,
+        as_json="--json" in flags,
+        callbacks="--callbacks" in flags,
+        session=opts.get("--session"),
+    )
+    out.write(line + "\n")
     out.flush()
     return 0
+
+
+def callbacks_of(data: dict[str, Any], session: str | None) -> dict[str, Any]:
+    """The ``set_callback`` timers of ``session`` (of every session when None): active
+    and paused counts and the next fire (µs)."""
+    found = data.get("sessions")
+    sessions: dict[str, Any] = found if isinstance(found, dict) else {}
+    entries = [sessions.get(session)] if session is not None else list(sessions.values())
+    out: dict[str, Any] = {"active": 0, "paused": 0, "next_us": None}
+    for entry in entries:
+        cb = entry.get("callbacks") if isinstance(entry, dict) else None
+        if not isinstance(cb, dict):
+            continue
+        out["active"] += int(cb.get("active") or 0)
+        out["paused"] += int(cb.get("paused") or 0)
+        nxt = cb.get("next_us")
+        if isinstance(nxt, int) and (out["next_us"] is None or nxt < out["next_us"]):
+            out["next_us"] = nxt
+    return out
+
+
+def callbacks_block(cb: dict[str, Any], *, now_us: int) -> dict[str, Any]:
+    """``{"active_count", "next_fire_ms", "remaining_s"}`` (the next fire in ms since the
+    epoch, and the whole seconds until it): what scripts and dashboards read."""
+    nxt = cb.get("next_us")
+    return {
+        "active_count": int(cb.get("active") or 0) + int(cb.get("paused") or 0),
+        "next_fire_ms": None if nxt is None else nxt // 1000,
+        "remaining_s": None if nxt is None else max(0, -((now_us - nxt) // 1_000_000)),
+    }
+
+
+def callbacks_indicator(cb: dict[str, Any], *, now_us: int) -> str:
+    """``[CB:2 2:14]``: the live callbacks and the time to the next one; ``[CB:2 PAUSED]``
+    when all of them are paused; ``""`` when there are none."""
+    block = callbacks_block(cb, now_us=now_us)
+    count = block["active_count"]
+    if not count:
+        return ""
+    left = block["remaining_s"]
+    if left is None:
+        return f"[CB:{count} PAUSED]"
+    return f"[CB:{count} {left // 60}:{left % 60:02d}]"
 
 
 def render_line(
@@ -193,9 +250,23 @@ def render_line(
     now_us: int,
     as_json: bool,
     source: str = "file",
+    callbacks: bool = False,
+    session: str | None = None,
 ) -> str:
-    """What ``status --line`` prints: the line, or with ``--json`` an object with it."""
+    """What ``status --line`` prints: the line, or with ``--json`` an object with it.
+    ``callbacks``: the ``set_callback`` indicator instead (``[CB:2 2:14]``)."""
     paused_all = bool(data.get("paused_all"))
+    if callbacks:
+        cb = callbacks_of(data, session)
+        if paused_all and cb["active"]:
+            cb = {"active": 0, "paused": cb["active"] + cb["paused"], "next_us": None}
+        shown = callbacks_indicator(cb, now_us=now_us)
+        if not as_json:
+            return shown
+        return json.dumps(
+            {"line": shown, **callbacks_block(cb, now_us=now_us), "source": source},
+            ensure_ascii=False,
+        )
     line = format_line(summary, now_us=now_us, paused_all=paused_all)
     if not as_json:
         return line

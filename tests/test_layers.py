@@ -22,7 +22,8 @@ LAYERS: list[set[str]] = [
         "statusfile",
         "credential",
         "wakeup",
-    },  # vocabulary, time, waiting, the local credential
+        "runtime",
+    },  # vocabulary, time, waiting, the local credential, the runtime folder
     {
         "schedules",
         "models",

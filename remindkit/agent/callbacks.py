@@ -155,6 +155,34 @@ def _cancel(ctx: ToolContext, callback_id: object) -> ToolResult:
     )
 
 
+POPUP_PREVIEW = 30
+
+
+def popup_lines(live: list[Reminder], now: Any) -> list[str]:
+    """The ``/callbacks`` popup: a title, then one line per live callback (slot, message
+    preview, time to the next fire, fires left or ``inf``); ``PAUSED`` in the title
+    when every one of them is paused::
+
+         Callbacks (2 active)
+         [0] "Check the deploy job; report s..."  0m12s (38)
+         [3] "Check disk usage on /tmp"           1m00s (inf)
+    """
+    if not live:
+        return ["No active callbacks"]
+    paused = all(r.state != ACTIVE for r in live)
+    lines = [f" Callbacks ({len(live)} active)" + (" PAUSED" if paused else "")]
+    for r in live:
+        if r.state == ACTIVE and r.next_fire_at is not None:
+            left = max(0, int((r.next_fire_at - now).total_seconds() + 0.999))
+            when = f"{left // 60}m{left % 60:02d}s"
+        else:
+            when = "paused"
+        remaining = "inf" if r.remaining is None else str(r.remaining)
+        quoted = f'"{_preview(r.text, POPUP_PREVIEW)}"'
+        lines.append(f" [{r.slot}] {quoted.ljust(POPUP_PREVIEW + 5)}  {when} ({remaining})")
+    return lines
+
+
 def _preview(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[:limit].rstrip() + "..."
@@ -164,4 +192,4 @@ def _err(code: str, message: str) -> ToolResult:
     return ToolResult(f"Error: {message}", ok=False, code=code)
 
 
-__all__ = ["callbacks", "set_callback"]
+__all__ = ["callbacks", "popup_lines", "set_callback"]

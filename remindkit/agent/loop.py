@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,16 @@ from .tools import ToolContext, ToolResult, handle_tool_call, tool_error
 
 log = logging.getLogger(__name__)
 
-CORE_TOOLS = ("schedule_create", "schedule_list", "schedule_delete", "set_callback")
+# the tools in the order they are kept when not all fit a small context (tags do the rest)
+TOOL_PRIORITY = (
+    "schedule_create",
+    "schedule_list",
+    "schedule_delete",
+    "set_callback",
+    "schedule_snooze",
+    "schedule_pause",
+    "schedule_resume",
+)
 HISTORY = 200  # messages of the transcript sent with each call
 DEFAULT_SYSTEM = (
     "You can set reminders in this conversation. Use the schedule_create, schedule_list, schedule_delete "
@@ -128,10 +137,29 @@ class Conversation:
 
     # -- entry points --------------------------------------------------------------------
 
-    def send(self, text: str, *, wait_s: float = 600.0) -> TurnReply:
-        """A typed message: wait (up to ``wait_s``) until the session is idle, then run the turn."""
+    def send(
+        self,
+        text: str,
+        *,
+        wait_s: float = 600.0,
+        on_text: Callable[[str], None] | None = None,
+        on_tool: Callable[[str, ToolResult], None] | None = None,
+        on_start: Callable[[], None] | None = None,
+    ) -> TurnReply:
+        """A typed message: wait (up to ``wait_s``) until the session is idle, then run the turn.
+        ``on_text``: the reply's text as the model produces it (tags not yet stripped;
+        a later round of the same turn begins with a blank line), where the model can
+        stream (``streams``); ``on_tool``: each tool call carried out, with its result;
+        ``on_start``: once the session's turn lease is held."""
         with self._lease(wait_s):
-            return self._turn(Message(self.session, "user", text, kind=CHAT), keys=())
+            if on_start is not None:
+                on_start()
+            return self._turn(
+                Message(self.session, "user", text, kind=CHAT),
+                keys=(),
+                on_text=on_text,
+                on_tool=on_tool,
+            )
 
     def deliver(self, message: str, fires: Sequence[Fire]) -> TurnReply:
         """A fired turn handed over by a python session: takes the turn lease itself."""
@@ -172,8 +200,24 @@ class Conversation:
         keys: Sequence[str],
         build: Any = None,
         echoed_from: Sequence[str] = (),
+        on_text: Callable[[str], None] | None = None,
+        on_tool: Callable[[str, ToolResult], None] | None = None,
     ) -> TurnReply:
         appended: list[Message] = []
+        streamed = [False]  # some text went out already: a later round starts with a blank line
+
+        def stream(piece: str) -> None:
+            assert on_text is not None
+            if not streamed[0]:
+                streamed[0] = True
+            elif round_start[0]:
+                piece = "\n\n" + piece
+            round_start[0] = False
+            on_text(piece)
+
+        round_start = [False]
+        streaming = on_text is not None and bool(getattr(self.model, "streams", False))
+        extra: dict[str, Any] = {"on_text": stream} if streaming else {}
         if first is not None:
             appended += self.store.transcripts.append_messages(
                 self.session, [first], now_us=self._now()
@@ -195,9 +239,10 @@ class Conversation:
         texts: list[str] = []
         raw: str | None = None
         for _round in range(self.max_rounds):
+            round_start[0] = True
             try:
                 try:
-                    completion = self.model.complete(*self._request())
+                    completion = self.model.complete(*self._request(), **extra)
                 except ModelError as exc:
                     if exc.code != "model_context_overflow":
                         raise
@@ -206,7 +251,9 @@ class Conversation:
                     learns = hasattr(
                         self.model, "context_tokens"
                     )  # it took the smaller size from the answer
-                    completion = self.model.complete(*self._request(shrink=1.0 if learns else 0.5))
+                    completion = self.model.complete(
+                        *self._request(shrink=1.0 if learns else 0.5), **extra
+                    )
             except ModelError as exc:
                 return TurnReply(
                     ok=False,
@@ -228,9 +275,15 @@ class Conversation:
                     tags=tuple(tag_outcomes),
                     tools=tuple(tool_results),
                 )
+            if on_text is not None and not streaming and completion.content:
+                stream(completion.content)  # a model that does not stream: each round at once
+            done = len(tool_results)
             appended += self._record(
                 completion, ctx, tag_outcomes, tool_results, texts, echoed_from
             )
+            if on_tool is not None:
+                for name, result in tool_results[done:]:
+                    on_tool(name, result)
             raw = completion.content if completion.content is not None else raw
             if not completion.tool_calls:
                 break
@@ -353,10 +406,14 @@ class Conversation:
         reply = self.model.reply_tokens() if hasattr(self.model, "reply_tokens") else window // 4
         sent, tools = self.tools, count(json.dumps(self.tools)) if self.tools else 0
         if sent and tools > window // 3:
-            sent = [t for t in self.tools if t["function"]["name"] in CORE_TOOLS]
-            tools = count(json.dumps(sent)) if sent else 0
-            if tools > window // 3:
-                sent, tools = [], 0
+            # the least needed tools go first, one at a time, until the rest fit a third
+            # (those kept stay in the order of the full list)
+            keep = len(TOOL_PRIORITY)
+            while sent and tools > window // 3:
+                keep -= 1
+                names = TOOL_PRIORITY[:keep]
+                sent = [t for t in self.tools if t["function"]["name"] in names]
+                tools = count(json.dumps(sent)) if sent else 0
             log.info(
                 "%s: %d of %d tools sent to fit a context of %d tokens",
                 self.session,

@@ -48,6 +48,61 @@ def handle_tool_call(
                 code=args.code,
             )
         return args
+    return _answered_in_time(
+        lambda: _dispatch(session, name, args), set_callback=name == "set_callback"
+    )
+
+
+STORE_WAIT_S = 2.0  # a tool call whose store has not answered by then: persistence_uncertain
+_UNCERTAIN = (
+    "the reminder store did not confirm the change in time, so it may or may not have "
+    "been saved; call schedule_list to check before retrying"
+)
+
+
+def _answered_in_time(call: Any, *, set_callback: bool) -> ToolResult:
+    """``call()``, or ``persistence_uncertain`` when the store has not answered within
+    :data:`STORE_WAIT_S` (a write lock held elsewhere: the store would wait up to its
+    busy timeout, 30 s, before saying so): the model can list and decide at once. The
+    call goes on in its thread and may still be saved."""
+    import contextvars
+    import threading
+
+    box: list[ToolResult] = []
+    failed: list[BaseException] = []
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            box.append(context.run(call))
+        except BaseException as exc:  # handed to the caller
+            failed.append(exc)
+
+    worker = threading.Thread(target=work, daemon=True, name="remindkit-tool-call")
+    worker.start()
+    worker.join(STORE_WAIT_S)
+    if failed:
+        raise failed[0]
+    if box:
+        return box[0]
+    if set_callback:
+        return ToolResult(
+            f"Error: {PERSISTENCE_UNCERTAIN}: {_UNCERTAIN}", ok=False, code=PERSISTENCE_UNCERTAIN
+        )
+    return _error(PERSISTENCE_UNCERTAIN, _UNCERTAIN)
+
+
+def _local(text: str) -> bool:
+    """An ISO date-time without an offset (``2026-09-01T15:00``)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text.strip()).tzinfo is None
+    except ValueError:
+        return False  # not a date-time: the reminders API says why (invalid_time)
+
+
+def _dispatch(session: ToolContext, name: str, args: dict[str, Any]) -> ToolResult:
     if name == "set_callback":
         return set_callback(session, args)
     try:
@@ -109,6 +164,13 @@ def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     alarm = args.get("alarm", False)
     if not isinstance(alarm, bool):
         return _error("invalid_argument", "alarm must be true or false")
+    if args.get("at") is not None and args.get("time_zone") is None and _local(args["at"]):
+        # the model names the zone: nothing is taken from the machine it runs on
+        return _error(
+            "missing_time_zone",
+            f"at {args['at']!r} is a local date-time: give time_zone (an IANA zone such as "
+            "Europe/Berlin) or an offset (2026-09-01T15:00:00+08:00)",
+        )
     created = ctx.api.add(
         args["prompt"],
         session=ctx.session,

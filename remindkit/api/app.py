@@ -11,6 +11,7 @@ and conflicts, 503 store unavailable).
 import builtins
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path as FilePath
 from typing import Annotated, Any
@@ -20,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..checks import MAX_SESSION_ID, check_session_id
+from ..checks import MAX_SESSION_ID, check_session_id, session_key, session_name
 from ..clock import to_us
 from ..credential import LocalCredential
 from ..errors import (
@@ -34,6 +35,7 @@ from ..reminders import Reminders
 from ..store.projects import check_project
 from . import schema
 from . import tokens as tk
+from .chat import ChatTurns, last_event, stream_turn
 from .guard import SCOPE_KEY, Guard, HostNames, status_of
 
 STATIC = FilePath(__file__).with_name("static")
@@ -48,6 +50,8 @@ def error_body(code: str, message: str) -> dict[str, Any]:
 def reminder_out(rem: Reminder) -> dict[str, Any]:
     data = rem.to_dict()
     data["version"] = rem.version
+    if rem.session is not None:  # as its project names it (checks.session_key)
+        data["session"] = session_name(rem.session)
     return data
 
 
@@ -71,6 +75,9 @@ JSON_TYPE = "application/json"
 
 def session_out(sess: Session, project: str) -> dict[str, Any]:
     data = sess.to_dict()
+    data["id"] = session_name(sess.id)  # as its project names it (checks.session_key)
+    if sess.parent_id is not None:
+        data["parent_id"] = session_name(sess.parent_id)
     data["project"] = project
     return data
 
@@ -209,12 +216,22 @@ def create_app(
     names: HostNames | None = None,
     cookie: str = "remindkit",
     instance: str = "",
+    adapters: Any = None,
 ) -> FastAPI:
     """The application over ``api``. Every ``/v1/`` request needs a credential:
     ``credential`` (the user's own, or its login cookie ``cookie``) or a stored token."""
     store = api.store
     mcp_app = mcp_over_http(api)
     ReminderIn, ReminderPatch = schema.input_models(api.settings.limits)
+    MessageIn = schema.message_model(api.settings.limits, api.settings.model.max_message_chars)
+    if adapters is None:
+        if engine is not None:
+            adapters = engine.adapters
+        else:
+            from ..sessions.registry import default_adapters
+
+            adapters = default_adapters(api=api)
+    turns = ChatTurns(adapters)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -250,7 +267,9 @@ def create_app(
     async def _refusal(_request: Request, exc: RemindkitError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
         return JSONResponse(
-            error_body(exc.code, exc.message), status_code=status_of(exc), headers=headers
+            error_body(exc.code, body_words(exc.message)),
+            status_code=status_of(exc),
+            headers=headers,
         )
 
     @app.exception_handler(RequestValidationError)
@@ -287,10 +306,11 @@ def create_app(
     def in_project(
         who: tk.Principal, project: str, session: str | None, *, write: bool = False
     ) -> tuple[str | None, Session | None]:
-        """Let the request in (one read of the store: project, session): its session
-        id and the session, when it is one of the project's."""
+        """Let the request in (one read of the store: project, session): its session's
+        id in the store (the project's own namespace: checks.session_key) and the
+        session, when it is one of the project's."""
         check_project(project)
-        sid = None if session is None else check_session_id(session)
+        sid = None if session is None else session_key(project, str(check_session_id(session)))
         sess = tk.admit(store.projects, who, project, sid, write=write, now_us=now_us())
         return sid, sess
 
@@ -411,6 +431,57 @@ def create_app(
             }
         )
 
+    @app.post(
+        base + "/{session:path}/messages",
+        tags=["sessions"],
+        response_model=schema.MessageReply,
+        responses={
+            200: {
+                "description": "the reply (tags stripped; the tags it carried out), or with "
+                "`Accept: text/event-stream` a stream of events: started, waiting, text "
+                "(`append` or `replace`), tool, then reply (this body) or error",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            **_responses(
+                *WRITE,
+                502,
+                _409="no agent to talk to (no_agent, agent_not_allowed), the session busy "
+                "past the wait (session_busy), deleted (session_deleted), too_many_turns",
+                _502="the agent failed (model_unreachable, model_http_error, ...)",
+            ),
+        },
+    )
+    async def post_message(
+        project: Project,
+        session: SessionId,
+        body: MessageIn,  # type: ignore[valid-type]
+        who: Who,
+        request: Request,
+    ) -> Response:
+        """Send the person's message to the session's agent: one turn through the
+        session's adapter (an ``openai`` session's model), with its tags and tool calls
+        carried out. The session is busy meanwhile: a fire due during it waits and comes
+        as its own turn after. Streamed as it is produced with ``Accept: text/event-stream``."""
+        sid, sess = in_project(who, project, session, write=True)
+        if sess is None:
+            raise NotFound(
+                f"No session by the id of {sid!r} was found", code="session_not_found", session=sid
+            )
+        events = turns.start(sess, body.text)  # type: ignore[attr-defined]
+        if "text/event-stream" in request.headers.get("accept", ""):
+            return StreamingResponse(
+                stream_turn(events),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        kind, data = await last_event(events)
+        if kind == "refused":
+            status = data.pop("status", 409)
+            return JSONResponse(data, status_code=status)
+        if not data["ok"]:
+            return JSONResponse({"error": data["error"]}, status_code=502)
+        return JSONResponse(data)
+
     # -- reminders -------------------------------------------------------------------------
 
     @app.get(
@@ -482,7 +553,9 @@ def create_app(
         return JSONResponse(
             data,
             status_code=201,
-            headers={"Location": f"/v1/projects/{project}/sessions/{sid}/reminders/{rem.id}"},
+            headers={
+                "Location": f"/v1/projects/{project}/sessions/{session_name(sid)}/reminders/{rem.id}"
+            },
         )
 
     @app.get(
@@ -554,7 +627,12 @@ def create_app(
     ) -> Response:
         sid, sess = in_project(who, project, session)
         own(api.get(reminder_id), sid, sess)
-        return JSONResponse([o.to_dict() for o in api.history(reminder_id, limit=limit)])
+        out = [o.to_dict() for o in api.history(reminder_id, limit=limit)]
+        for o in out:
+            for key in ("session", "delivered_to"):
+                if o.get(key):
+                    o[key] = session_name(o[key])  # as its project names it
+        return JSONResponse(out)
 
     # last: a session id may hold "/" ({session:path}), so the routes below a session
     # (…/reminders, …/view) must be tried before the session itself
@@ -585,15 +663,15 @@ def create_app(
             feed.check_room(who)
             if who.scope != "admin":
                 project = project or who.project
-            if who.scope == "session":
-                session = session or who.session
+            if who.scope == "session" and who.session is not None:
+                session = session or session_name(who.session)
             start = after if last_event_id is None else event_id(last_event_id)
             if project is not None:
                 check_project(project)
                 sid = None if session is None else check_session_id(session)
-                who.may_use(project, sid)
+                who.may_use(project, None if sid is None else session_key(project, sid))
                 tk.require_project(store.projects, project)
-                return who, project, sid, start
+                return who, project, sid, start  # events are matched by the session's name
             if session is not None:
                 raise InvalidInput("give project= with session=", code="invalid_argument")
             return who, None, None, start
@@ -653,15 +731,32 @@ def create_app(
     return app
 
 
+# the reminders API words its refusals for the command line; a body names its fields
+_FLAG = re.compile(r"--(in|at|every|cron|tz|timezone|repeat|until|label|announce|alarm)\b")
+_FIELD = {"tz": "timezone", "label": "name"}
+
+
+def body_words(message: str) -> str:
+    """``give either --in or --at`` as ``give either "in" or "at"``: the body's field
+    names, not the command line's flags."""
+    if "--" not in message:
+        return message
+    return _FLAG.sub(lambda m: f'"{_FIELD.get(m.group(1), m.group(1))}"', message)
+
+
 def _methods_of(app: FastAPI, scope: Any) -> set[str]:
     """The methods of every route whose path fits (a session id may hold "/")."""
     found: set[str] = set()
+    below: set[str] = set()  # of the routes below a session (…/messages): they are what fits
     for route in app.router.routes:
         methods = getattr(route, "methods", None)
         regex = getattr(route, "path_regex", None)
         if methods and regex is not None and regex.match(scope["path"]):
-            found |= set(methods)
-    return found
+            if getattr(route, "path", "").endswith("{session:path}"):
+                found |= set(methods)
+            else:
+                below |= set(methods)
+    return below or found
 
 
 PROJECT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # check_project's

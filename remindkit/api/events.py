@@ -23,6 +23,7 @@ from typing import Any
 
 from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 
+from ..checks import session_name
 from ..errors import LimitExceeded
 from ..store import SqlStore
 
@@ -90,11 +91,9 @@ class EventFeed:
     def _run(self) -> None:
         import os
 
-        listener = self.store.wake.listen()
         sel = selectors.DefaultSelector()
         sel.register(self._poke_r, selectors.EVENT_READ, "poke")
-        if listener is not None:
-            sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
+        listener = self._listen(sel)
         burst = 0
         try:
             while not self._stop.is_set():
@@ -105,7 +104,17 @@ class EventFeed:
                             os.read(self._poke_r, 4096)
                         burst = BURST_READS
                     elif listener is not None:  # a write committed: one read finds it
-                        listener.drain()
+                        try:
+                            listener.drain()
+                        except Exception:  # a dropped PostgreSQL LISTEN: listen again
+                            log.warning("event feed: the store's listener dropped; listening again")
+                            sel.unregister(key.fileobj)
+                            with contextlib.suppress(Exception):
+                                listener.close()
+                            listener = None
+                            burst = BURST_READS  # what was written meanwhile: read it now
+                if listener is None and self._store_listens:
+                    listener = self._listen(sel)  # else read every poll_s until it can
                 self._recheck()
                 if not self._catch_up_to_streams():
                     burst = 0
@@ -119,7 +128,27 @@ class EventFeed:
         finally:
             sel.close()
             if listener is not None:
-                listener.close()
+                with contextlib.suppress(Exception):
+                    listener.close()
+
+    _store_listens = False  # the store offers a listener (PostgreSQL LISTEN, a socket)
+
+    def _listen(self, sel: selectors.BaseSelector) -> Any:
+        """The store's wake-up listener, registered with ``sel``; None when the store
+        offers none or cannot give one now (the feed then reads every ``poll_s``)."""
+        try:
+            listener = self.store.wake.listen()
+        except Exception as exc:
+            (log.debug if self._store_listens else log.warning)(
+                "event feed: no wake-up hints from the store for now (%s)", exc
+            )
+            self._store_listens = True  # it does listen: try again at the next round
+            return None
+        if listener is None:
+            return None
+        self._store_listens = True
+        sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
+        return listener
 
     def _recheck(self) -> None:
         """End the streams whose token was revoked or whose project's feature was
@@ -208,6 +237,8 @@ class EventFeed:
         data = event.to_dict()
         sid = data.get("session")
         data["project"] = self._project_of(sid) if sid else None
+        if sid:  # as its project names it (checks.session_key)
+            data["session"] = session_name(sid)
         if data["kind"] == "fired" and data.get("reminder_id"):
             with contextlib.suppress(Exception):
                 rem = self.store.reminders.get_reminder(data["reminder_id"])

@@ -84,6 +84,20 @@ def input_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
     return ReminderIn, ReminderPatch
 
 
+def message_model(limits: Limits, max_chars: int) -> type[BaseModel]:
+    """The body of a message the person sends to a session."""
+
+    class MessageIn(BaseModel):
+        """A message to the session's agent, as if typed in its chat."""
+
+        model_config = ConfigDict(extra="forbid", strict=True)
+        text: str = Field(
+            min_length=1, max_length=max_chars, description="what the person says to the agent"
+        )
+
+    return MessageIn
+
+
 # -- what the routes answer ------------------------------------------------------------
 
 
@@ -206,6 +220,25 @@ class View(BaseModel):
 
     pills: list[Pill]
     lines: list[Line]
+
+
+class TagDone(BaseModel):
+    """A ``<schedule>`` or ``<cancel-schedule>`` tag of the reply, carried out or not."""
+
+    ok: bool
+    code: str | None = Field(description="why it was not carried out")
+    label: str | None
+    reminder: str | None = Field(description="the reminder it set")
+    cancelled: list[str] = Field(description="ids of the reminders it cancelled")
+
+
+class MessageReply(BaseModel):
+    """The end of a typed turn: the reply for display (tags stripped), or why it failed."""
+
+    ok: bool
+    text: str
+    tags: list[TagDone]
+    error: ErrorDetail | None
 
 
 class EngineOut(BaseModel):

@@ -11,6 +11,7 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..checks import session_key
 from ..errors import Forbidden, InvalidInput, Unauthorized
 from ..reminders import check_session_id
 from ..store.projects import check_project, project_not_found
@@ -33,9 +34,12 @@ class Principal:
     token_id: str | None = None
 
     def may_use(self, project: str, session: str | None = None) -> None:
-        """Raise ``forbidden`` unless this principal may act on ``project`` (and ``session``)."""
+        """Raise ``forbidden`` unless this principal may act on ``project`` (and ``session``,
+        by its name in the project or its id in the store: :func:`~remindkit.checks.session_key`)."""
         if self.scope == "admin":
             return
+        if session is not None:
+            session = session_key(project, session)
         if self.project != project:
             raise Forbidden(
                 f"this token is for project {self.project!r}, not {project!r}", code="forbidden"
@@ -71,7 +75,9 @@ def create_token(
     if session is not None:
         if project is None:
             raise InvalidInput("a session token needs --project", code="invalid_argument")
-        session = check_session_id(session)
+        checked = check_session_id(session)
+        assert checked is not None
+        session = session_key(project, checked)  # the session in the project's namespace
     token = PREFIX + secrets.token_urlsafe(32)
     token_id = "tok_" + secrets.token_hex(4)
     projects.add_token(

@@ -17,8 +17,11 @@ A command is handed over only where that cannot change its outcome:
   folders, the locale) is exactly the engine's: a command in a session scope
   (``REMINDKIT_SESSION``, set for the agent commands remindkit runs) is only ever handed
   to an engine started in that same scope, so in practice it runs in its own process;
-* the peer is the same user: the socket lives in a 0700 folder of ours, and the engine
-  checks the caller's uid (``SO_PEERCRED``) as well.
+* the peer is the same user: the socket lives in the runtime folder
+  (:mod:`remindkit.runtime`), and before it sends anything (a command line, a hook's
+  input) the caller checks that folder (a directory of its own, 0700, not a link),
+  the socket's owner and the engine's uid (``SO_PEERCRED``); the engine checks the
+  caller's uid too. In a shared ``/tmp`` another user can make the folder first.
 
 Otherwise, or when no engine answers, the command runs in its own process as before.
 A read-only command whose engine goes away before answering is run again locally; a
@@ -78,32 +81,37 @@ def env_digest(env: dict[str, str] | os._Environ[str]) -> str:
     return hashlib.sha256(json.dumps(keep).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def runtime_dir() -> Path:
-    """A folder of ours for sockets: ``$XDG_RUNTIME_DIR/remindkit`` or ``/tmp/remindkit-UID``."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base and os.path.isdir(base):
-        return Path(base) / "remindkit"
-    return Path(f"/tmp/remindkit-{os.getuid()}")
+def socket_path(url: str, *, make: bool = False) -> Path:
+    """The store's hand-off socket in the runtime folder (:mod:`remindkit.runtime`);
+    :class:`~remindkit.runtime.UnsafeFolder` when that folder is not ours alone (or,
+    without ``make``, does not exist)."""
+    from ..runtime import runtime_dir
+
+    return runtime_dir(make=make) / socket_name(url)
 
 
-def socket_path(url: str) -> Path:
+def socket_name(url: str) -> str:
     from ..statusfile import store_key
 
     digest = hashlib.sha256(store_key(url).encode("utf-8", "surrogateescape")).hexdigest()[:20]
-    return runtime_dir() / f"cli-{digest}.sock"
+    return f"cli-{digest}.sock"
 
 
-def _private_dir(folder: Path) -> bool:
-    """``folder`` exists (made if not), is ours, is not a link and no one else may enter it."""
-    with contextlib.suppress(FileExistsError):
-        folder.mkdir(mode=0o700)
-    try:
-        st = os.lstat(folder)
-    except OSError:
-        return False
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a connected Unix socket (``SO_PEERCRED``)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+def _our_socket(path: Path) -> bool:
+    """``path`` is a socket of ours (not a link, not another user's)."""
     import stat
 
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid()
 
 
 # -- the caller ----------------------------------------------------------------------------
@@ -134,14 +142,11 @@ def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
     url = store_url(argv)
     if url is None:
         return None
-    path = socket_path(url)
-    if len(str(path)) > 100 or not path.parent.is_dir():
+    sock = _connect(url)
+    if sock is None:
         return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(CONNECT_TIMEOUT_S)
         try:
-            sock.connect(str(path))
             request = json.dumps(
                 {"v": 1, "argv": list(argv), "env": env_digest(os.environ)},
                 ensure_ascii=True,
@@ -198,18 +203,38 @@ def hook_printed(url: str, ticket: str, printed: bool = True) -> None:
     _exchange(url, {"v": 1, "hook_printed": ticket, "printed": printed})
 
 
-def _exchange(url: str, request: dict[str, Any]) -> Any:
-    """One request to the engine serving ``url``'s store; its answer, or None."""
-    path = socket_path(url)
-    if len(str(path)) > 100 or not path.parent.is_dir():
+def _connect(url: str) -> socket.socket | None:
+    """A connection to the engine serving ``url``'s store, or None. Nothing is sent
+    before the runtime folder (a directory of ours, closed to others), the socket's
+    owner (us) and the peer's uid (``SO_PEERCRED``: us) are checked: in a shared
+    ``/tmp`` another user can make the folder first, or link it, and listen there."""
+    try:
+        path = socket_path(url)
+    except OSError:
         return None
-    body = json.dumps(request, ensure_ascii=True).encode()
-    if len(body) > MAX_REQUEST:
+    if len(str(path)) > 100 or not _our_socket(path):
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT_S)
         sock.connect(str(path))
+        if peer_uid(sock) == os.getuid():
+            return sock
+    except OSError:
+        pass  # nobody serves (a stale socket)
+    sock.close()
+    return None
+
+
+def _exchange(url: str, request: dict[str, Any]) -> Any:
+    """One request to the engine serving ``url``'s store; its answer, or None."""
+    body = json.dumps(request, ensure_ascii=True).encode()
+    if len(body) > MAX_REQUEST:
+        return None
+    sock = _connect(url)
+    if sock is None:
+        return None
+    try:
         sock.sendall(body)
         sock.shutdown(socket.SHUT_WR)
         sock.settimeout(HOOK_ANSWER_TIMEOUT_S)
@@ -262,7 +287,8 @@ class HandoffServer:
 
         # the commands' own view of the store: the engine's store, as the CLI surface
         self.api = Reminders(api.store, clock=api.clock, settings=api.settings, surface=Surface.CLI)
-        self.path = socket_path(api.store.url)
+        self.url = api.store.url
+        self.path: Path | None = None
         self.env = env_digest(os.environ)
         self._run = run
         self._stop = threading.Event()
@@ -273,7 +299,15 @@ class HandoffServer:
         self._hooks: Any = None  # remindkit.mcp.hooks.HookDesk, made on the first hook
 
     def start(self) -> HandoffServer:
-        if len(str(self.path)) <= 100 and _private_dir(self.path.parent):
+        import logging
+
+        try:
+            path = socket_path(self.url, make=True)
+        except OSError as exc:
+            logging.getLogger(__name__).warning("command hand-off is off: %s", exc)
+            return self
+        if len(str(path)) <= 100:
+            self.path = path
             self._thread.start()
         return self
 
@@ -284,7 +318,7 @@ class HandoffServer:
     def close(self) -> None:
         self._stop.set()
         sock, self._sock = self._sock, None
-        if sock is not None:
+        if sock is not None and self.path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
             with contextlib.suppress(OSError):
@@ -301,6 +335,7 @@ class HandoffServer:
     def _take(self) -> bool:
         import fcntl
 
+        assert self.path is not None
         fd = os.open(f"{self.path}.lock", os.O_CREAT | os.O_RDWR, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -352,11 +387,7 @@ class HandoffServer:
         try:
             with conn:
                 conn.settimeout(10.0)
-                uid = struct.unpack(
-                    "3i",
-                    conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")),
-                )[1]
-                if uid != os.getuid():
+                if peer_uid(conn) != os.getuid():
                     return
                 try:
                     request = json.loads(_read_all(conn, MAX_REQUEST))
@@ -376,7 +407,7 @@ class HandoffServer:
             if self._hooks is None:
                 from ..mcp.hooks import HookDesk
 
-                self._hooks = HookDesk(self.api.store, clock=self.api.clock)
+                self._hooks = HookDesk(self.api)
             return self._hooks.handle(request)
         argv = request.get("argv")
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):

@@ -134,9 +134,7 @@ def _run_here(
 
     graph = build(settings, db=opts.get("--db"))
     try:
-        hooks = Hooks(
-            graph.store, clock=graph.clock, owner=f"hook:{socket.gethostname()}:{os.getpid()}"
-        )
+        hooks = Hooks(graph.api, owner=f"hook:{socket.gethostname()}:{os.getpid()}")
         answer = hooks.answer(event, data, project=project, pids=pids, home=settings.home)
         try:
             _print(out, answer.out, answer.info, opts)

@@ -63,6 +63,23 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     h.add_argument("event", choices=["start", "prompt", "stop"])
     h.add_argument("--project")
+    cb = ms.add_parser(
+        "callbacks",
+        parents=[common],
+        help="a conversation's callbacks (set_callback): list, pause, resume, cancel [SLOT] "
+        "(the Claude Code plugin's /callbacks)",
+    )
+    cb.add_argument("session", help="the conversation (Claude Code: ${CLAUDE_SESSION_ID})")
+    cb.add_argument(
+        "action", nargs="?", default="list", choices=["list", "pause", "resume", "cancel"]
+    )
+    cb.add_argument("slot", nargs="?", type=int)
+    pl = ms.add_parser(
+        "plugin-dir",
+        parents=[common],
+        help="print the folder of remindkit's Claude Code plugin (claude --plugin-dir DIR)",
+    )
+    pl.set_defaults(mcp_command="plugin-dir")
     ins = ms.add_parser(
         "install", parents=[common], help="print the JSON for Claude Desktop, Cursor and VS Code"
     )
@@ -75,22 +92,42 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     cc = ms.add_parser(
         "install-claude-code",
         parents=[common],
-        help="write .mcp.json and the hooks into a project (or --user); idempotent, shows the diff",
+        help="write .mcp.json and the hooks (.claude/settings.local.json) into a project (or "
+        "--user); idempotent, shows the diff",
     )
     cc.add_argument(
         "--user", action="store_true", help="the user's ~/.claude.json and ~/.claude/settings.json"
     )
     cc.add_argument("--project", help="the project folder (default: the working directory)")
     cc.add_argument(
+        "--shared",
+        action="store_true",
+        help="the hooks in .claude/settings.json (checked in), not .claude/settings.local.json",
+    )
+    cc.add_argument(
         "--command",
         dest="host_command",
-        default="remindkit",
-        help="how Claude Code starts remindkit (default: remindkit)",
+        default=None,
+        metavar="PATH",
+        help="the remindkit executable Claude Code runs (one path; default: this remindkit)",
     )
     cc.add_argument(
         "--resume-command",
         metavar="ARGV",
         help="passed to the server, e.g. 'claude -p --resume {session}'",
+    )
+    cc.add_argument(
+        "--pass-env",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="with --resume-command: an engine variable it gets (repeat), e.g. ANTHROPIC_API_KEY",
+    )
+    cc.add_argument(
+        "--service",
+        action="store_true",
+        help="also keep an engine running (remindkit service install): fires while Claude Code "
+        "is closed go to the resume command",
     )
     cc.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
     from .mcp_hosts import add_parsers as add_host_parsers
@@ -100,16 +137,47 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run_command(cx: Any) -> int:
+    if cx.args.mcp_command == "callbacks":
+        return run_callbacks(cx)
     if runs_without_store(cx.args):  # files and hooks: the store is only named
         return run_without_store(cx.args, cx.out, cx.inp)
     return run(cx.args, cx.graph, cx.out)
+
+
+def run_callbacks(cx: Any) -> int:
+    """``mcp callbacks SESSION [list|pause|resume|cancel [SLOT]]``: the set_callback tool's
+    list and cancel, and pause / resume of the session's callbacks, for the person."""
+    from ..agent.callbacks import callbacks
+    from ..agent.tools import ToolContext, handle_tool_call
+    from ..checks import check_session_id
+    from .scope import env_scope
+
+    sid = check_session_id(cx.args.session)
+    assert sid is not None
+    confined = env_scope()
+    if confined is not None and sid != confined:
+        raise InvalidInput(f"session {sid!r} is outside the session scope", code="forbidden")
+    ctx = ToolContext(cx.api, sid)
+    action = cx.args.action
+    if action in ("list", "cancel"):
+        args: dict[str, Any] = {"action": action}
+        if cx.args.slot is not None:
+            args["callback_id"] = cx.args.slot
+        result = handle_tool_call(ctx, "set_callback", args)
+        cx.out.write(result.content + "\n")
+        return 0 if result.ok else 1
+    live = [r.id for r in callbacks(ctx)]
+    changed = (cx.api.pause if action == "pause" else cx.api.resume)(live, session=sid)
+    n = len(changed)
+    cx.out.write(f"{action.capitalize()}d {n} callback{'' if n == 1 else 's'}.\n")
+    return 0
 
 
 def runs_without_store(args: argparse.Namespace) -> bool:
     from .mcp_hosts import COMMANDS as HOST_COMMANDS
 
     return args.command == "mcp" and (
-        args.mcp_command in ("bind", "hook", "install", "install-claude-code")
+        args.mcp_command in ("bind", "hook", "install", "install-claude-code", "plugin-dir")
         or args.mcp_command in HOST_COMMANDS
     )
 
@@ -132,17 +200,29 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
     if args.mcp_command == "install":
         out.write(install.snippets(args.host_command))
         return 0
+    if args.mcp_command == "plugin-dir":
+        out.write(str(install.plugin_dir()) + "\n")
+        return 0
     from . import mcp_hosts
 
     if args.mcp_command in mcp_hosts.COMMANDS:
         return mcp_hosts.run(args, out)
     if args.mcp_command == "install-claude-code":
         project = identity.project_dir(args.project or ".")
-        changes = install.claude_code_changes(
+        pass_env: list[str] = []
+        if args.pass_env:
+            from ..sessions.command import pass_env_names
+
+            pass_env = pass_env_names(args.pass_env)
+        from ..mcp.hosts.claude_code import claude_code_changes
+
+        changes = claude_code_changes(
             project=project,
             user=args.user,
             command=args.host_command,
             resume_command=args.resume_command,
+            pass_env=pass_env,
+            shared=args.shared,
         )
         for change in changes:
             if not change.changed:
@@ -152,6 +232,16 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
             if not args.dry_run:
                 install.write(change)
                 out.write(f"{change.path}: written\n")
+        if args.service and not args.dry_run:
+            from .main import main
+
+            return main(["service", "install", *(["--db", args.db] if args.db else [])], stdout=out)
+        if not args.service:
+            out.write(
+                "Reminders fire while Claude Code runs (its remindkit server); to have them fire "
+                "while it is closed (and come back through --resume-command), keep an engine "
+                "running: remindkit service install (or add --service)\n"
+            )
         return 0
     # bind and hook: Claude Code's hooks (never fail the hook)
     event = "start" if args.mcp_command == "bind" else args.event

@@ -158,8 +158,11 @@ def remind(cx: Context) -> int:
 
 
 def not_armed_hint(db: str | None) -> str:
-    """What to say when no engine runs on the store: nothing will fire until one does."""
-    where = "" if not db else f" --db {printable(db)}"
+    """What to say when no engine runs on the store: nothing will fire until one does
+    (the store URL with its password hidden: this goes to a terminal, a log, a CI page)."""
+    from ..statusfile import without_password
+
+    where = "" if not db else f" --db {printable(without_password(db))}"
     return (
         f"no engine is running on this store, so nothing fires until one starts: run `remindkit serve{where}`, "
         f"or `remindkit service install{where}` to keep one running"

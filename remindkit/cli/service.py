@@ -1,7 +1,8 @@
 """``remindkit service install|uninstall|status``: keep an engine running.
 
 ``install`` writes a systemd user unit that runs ``remindkit serve`` (with this
-Python interpreter and the store named by ``--db`` or ``REMINDKIT_DB``) and, on
+Python interpreter, the store named by ``--db`` or ``REMINDKIT_DB`` and the
+remindkit home of ``REMINDKIT_HOME`` when one is set) and, on
 a desktop, an XDG autostart entry for the tray. When a user systemd instance is
 reachable it enables and starts the unit at once; otherwise it says what it
 wrote and how to start it. A second ``install`` with the same settings changes
@@ -9,12 +10,17 @@ nothing. ``uninstall`` stops and removes what ``install`` wrote (only files that
 carry its mark). ``status`` reports both files and the unit's state.
 
 Paths follow ``XDG_CONFIG_HOME`` (default ``~/.config``):
-``systemd/user/remindkit.service`` and ``autostart/remindkit-tray.desktop``.
+``systemd/user/remindkit.service`` and ``autostart/remindkit-tray.desktop``. A store
+URL with a password never goes into them (nor into a command line, which every
+local user can read in ``ps``): it goes into ``remindkit/service.env`` (0600, as
+``REMINDKIT_DB``), which the unit names as its ``EnvironmentFile`` and the tray's
+entry reads with ``sh``. Every file is written 0600.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -29,6 +35,7 @@ from ..errors import Conflict, InvalidInput
 
 UNIT_NAME = "remindkit.service"
 DESKTOP_NAME = "remindkit-tray.desktop"
+ENV_NAME = "service.env"
 MARK = "Written by `remindkit service install`"
 SYSTEMCTL_TIMEOUT = 20.0  # seconds for one systemctl call
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -59,20 +66,40 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 class Paths:
     unit: Path
     desktop: Path
+    env_file: Path  # REMINDKIT_DB when the store URL has a password
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Paths:
         env = dict(os.environ) if env is None else env
         base = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
         return cls(
-            unit=base / "systemd" / "user" / UNIT_NAME, desktop=base / "autostart" / DESKTOP_NAME
+            unit=base / "systemd" / "user" / UNIT_NAME,
+            desktop=base / "autostart" / DESKTOP_NAME,
+            env_file=base / "remindkit" / ENV_NAME,
         )
 
 
+def has_password(db: str | None) -> bool:
+    from ..statusfile import without_password
+
+    return bool(db) and without_password(db or "") != db
+
+
 def serve_argv(db: str | None) -> list[str]:
-    """The command the unit runs: this interpreter, ``-m remindkit serve``."""
+    """The command the unit runs: this interpreter, ``-m remindkit serve`` (``--db`` only
+    for a URL without a password: the environment file carries one with a password)."""
     argv = [sys.executable, "-m", "remindkit", "serve"]
-    return argv + (["--db", db] if db else [])
+    return argv + (["--db", db] if db and not has_password(db) else [])
+
+
+def env_text(db: str) -> str:
+    """The environment file: ``REMINDKIT_DB='…'``, read alike by systemd and ``sh``."""
+    if "'" in _check_arg(db):
+        raise InvalidInput(
+            "a store URL for the service cannot contain ' (percent-encode it: %27)",
+            code="invalid_argument",
+        )
+    return f"# {MARK}; `remindkit service uninstall` removes it.\nREMINDKIT_DB='{db}'\n"
 
 
 def _check_arg(value: str) -> str:
@@ -111,7 +138,15 @@ def _pythonpath() -> str | None:
     return None
 
 
-def unit_text(db: str | None) -> str:
+def _home_env(home: str | None) -> list[str]:
+    """``REMINDKIT_HOME=…`` for the unit when one is set where it is installed: without
+    it the unit's engine would open the default home's store while ``remind`` writes
+    this one's (and keep its status file and credential elsewhere)."""
+    return [f"REMINDKIT_HOME={Path(home).expanduser().resolve()}"] if home else []
+
+
+def unit_text(db: str | None, env_file: Path | None = None, home: str | None = None) -> str:
+    """The unit; with ``env_file``, the store URL is read from there (it has a password)."""
     lines = [
         f"# {MARK}; `remindkit service uninstall` removes it.",
         "[Unit]",
@@ -124,6 +159,9 @@ def unit_text(db: str | None) -> str:
         "RestartSec=5",
         "Environment=PYTHONUNBUFFERED=1",
     ]
+    lines += ["Environment=" + systemd_quote(v) for v in _home_env(home)]
+    if env_file is not None:
+        lines.append("EnvironmentFile=" + systemd_quote(str(env_file)))
     path = _pythonpath()
     if path:
         lines.append("Environment=" + systemd_quote(f"PYTHONPATH={path}"))
@@ -131,8 +169,18 @@ def unit_text(db: str | None) -> str:
     return "\n".join(lines)
 
 
-def desktop_text(db: str | None) -> str:
-    argv = [sys.executable, "-m", "remindkit", "tray"] + (["--db", db] if db else [])
+def desktop_text(db: str | None, env_file: Path | None = None, home: str | None = None) -> str:
+    """The tray's autostart entry; with ``env_file``, ``sh`` reads the store URL from it."""
+    argv = [sys.executable, "-m", "remindkit", "tray"]
+    if env_file is not None:
+        import shlex
+
+        script = f"set -a; . {shlex.quote(str(env_file))}; exec {shlex.join(argv)}"
+        argv = ["/bin/sh", "-c", script]
+    elif db:
+        argv += ["--db", db]
+    if home:
+        argv = ["env", *_home_env(home), *argv]
     return "\n".join(
         [
             f"# {MARK}; `remindkit service uninstall` removes it.",
@@ -186,15 +234,19 @@ def unit_state() -> dict[str, str]:
 
 
 def _write(path: Path, text: str) -> bool:
-    """Write ``text`` unless the file already holds it; True when it changed."""
+    """Write ``text`` (0600) unless the file already holds it; True when it changed."""
     try:
-        if path.read_text(encoding="utf-8") == text:
+        if path.read_text(encoding="utf-8") == text and path.stat().st_mode & 0o077 == 0:
             return False
     except FileNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
     os.replace(tmp, path)
     return True
 
@@ -209,8 +261,10 @@ def _ours(path: Path) -> bool:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     paths = Paths.from_env()
     db = args.db or os.environ.get("REMINDKIT_DB") or None
+    home = os.environ.get("REMINDKIT_HOME") or None
     if args.action == "install":
-        report = install(paths, db, tray=on_desktop() if args.tray is None else args.tray)
+        tray = on_desktop() if args.tray is None else args.tray
+        report = install(paths, db, tray=tray, home=home)
     elif args.action == "uninstall":
         report = uninstall(paths)
     else:
@@ -223,18 +277,28 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def install(paths: Paths, db: str | None, *, tray: bool) -> dict[str, Any]:
-    for path in (paths.unit, paths.desktop):
+def install(paths: Paths, db: str | None, *, tray: bool, home: str | None = None) -> dict[str, Any]:
+    for path in (paths.unit, paths.desktop, paths.env_file):
         if path.exists() and not _ours(path):
             raise Conflict(
                 f"{path} exists and was not written by remindkit; move it away first",
                 code="already_exists",
             )
     messages: list[str] = []
-    unit_changed = _write(paths.unit, unit_text(db))
+    env_file = paths.env_file if db and has_password(db) else None
+    env_changed = False
+    if env_file is not None and db:
+        env_changed = _write(env_file, env_text(db))
+        messages.append(
+            f"{'wrote' if env_changed else 'unchanged'}: {env_file} (the store URL, 0600)"
+        )
+    elif paths.env_file.exists():
+        paths.env_file.unlink()  # ours (checked above); the URL has no password now
+        env_changed = True
+    unit_changed = _write(paths.unit, unit_text(db, env_file, home)) or env_changed
     desktop_changed = False
     if tray:
-        desktop_changed = _write(paths.desktop, desktop_text(db))
+        desktop_changed = _write(paths.desktop, desktop_text(db, env_file, home))
     messages.append(f"{'wrote' if unit_changed else 'unchanged'}: {paths.unit}")
     if tray:
         messages.append(
@@ -288,7 +352,7 @@ def uninstall(paths: Paths) -> dict[str, Any]:
             if code == 0
             else f"systemctl disable failed: {said}"
         )
-    for path in (paths.unit, paths.desktop):
+    for path in (paths.unit, paths.desktop, paths.env_file):
         if not path.exists():
             continue
         if not _ours(path):

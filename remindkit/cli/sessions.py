@@ -258,18 +258,16 @@ def _adapter_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | Non
             code="invalid_argument",
         )
     if args.webhook:
-        if not args.webhook.startswith(("http://", "https://")):
-            raise InvalidInput(
-                f"--webhook {args.webhook!r} is not an http(s) URL", code="invalid_argument"
-            )
-        config["url"] = args.webhook
+        from ..checks import check_secret_env, check_webhook_url
+
+        config["url"] = check_webhook_url(args.webhook)
         if args.secret_env:
             if not args.secret_env.replace("_", "").isalnum() or not args.secret_env.isascii():
                 raise InvalidInput(
                     f"--secret-env {args.secret_env!r} is not an environment variable name",
                     code="invalid_argument",
                 )
-            config["secret_env"] = args.secret_env
+            config["secret_env"] = check_secret_env(args.secret_env)
     elif args.secret_env:
         raise InvalidInput("--secret-env goes with --webhook", code="invalid_argument")
     if args.timeout is not None:

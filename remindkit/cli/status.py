@@ -21,6 +21,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="one short line for a prompt or tmux: ⏰COUNT M:SS to the next, ⏸ paused, ! a failed delivery",
     )
+    st.add_argument(
+        "--callbacks",
+        action="store_true",
+        help="with --line: the set_callback indicator, [CB:COUNT M:SS] to the next (empty when none)",
+    )
     st.set_defaults(func=status)
     sa = sub.add_parser("stats", parents=[common], help="fires, outcomes and lateness per session")
     sa.add_argument("--session", help="this session only")
@@ -99,7 +104,15 @@ def status_line(cx: Context) -> int:
         summary = statusfile.summary_for(data, session)
         assert summary is not None  # an untruncated summary always answers
     cx.out.write(
-        statusfile.render_line(data, summary, now_us=now_us, as_json=cx.args.json, source=source)
+        statusfile.render_line(
+            data,
+            summary,
+            now_us=now_us,
+            as_json=cx.args.json,
+            source=source,
+            callbacks=cx.args.callbacks,
+            session=session,
+        )
         + "\n"
     )
     return 0
@@ -123,6 +136,7 @@ def stats(cx: Context) -> int:
         since_us=now_us - seconds * 1_000_000, session=None if within is Any else within
     )
     data["since_s"] = seconds
+    data["callbacks"] = callbacks_now(api, None if within is Any else within)
     if args.json:
         cx.json(data)
         return 0
@@ -152,3 +166,20 @@ def stats(cx: Context) -> int:
     for r in rows:
         cx.out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
     return 0
+
+
+def callbacks_now(api: Any, session: str | None) -> dict[str, Any]:
+    """The ``callbacks`` block of ``stats --json``: the session's ``set_callback``
+    timers now (every session's without one)."""
+    from .. import statusfile
+    from ..clock import to_us
+
+    now_us = to_us(api.clock.now())
+    live = [r for r in api.list(session=session) if r.source == "callback"]
+    nxt = [to_us(r.next_fire_at) for r in live if r.state == "active" and r.next_fire_at]
+    cb = {
+        "active": sum(r.state == "active" for r in live),
+        "paused": sum(r.state == "paused" for r in live),
+        "next_us": min(nxt) if nxt else None,
+    }
+    return statusfile.callbacks_block(cb, now_us=now_us)

@@ -172,7 +172,9 @@ def run(args: argparse.Namespace, graph: Graph, out: TextIO) -> int:
     )
     for noisy in ("httpx", "httpcore", "telegram"):  # request lines carry the token in their URL
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    api = graph.api
+    from ..audit import Surface
+
+    api = graph.for_surface(Surface.TELEGRAM).api  # ✕, /cancel, expiry: the chat's, not the CLI's
     engine = None if args.no_engine else graph.engine(role="telegram", can_alert=False)
     bridge = TelegramBridge(
         api,

@@ -17,27 +17,32 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import socket
-import tempfile
 from pathlib import Path
+
+from ..runtime import UnsafeFolder, runtime_dir
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: leases alone decide
     fcntl = None  # type: ignore[assignment]
 
+log = logging.getLogger(__name__)
 FROZEN_AFTER = 3  # leases past expiry after which a live-but-silent owner is taken over
 
 
-def _folder(store_identity: str) -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if not base or not os.access(base, os.W_OK):
-        base = tempfile.gettempdir()
+def _folder(store_identity: str) -> Path | None:
+    """``<runtime folder>/<digest>.engines`` (:func:`remindkit.runtime.runtime_dir`), or
+    None when a level is not ours alone: another user who made it first could hold
+    or remove the locks, and make engines take over live claims or spare dead ones."""
     digest = hashlib.sha1(store_identity.encode()).hexdigest()[:12]
-    folder = Path(base) / f"remindkit-{os.getuid()}" / f"{digest}.engines"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folder
+    try:
+        return runtime_dir(f"{digest}.engines")
+    except UnsafeFolder as exc:
+        log.warning("liveness: %s; claims are taken over by their lease alone", exc)
+        return None
 
 
 def _name(engine_id: str) -> str:
@@ -48,6 +53,7 @@ class Liveness:
     def __init__(self, store_identity: str) -> None:
         self.enabled = fcntl is not None
         self.folder = _folder(store_identity) if self.enabled else None
+        self.enabled = self.enabled and self.folder is not None
         self.host = socket.gethostname()
         self._fd: int | None = None
         self._path: Path | None = None

@@ -17,7 +17,11 @@ JSON on stdin (the older names ``mcp bind``, ``session busy --hook`` and
   ``{"decision": "block", "reason": …}`` (Claude goes on with the fired block in
   the same conversation), else marks the session idle.
 
-A hook that hands fires in claims them in the store first (no engine delivers them
+Only for a host known to take what its hooks print (Claude Code, and Codex CLI, Gemini
+CLI and opencode: :data:`remindkit.mcp.hosts.HOOK_CLIENTS`; the session's MCP server
+records its host); for any other host the prompt and stop hooks only mark the
+session busy and idle, and its fires wait for its resume command. A hook that hands
+fires in claims them in the store first (no engine delivers them
 meanwhile), prints them, and only then records them delivered and takes their
 occurrence keys (a key taken earlier is recorded delivered and not printed again).
 A hook killed between printing and recording leaves the claim to run out: the
@@ -47,6 +51,7 @@ from ..errors import InvalidInput, StoreError
 from ..models import DELIVERED, WAITING, Fire, Outcome, WaitFor
 
 if TYPE_CHECKING:
+    from ..reminders import Reminders
     from ..store import SqlStore
 
 log = logging.getLogger(__name__)
@@ -55,7 +60,10 @@ EVENTS = {"start": "SessionStart", "prompt": "UserPromptSubmit", "stop": "Stop"}
 HOOK_LEASE_US = 20_000_000  # a hook's claim: its hand-in is printed well within this
 STORE_PATIENCE_S = 5.0  # a busy store is tried again this long before the hook gives up
 SEEN_PATIENCE_S = 2.0  # a channel event's fires the engine is still recording as waiting
-TAKE_LIMIT = 50  # fires handed in by one hook at most (the rest come with the next)
+TAKE_LIMIT = 50
+HANDS_IN = frozenset(
+    {"claude-code"}
+)  # hosts whose hooks' output reaches the conversation  # fires handed in by one hook at most (the rest come with the next)
 # a remindkit channel event as Claude Code puts it in the prompt: <channel source="remindkit" … key="…" …>
 _CHANNEL = re.compile(r'<channel source="remindkit"([^>]*)>', re.ASCII)
 _KEY = re.compile(r'\skey="([^"<>]{1,300})"', re.ASCII)
@@ -96,13 +104,13 @@ def channel_keys(prompt: str) -> list[str]:
 class Hooks:
     """The hook events over a store (``owner`` names whoever holds the claims)."""
 
-    def __init__(self, store: SqlStore, *, clock: Clock, owner: str) -> None:
+    def __init__(self, api: Reminders, *, owner: str) -> None:
         from ..agent.external import ExternalTurns
 
-        self.store = store
-        self.clock = clock
+        self.store: SqlStore = api.store
+        self.clock: Clock = api.clock
         self.owner = owner
-        self.turns = ExternalTurns(store, clock=clock)
+        self.turns = ExternalTurns(api)
 
     # -- the events ----------------------------------------------------------------------
 
@@ -123,6 +131,11 @@ class Hooks:
             raise InvalidInput("hook input has no session_id", code="invalid_argument")
         if event == "start":
             return self._start(sid, data, project=project, pids=pids, home=home)
+        if event in ("prompt", "stop") and not self._patient(lambda: self._hands_in(sid)):
+            # a host not known to take what a hook prints (the agent CLIs' plugins and
+            # hooks): the hook only marks the session; its fires wait for the resume command
+            self._patient(lambda: self._mark(sid, busy=event == "prompt"))
+            return Answer()
         if event == "prompt":
             self._patient(lambda: self._mark(sid, busy=True))
             seen = set(channel_keys(str(data.get("prompt") or "")))
@@ -179,7 +192,7 @@ class Hooks:
             )
             for f in group
         ]
-        self._patient(lambda: self.store.claims.finish(outcomes, now_us=now))
+        self._patient(lambda: self.store.outcomes.finish(outcomes, now_us=now))
 
     # -- parts ---------------------------------------------------------------------------
 
@@ -205,6 +218,17 @@ class Hooks:
         # SessionStart's stdout goes into the conversation: nothing is printed
         return Answer(info={"session": sid, "project": str(folder), "file": str(path)})
 
+    def _hands_in(self, sid: str) -> bool:
+        """Does the session's host take what its hooks print into the conversation?
+        Claude Code does (Stop: ``decision: block``, UserPromptSubmit:
+        ``additionalContext``), and so do the agent CLIs of :mod:`.hosts`; the MCP server
+        records which host it serves."""
+        from .hosts import HOOK_CLIENTS  # Codex CLI, Gemini CLI, opencode
+
+        sess = self.store.sessions.get_session(sid)
+        host = sess.config.get("host") if sess is not None else None
+        return host in HANDS_IN or host in HOOK_CLIENTS
+
     def _on_their_way(self, sid: str, keys: set[str]) -> bool:
         """Are any of these occurrences still held by the engine that pushed them?"""
         for key in keys:
@@ -218,7 +242,7 @@ class Hooks:
         self.store.sessions.set_session_busy(sid, busy, now_us=now_us(self.clock))
 
     def _take(self, sid: str, *, seen: set[str], idle: bool = False) -> Taken:
-        fires = self.store.claims.claim_waiting(
+        fires = self.store.waiting.claim_waiting(
             now_us=now_us(self.clock),
             owner=self.owner,
             lease_us=HOOK_LEASE_US,
@@ -245,7 +269,7 @@ class Hooks:
         from ..engine.delivery import rebased
 
         now = self.clock.now()
-        self.store.claims.rebase(
+        self.store.waiting.rebase(
             fires,
             now_us=now_us(self.clock),
             note="re-based: the session was busy when it came due (policy: rebase); it fires "
@@ -254,7 +278,7 @@ class Hooks:
         )
 
     def _give_back(self, fires: Sequence[Fire], why: str, wait_for: str = WaitFor.SESSION) -> None:
-        self.store.claims.finish(
+        self.store.outcomes.finish(
             [
                 Outcome(
                     occurrence_id=f.occurrence_id,
@@ -289,11 +313,11 @@ class HookDesk:
 
     ACK_S = 10.0
 
-    def __init__(self, store: SqlStore, *, clock: Clock) -> None:
+    def __init__(self, api: Reminders) -> None:
         import os
         import socket
 
-        self.hooks = Hooks(store, clock=clock, owner=f"hook:{socket.gethostname()}:{os.getpid()}")
+        self.hooks = Hooks(api, owner=f"hook:{socket.gethostname()}:{os.getpid()}")
         self._pending: dict[str, tuple[Taken, float]] = {}
         self._lock = threading.Lock()
 

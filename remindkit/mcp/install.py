@@ -1,15 +1,25 @@
 """Configuration for MCP hosts: ``remindkit mcp install`` (snippets for Claude
-Desktop, Cursor and VS Code) and ``remindkit mcp install-claude-code`` (writes
-``.mcp.json`` and the hooks into a project, or ``--user`` into the user's
-settings; idempotent, shows the diff).
+Desktop, Cursor and VS Code) and ``remindkit mcp install-claude-code`` (writes the
+server and the hooks into a project, or ``--user`` into the user's settings;
+idempotent, shows the diff).
 
-The Claude Code hooks make delivery idle-only and tell the server which
-conversation it serves:
+For a project: the server in ``.mcp.json``; the hooks, the approval of that server
+(``enabledMcpjsonServers``) and ``REMINDKIT_HOME`` / ``REMINDKIT_DB`` (when set) in
+``.claude/settings.local.json``, personal and not checked in (``--shared``:
+``.claude/settings.json``). ``--user``: the server in ``~/.claude.json``, the hooks
+in ``~/.claude/settings.json``. Commands are absolute (hooks run without ``PATH``);
+no file is read or written through a symlink, nor in a folder that resolves outside
+the project (or the home, for ``--user``).
 
-* ``SessionStart`` → ``remindkit mcp bind``: records the host's ``session_id``
-  for the project (see :mod:`remindkit.mcp.identity`) and marks it idle;
-* ``UserPromptSubmit`` → ``remindkit session busy --hook``: fires wait;
-* ``Stop`` → ``remindkit session idle --hook``: waiting fires are pushed.
+The Claude Code writes are :func:`remindkit.mcp.hosts.claude_code.claude_code_changes`.
+The hooks (:mod:`remindkit.mcp.hooks`) tell the server which conversation it serves
+and bring the fires back into it:
+
+* ``SessionStart`` → ``remindkit mcp hook start``: binds the session, marks it idle;
+* ``UserPromptSubmit`` → ``remindkit mcp hook prompt``: marks it busy, hands in what
+  came due while it sat idle;
+* ``Stop`` → ``remindkit mcp hook stop``: hands in what came due during the turn,
+  else marks it idle.
 """
 
 from __future__ import annotations
@@ -17,7 +27,6 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import shlex
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,24 +35,19 @@ from typing import Any
 from ..errors import InvalidInput
 
 SERVER_KEY = "remindkit"
-HOOK_EVENTS = (
-    ("SessionStart", "mcp bind"),
-    ("UserPromptSubmit", "session busy --hook"),
-    ("Stop", "session idle --hook"),
-)
 
 
-def server_entry(command: str, args: list[str]) -> dict[str, Any]:
-    argv = shlex.split(command)
+def server_entry(command: str | list[str], args: list[str]) -> dict[str, Any]:
+    """``{"command", "args"}``: ``command`` is one executable, or an argv list (never
+    a shell line to split)."""
+    argv = [command] if isinstance(command, str) else list(command)
     return {"command": argv[0], "args": [*argv[1:], *args]}
 
 
-def hooks_config(command: str = "remindkit") -> dict[str, Any]:
-    """The ``hooks`` block of Claude Code settings."""
-    return {
-        event: [{"hooks": [{"type": "command", "command": f"{command} {tail}"}]}]
-        for event, tail in HOOK_EVENTS
-    }
+def plugin_dir() -> Path:
+    """remindkit's Claude Code plugin (the MCP server, the hooks, /remind, /reminders,
+    /callbacks): ``claude --plugin-dir`` it, or add the marketplace that lists it."""
+    return Path(__file__).resolve().parent.parent / "claude_plugin"
 
 
 def snippets(command: str = "remindkit") -> str:
@@ -97,8 +101,10 @@ class Change:
 
 
 def _load(path: Path) -> tuple[str, dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # never through a symlink (it would read a file elsewhere into this one)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "r", encoding="utf-8") as fh:
+            text = fh.read()
     except FileNotFoundError:
         return "", {}
     except OSError as exc:
@@ -120,72 +126,6 @@ def _dump(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def _with_server(path: Path, entry: dict[str, Any]) -> Change:
-    before, data = _load(path)
-    servers = data.get("mcpServers")
-    if servers is not None and not isinstance(servers, dict):
-        raise InvalidInput(f"{path}: mcpServers is not an object", code="invalid_argument")
-    if (servers or {}).get(SERVER_KEY) == entry:
-        return Change(path, before, before)
-    data["mcpServers"] = {**(servers or {}), SERVER_KEY: entry}
-    return Change(path, before, _dump(data))
-
-
-def _with_hooks(path: Path, command: str) -> Change:
-    before, data = _load(path)
-    hooks = data.get("hooks")
-    if hooks is not None and not isinstance(hooks, dict):
-        raise InvalidInput(f"{path}: hooks is not an object", code="invalid_argument")
-    hooks = dict(hooks or {})
-    added = False
-    for event, tail in HOOK_EVENTS:
-        line = f"{command} {tail}"
-        groups = hooks.get(event)
-        if groups is not None and not isinstance(groups, list):
-            raise InvalidInput(f"{path}: hooks.{event} is not a list", code="invalid_argument")
-        groups = list(groups or [])
-        present = any(
-            isinstance(g, dict)
-            and any(isinstance(h, dict) and h.get("command") == line for h in g.get("hooks") or [])
-            for g in groups
-        )
-        if not present:
-            groups.append({"hooks": [{"type": "command", "command": line}]})
-            hooks[event] = groups
-            added = True
-    if not added:
-        return Change(path, before, before)
-    data["hooks"] = hooks
-    return Change(path, before, _dump(data))
-
-
-def claude_code_changes(
-    *,
-    project: Path,
-    user: bool,
-    command: str = "remindkit",
-    resume_command: str | None = None,
-    home: Path | None = None,
-) -> list[Change]:
-    """What ``install-claude-code`` writes: the server (project ``.mcp.json``, or the
-    user's ``~/.claude.json``) and the hooks (``.claude/settings.json`` of the project,
-    or ``~/.claude/settings.json``)."""
-    args = ["mcp"]
-    if resume_command:
-        args += ["--resume-command", resume_command]
-    entry = server_entry(command, args)
-    if user:
-        base = home or Path.home()
-        return [
-            _with_server(base / ".claude.json", entry),
-            _with_hooks(base / ".claude" / "settings.json", command),
-        ]
-    return [
-        _with_server(project / ".mcp.json", entry),
-        _with_hooks(project / ".claude" / "settings.json", command),
-    ]
-
-
 def write(change: Change) -> None:
     if not change.changed:
         return
@@ -205,10 +145,9 @@ def write(change: Change) -> None:
 
 
 __all__ = [
-    "HOOK_EVENTS",
+    "SERVER_KEY",
     "Change",
-    "claude_code_changes",
-    "hooks_config",
+    "plugin_dir",
     "server_entry",
     "snippets",
     "write",

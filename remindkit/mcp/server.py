@@ -54,6 +54,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from ..agent.tools import ToolContext, ToolResult, handle_tool_call
 from ..clock import format_utc, now_us
 from ..engine import Engine
+from ..errors import RemindkitError
 from ..models import Fire, Session
 from ..protocol import frame_fired
 from ..protocol.tools import mcp_tools
@@ -247,13 +248,10 @@ class RemindkitMcp:
             self._attach(sid)
 
     def _define_session(self, sid: str) -> None:
-        existing = self.store.sessions.get_session(sid)
-        if existing is not None and existing.adapter not in (None, "mcp"):
-            log.warning(
-                "session %s is a %s session; fires go there, not to this client",
-                sid,
-                existing.adapter,
-            )
+        try:  # only a session of our own kind and project: never one another party made first
+            existing = self.api.own_session(sid, adapter="mcp")
+        except RemindkitError as exc:
+            log.warning("%s; fires go there, not to this client", exc.message)
             return
         config = dict(existing.config) if existing is not None else {}
         config["project"] = str(self.project)
@@ -308,10 +306,15 @@ class RemindkitMcp:
             "yes" if self.hooks else "no",
         )
 
-    def _detach(self, sid: str) -> None:
+    def _detach(self, sid: str, *, gone: bool = False) -> None:
         adapter = self.adapter
         if adapter is not None:
             adapter.detach(sid)
+        if gone and self.hooks:
+            # the host quit (or was ended mid-turn): no turn of it runs any more, and a
+            # busy mark left by its UserPromptSubmit hook would hold the resume command back
+            with contextlib.suppress(Exception):
+                self.store.sessions.set_session_busy(sid, False, now_us=now_us(self.api.clock))
         if self.engine is not None:
             with contextlib.suppress(Exception):
                 self.store.coordination.drop_lease(LEASE_PREFIX + sid, holder=self.engine.id)
@@ -489,7 +492,9 @@ class RemindkitMcp:
             if hasattr(meta, "model_dump"):
                 meta = meta.model_dump(by_alias=True)
             host_sid = session_from_meta(meta)
-            if host_sid is not None:
+            with self._lock:  # the hooks bound this same conversation: they still run
+                bound = host_sid == self.session_id and self.found_by == "hook"
+            if host_sid is not None and not bound:
                 with contextlib.suppress(ValueError):
                     from ..reminders import check_session_id
 
@@ -535,7 +540,7 @@ class RemindkitMcp:
             was, self._connected, self._write = self._connected, False, None
             sid = self.session_id
         if was:
-            self._detach(sid)
+            self._detach(sid, gone=True)
         self.listen.close()
         if self._own_engine and self.engine is not None:
             self.engine.close()

@@ -23,6 +23,7 @@ from .zones import get_zone, instant_to_wall, parse_local_or_instant, wall_to_in
 Kind = Literal["after", "at", "every", "cron"]
 KINDS = ("after", "at", "every", "cron")
 DAY = 86_400
+MAX_REPEAT = 1_000_000_000  # fires of one series: far beyond any real one, well inside 64 bits
 
 
 _json_str = json.encoder.encode_basestring_ascii  # a JSON string literal, as json.dumps writes it
@@ -148,7 +149,9 @@ def _schedule_from_json(text: str) -> Schedule:
 
 
 def parse_repeat(value: object) -> int | None:
-    """``N`` fires (N >= 1), or ``forever`` / ``-1`` / ``inf`` -> None."""
+    """``N`` fires (1 <= N <= :data:`MAX_REPEAT`), or ``forever`` / ``-1`` / ``inf`` -> None.
+    Digits are ASCII digits; a longer number is ``invalid_repeat``, never a conversion
+    of thousands of digits (which Python refuses past 4,300 with a ``ValueError``)."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -156,14 +159,16 @@ def parse_repeat(value: object) -> int | None:
     if isinstance(value, int):
         if value == -1:
             return None
-        if value >= 1:
+        if 1 <= value <= MAX_REPEAT:
             return value
         raise _bad_repeat(value)
     text = str(value).strip().lower()
     if text in ("forever", "inf", "infinite", "-1"):
         return None
-    if text.isdigit() and int(text) >= 1:
-        return int(text)
+    if 0 < len(text) <= len(str(MAX_REPEAT)) and all(c in "0123456789" for c in text):
+        n = int(text)
+        if 1 <= n <= MAX_REPEAT:
+            return n
     raise _bad_repeat(value)
 
 
@@ -477,6 +482,16 @@ def _too_short(got: int | float, minimum: int, *, cron: bool = False) -> Invalid
 
 def _bad_repeat(value: object, why: str = "") -> InvalidSchedule:
     return InvalidSchedule(
-        why or f"repeat {value!r} is not valid; give a count >= 1, or -1 / forever",
+        why
+        or f"repeat {_shown(value)} is not valid; give a count from 1 to {MAX_REPEAT:,}, or -1 / forever",
         code="invalid_repeat",
     )
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message, short: a number of thousands of digits cannot even be
+    turned into text (Python's limit on int-to-str conversion), a string is cut."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"(a number of {value.bit_length()} bits)"
+    text = repr(value) if isinstance(value, str | int | float) else f"({type(value).__name__})"
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -16,7 +16,12 @@ turn (the tails of stderr and stdout are recorded), and so is a reply that is a
 JSON result with ``"is_error": true`` (as agent CLIs print with
 ``--output-format json``). A failed turn counts as failing at once, which sends
 the delivery to a fresh session when the definition has a ``fresh_argv`` of its
-own; a timed-out one is tried again later (the fires wait, with back-off).
+own; a timed-out one is tried again later (the fires wait, with back-off). A
+command that cannot be started for want of resources (``EMFILE``, ``ENFILE``,
+``EAGAIN``, ``ENOMEM``: the engine's process or the machine is out of descriptors,
+processes or memory) is not the session's failure either: the fires wait, and
+commands are tried again after a back-off of the engine's own (1 s doubling, up to
+1 min).
 
 With ``turns`` (an :class:`~remindkit.agent.external.ExternalTurns`), the
 occurrence keys are taken in the store when the command has answered, so no
@@ -28,10 +33,12 @@ carried out.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +58,10 @@ PASSED_ENV = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USE
 RETRY_FIRST_US = 30_000_000  # a turn to try again waits this long first, then twice as long ...
 RETRY_MAX_US = 600_000_000  # ... up to this
 TAIL = 240  # characters of stderr and of stdout kept in a failed turn's error
+# a spawn that fails with one of these is the engine's shortage, not the session's failure
+SHORTAGES = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})
+SHORT_FIRST_US = 1_000_000  # no command starts for this long after a shortage, doubling ...
+SHORT_MAX_US = 60_000_000  # ... up to this
 
 
 def pass_env_names(names: Sequence[str]) -> list[str]:
@@ -97,6 +108,8 @@ class CommandSession:
         self.extra_env = extra_env
         self.clock: Clock = clock or SystemClock()
         self._later: dict[str, tuple[int, int, str]] = {}  # session -> (not before, back-off, why)
+        self._short_lock = threading.Lock()
+        self._short: tuple[int, int, str] = (0, 0, "")  # any session: (not before, back-off, why)
 
     def can_deliver(self, session: Session) -> bool:
         return bool(session.config.get("argv")) and self.why_not(session) is None
@@ -104,13 +117,25 @@ class CommandSession:
     def why_not(self, session: Session) -> str | None:
         """Why no turn runs in ``session`` now (its last one is to be tried again
         later), or None."""
+        with self._short_lock:
+            short = self._short
         later = self._later.get(session.id)
-        if later is None:
-            return None
-        wait_us = later[0] - now_us(self.clock)
-        if wait_us <= 0:
-            return None
-        return f"{later[2]}; trying again in {wait_us / 1e6:.0f}s"
+        for until, _backoff, why in (short, later or (0, 0, "")):
+            wait_us = until - now_us(self.clock)
+            if wait_us > 0:
+                return f"{why}; trying again in {wait_us / 1e6:.0f}s"
+        return None
+
+    def _shortage(self, exc: OSError) -> TurnResult:
+        """A spawn failed for want of resources: no command starts for a while (1 s,
+        doubling up to 1 min, until one starts), and the fires wait."""
+        name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        why = f"cannot start the command now ({name}: {exc.strerror})"
+        with self._short_lock:
+            last = self._short[1]
+            backoff = min(SHORT_MAX_US, last * 2) if last else SHORT_FIRST_US
+            self._short = (now_us(self.clock) + backoff, backoff, why)
+        return TurnResult(False, error=f"{why}; the fires wait", retry=True)
 
     def try_later(self, session_id: str, why: str) -> None:
         """Hold turns in ``session_id`` back: 30 s after the first failure to be
@@ -120,15 +145,18 @@ class CommandSession:
         self._later[session_id] = (now_us(self.clock) + backoff, backoff, why[:300])
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
-        if self.turns is None:
-            result = self._run(session, message, fires)
-        else:
-            handover = self.turns.begin(session.id, fires)
-            if handover is None:
-                return TurnResult(True, duplicate=True)
-            result = self._run(session, handover.message, handover.fires)
-            if result.ok:
-                self.turns.end(session.id, handover, result.reply)
+        try:
+            if self.turns is None:
+                result = self._run(session, message, fires)
+            else:
+                handover = self.turns.begin(session.id, fires)
+                if handover is None:
+                    return TurnResult(True, duplicate=True)
+                result = self._run(session, handover.message, handover.fires)
+                if result.ok:
+                    self.turns.end(session.id, handover, result.reply)
+        except _Shortage as short:  # the engine's, not the session's: no back-off of its own
+            return self._shortage(short.exc)
         if result.retry:
             self.try_later(session.id, result.error or "the command failed")
         elif result.ok:
@@ -165,7 +193,11 @@ class CommandSession:
             # it may come back: the fires wait and the turn is tried again later
             return TurnResult(False, error=f"command timed out after {timeout:g}s", retry=True)
         except OSError as exc:
+            if exc.errno in SHORTAGES:
+                raise _Shortage(exc) from exc
             return TurnResult(False, error=f"command failed to start: {exc}", instant=True)
+        with self._short_lock:
+            self._short = (0, 0, "")  # a command started: the shortage is over
         if proc.returncode != 0:
             return TurnResult(
                 False, error=exit_error(proc.returncode, proc.stdout, proc.stderr), instant=True
@@ -179,6 +211,12 @@ class CommandSession:
         if self.turns is None:
             return os.environ.get("REMINDKIT_DB")
         return str(self.turns.store.engine.url.render_as_string(hide_password=False))
+
+
+class _Shortage(Exception):
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
 
 
 def exit_error(code: int, stdout: str | None, stderr: str | None) -> str:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..clock import Clock, SystemClock, now_us
+from ..clock import Clock, SystemClock, now_us, to_us
 from ..models import Fire, Session
 from .base import TurnResult
 from .command import CommandSession
@@ -50,10 +50,10 @@ if TYPE_CHECKING:
 
 Push = Callable[[str, Sequence[Fire]], None]  # raises when the client is gone
 LEASE_PREFIX = "mcp:"
-RING_HOLD_US = 30_000_000  # after a push that only starts a turn: the hooks have this long
+RING_HOLD_US = 30_000_000  # a push that starts a turn, with no hook seen since: pushed again after
 HOOKS_WAY = (
-    "Claude Code takes it at the end of its turn (Stop hook) or with the next prompt "
-    "(UserPromptSubmit hook)"
+    "the host's remindkit hooks hand it in at the end of its turn (Stop) or with the next "
+    "prompt (UserPromptSubmit)"
 )
 
 
@@ -110,7 +110,14 @@ class McpSessions:
             if link is not None:
                 if link.push is None:
                     return False
-                return not link.hooks or now_us(self.clock) - link.rang_us >= RING_HOLD_US
+                if not link.hooks or not link.rang_us:
+                    return True
+                # rung: the hooks of the turn it started take the fires; ring again once
+                # a hook has been through the session since (or the host never took it)
+                touched = session.last_active_at is not None and (
+                    to_us(session.last_active_at) > link.rang_us
+                )
+                return touched or now_us(self.clock) - link.rang_us >= RING_HOLD_US
         return self._can_resume(session)
 
     def _can_resume(self, session: Session) -> bool:

@@ -34,7 +34,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
@@ -256,9 +256,19 @@ class OpenAIChatModel:
 
     # -- the call -------------------------------------------------------------------------
 
+    streams = True  # complete() takes on_text: the reply's text as it is produced
+
     def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        *,
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
+        """One completion. ``on_text``: asks the server to stream (``"stream": true``)
+        and is called with each piece of the reply's text as it arrives, on a worker
+        thread, within the same deadline and byte bound; the whole completion (text
+        and tool calls) is returned as without it."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": list(messages),
@@ -267,6 +277,9 @@ class OpenAIChatModel:
         }
         if tools:
             body["tools"] = list(tools)
+        reader = StreamReader(on_text) if on_text is not None else None
+        if reader is not None:
+            body["stream"] = True
         answer = bounded_request(
             "POST",
             f"{self.base_url}/chat/completions",
@@ -276,9 +289,12 @@ class OpenAIChatModel:
             json=body,
             headers=self._auth(),
             transport=self.transport,
+            on_chunk=None if reader is None else reader.feed,
         )
         if answer.status >= 400:
             raise self._http_error(answer)
+        if reader is not None and reader.events:
+            return reader.completion(self.name)
         try:
             message = json.loads(answer.body)["choices"][0]["message"]
             calls = tuple(
@@ -295,6 +311,8 @@ class OpenAIChatModel:
                 f"{self.name} sent a reply that is not a chat completion ({exc!r})",
                 code="model_bad_response",
             ) from None
+        if reader is not None and isinstance(content, str) and content:
+            on_text(content)  # type: ignore[misc]  # a server that did not stream: all at once
         return Completion(content=content if isinstance(content, str) else None, tool_calls=calls)
 
     def _auth(self) -> dict[str, str]:
@@ -319,6 +337,73 @@ class OpenAIChatModel:
                 retry_after=_retry_after(answer.headers.get("retry-after")),
             )
         return ModelError(head, code="model_http_error", instant=status in INSTANT_STATUS)
+
+
+class StreamReader:
+    """A streamed chat completion (server-sent ``chat.completion.chunk`` events) read
+    piece by piece: each ``delta.content`` goes to ``on_text`` as it arrives, the
+    tool calls are put together by their ``index``."""
+
+    def __init__(self, on_text: Callable[[str], None]) -> None:
+        self.on_text = on_text
+        self.events = 0
+        self._buffer = b""
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, str]] = {}
+        self._bad: str | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            self._line(line.strip())
+
+    def _line(self, line: bytes) -> None:
+        if not line.startswith(b"data:"):
+            return
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return
+        self.events += 1
+        try:
+            event = json.loads(data)
+            if "error" in event and not event.get("choices"):
+                self._bad = f"an error event: {str(event['error'])[:300]}"
+                return
+            choices = event.get("choices") or []
+            delta = (choices[0].get("delta") or {}) if choices else {}
+            for call in delta.get("tool_calls") or []:
+                slot = self._calls.setdefault(
+                    int(call.get("index", len(self._calls))), {"id": "", "name": "", "args": ""}
+                )
+                fn = call.get("function") or {}
+                slot["id"] = str(call.get("id") or slot["id"])
+                slot["name"] += str(fn.get("name") or "")
+                slot["args"] += _arguments_text(fn.get("arguments")) if fn.get("arguments") else ""
+            piece = delta.get("content")
+        except (ValueError, TypeError, AttributeError) as exc:
+            self._bad = repr(exc)
+            return
+        if isinstance(piece, str) and piece:
+            self._text.append(piece)
+            self.on_text(piece)
+
+    def completion(self, name: str) -> Completion:
+        if self._buffer.strip():
+            self._line(self._buffer.strip())
+            self._buffer = b""
+        if self._bad is not None:
+            raise ModelError(
+                f"{name} sent a stream that is not a chat completion ({self._bad})",
+                code="model_bad_response",
+            )
+        calls = tuple(
+            ToolCall(c["id"] or f"call_{i}", c["name"], c["args"] or "{}")
+            for i, c in sorted(self._calls.items())
+            if c["name"]
+        )
+        text = "".join(self._text)
+        return Completion(content=text or (None if calls else ""), tool_calls=calls)
 
 
 def _positive(value: object) -> int | None:
@@ -404,6 +489,23 @@ class OpenAISessions:
             self.model(session),
             system=session_system(session),
             owner=owner,
+        )
+
+    def user_turn(
+        self,
+        session: Session,
+        text: str,
+        *,
+        wait_s: float,
+        on_text: Callable[[str], None] | None = None,
+        on_tool: Callable[[str, Any], None] | None = None,
+        on_start: Callable[[], None] | None = None,
+    ) -> Any:
+        """A turn with a message the person typed (the HTTP API's ``…/messages``): the
+        same conversation as a fired turn's, holding the session's turn lease (fires
+        due meanwhile wait for it), the reply streamed to ``on_text`` as it comes."""
+        return self.conversation(session).send(
+            text, wait_s=wait_s, on_text=on_text, on_tool=on_tool, on_start=on_start
         )
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:

@@ -16,6 +16,9 @@ runs, and checks every turn against them (:class:`EnginePolicy`)::
     REMINDKIT_ENGINE_COMMANDS=/usr/bin/my-agent,...  programs a command session may run (default: any)
     REMINDKIT_API_KEY_ENVS=MY_KEY,...                variables an openai session may read its key
                                                      from, besides OPENAI_API_KEY
+    REMINDKIT_WEBHOOK_SECRET_ENVS=HOOK_SECRET,...    variables a webhook session may sign with,
+                                                     besides REMINDKIT_WEBHOOK_SECRET
+    REMINDKIT_WEBHOOK_HOSTS=hooks.example.com,...    where webhooks may go (sessions/hosts.py)
 
 A fire for a session outside the policy waits with the reason on that engine;
 another engine that allows it may take it.
@@ -31,10 +34,12 @@ from typing import Any
 
 from ..checks import (  # noqa: F401 - re-exported: the trust rules live beside the adapters' guard
     DEFAULT_KEY_ENV,
+    DEFAULT_SECRET_ENV,
     DISABLED,
     RESERVED_REQUEST_KEYS,
     SENSITIVE,
     allowed_key_envs,
+    allowed_secret_envs,
     check_env_names,
     check_key_env,
     comma_names,
@@ -52,6 +57,7 @@ class EnginePolicy:
     adapters: frozenset[str] | None = None
     commands: tuple[str, ...] | None = None
     key_envs: frozenset[str] = frozenset({DEFAULT_KEY_ENV})
+    secret_envs: frozenset[str] = frozenset({DEFAULT_SECRET_ENV})
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> EnginePolicy:
@@ -64,6 +70,7 @@ class EnginePolicy:
             if commands is None
             else tuple(_resolve(c) or c for c in comma_names(commands)),
             key_envs=allowed_key_envs(env),
+            secret_envs=allowed_secret_envs(env),
         )
 
     def why_not(self, session: Session) -> str | None:
@@ -85,6 +92,10 @@ class EnginePolicy:
             key_env = config.get("api_key_env")
             if key_env is not None and key_env not in self.key_envs:
                 return f"api_key_env {str(key_env)[:200]!r} is not allowed here (REMINDKIT_API_KEY_ENVS)"
+        if session.adapter == "webhook":
+            secret_env = config.get("secret_env")
+            if secret_env is not None and secret_env not in self.secret_envs:
+                return f"secret_env {str(secret_env)[:200]!r} is not allowed here (REMINDKIT_WEBHOOK_SECRET_ENVS)"
         return None
 
     def _command_allowed(self, argv: Sequence[Any]) -> bool:

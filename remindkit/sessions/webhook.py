@@ -13,6 +13,18 @@ keys of a batch), ``webhook-timestamp`` the Unix time of this attempt,
 the secret ``whsec_<base64>`` read from the environment variable
 ``--secret-env`` names (default ``REMINDKIT_WEBHOOK_SECRET``; never stored).
 
+Where it may go is the engine's to say, in its own environment
+(``REMINDKIT_WEBHOOK_HOSTS``: :mod:`remindkit.sessions.hosts`): by default any name
+at a public address; loopback, private and link-local addresses only when listed.
+The name is resolved once, each address checked, and the connection made to the
+address that was checked. The secret is read only from ``REMINDKIT_WEBHOOK_SECRET``
+or a variable listed in ``REMINDKIT_WEBHOOK_SECRET_ENVS``. A URL or a variable the
+engine does not allow leaves the fires waiting with the reason (another engine that
+allows it may take them); a name that resolves to an address it does not allow is a
+failed try (no request is sent). Each try has one deadline for the whole exchange
+(``REMINDKIT_WEBHOOK_TIMEOUT``, default 10 s): a receiver that drips its answer is cut
+there.
+
 The request goes through the outbox (a row per delivery, written first). A 2xx
 answer delivers the turn; a JSON body ``{"reply": "…"}`` is recorded as the
 agent's reply and its tags are carried out. Anything else (an error status, a
@@ -36,10 +48,12 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..checks import DEFAULT_SECRET_ENV
 from ..clock import Clock, SystemClock, format_utc, now_us
 from ..models import Fire, Session
 from ..store.outbox import FAILED, QUEUED, SENT, NewItem, Outbox, backoff_s
 from .base import TurnResult
+from .hosts import HostAllowlist
 
 if TYPE_CHECKING:
     import httpx
@@ -48,9 +62,8 @@ if TYPE_CHECKING:
     from ..store import SqlStore
 
 CHANNEL = "webhook"
-DEFAULT_SECRET_ENV = "REMINDKIT_WEBHOOK_SECRET"
 DEFAULT_WINDOW_S = 1800.0
-TIMEOUT_S = 10.0
+TIMEOUT_S = 10.0  # the whole exchange of one try (REMINDKIT_WEBHOOK_TIMEOUT)
 MAX_RESPONSE = 64_000  # bytes of a receiver's answer that are read
 MAX_REPLY = 16_000  # characters of a reply that are recorded
 
@@ -74,6 +87,23 @@ def retry_window_s() -> float:
     return float(os.environ.get("REMINDKIT_WEBHOOK_RETRY_WINDOW", DEFAULT_WINDOW_S))
 
 
+def timeout_s() -> float:
+    """``REMINDKIT_WEBHOOK_TIMEOUT``: seconds, more than 0 (``invalid_setting`` else)."""
+    from ..errors import InvalidInput
+
+    value = os.environ.get("REMINDKIT_WEBHOOK_TIMEOUT", "").strip()
+    try:
+        seconds = float(value) if value else TIMEOUT_S
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 86_400:
+        raise InvalidInput(
+            f"REMINDKIT_WEBHOOK_TIMEOUT: {value[:40]!r} is not a number of seconds",
+            code="invalid_setting",
+        )
+    return seconds
+
+
 class WebhookSessions:
     """The ``webhook`` adapter (shared: any engine with the secret can post)."""
 
@@ -88,12 +118,15 @@ class WebhookSessions:
         clock: Clock | None = None,
         transport: httpx.BaseTransport | None = None,
         window_s: float | None = None,
+        hosts: HostAllowlist | None = None,
     ) -> None:
         self.store = store
         self.turns = turns
         self.clock: Clock = clock or SystemClock()
         self.transport = transport
         self.window_s = retry_window_s() if window_s is None else window_s
+        self.timeout_s = timeout_s()
+        self.hosts = HostAllowlist.from_env(os.environ) if hosts is None else hosts
         self.outbox = Outbox(store, CHANNEL)
         self.owner = f"webhook:{uuid.uuid4().hex[:12]}"
         self._next: dict[str, int] = {}  # session -> not before (µs): its row is in back-off
@@ -102,6 +135,9 @@ class WebhookSessions:
         return bool(session.config.get("url")) and self.why_not(session) is None
 
     def why_not(self, session: Session) -> str | None:
+        aimed = self.hosts.why_not_url(str(session.config.get("url") or ""))
+        if aimed is not None:
+            return f"webhook receiver not allowed here: {aimed}"
         when = self._next.get(session.id)
         if when is None or now_us(self.clock) >= when:
             return None
@@ -194,10 +230,16 @@ class WebhookSessions:
             "webhook-timestamp": str(ts),
             "webhook-signature": signature,
         }
-        deadline = time.monotonic() + TIMEOUT_S
+        from .transport import BoundedTransport, deadline
+
+        why = self.hosts.why_not_url(str(session.config["url"]))
+        if why is not None:
+            return False, None, f"not sent: {why}"
+        transport = self.transport or BoundedTransport(allow=self.hosts)
         try:
             with (
-                httpx.Client(transport=self.transport, timeout=TIMEOUT_S) as client,
+                deadline(self.timeout_s) as at,
+                httpx.Client(transport=transport, timeout=self.timeout_s) as client,
                 client.stream(
                     "POST", str(session.config["url"]), content=body, headers=headers
                 ) as resp,
@@ -205,8 +247,10 @@ class WebhookSessions:
                 data = b""
                 for chunk in resp.iter_bytes():
                     data += chunk
-                    if len(data) > MAX_RESPONSE or time.monotonic() > deadline:
+                    if len(data) > MAX_RESPONSE:
                         break
+                    if time.monotonic() > at:
+                        raise httpx.ReadTimeout(f"no whole answer in {self.timeout_s:g}s")
                 status = resp.status_code
         except httpx.HTTPError as exc:
             return False, None, f"cannot reach the receiver: {type(exc).__name__}: {exc}"[:300]

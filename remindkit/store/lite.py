@@ -47,6 +47,11 @@ SUMMARY_OUTCOMES_SQL = (
     " FROM occurrences WHERE fired_at >= ? GROUP BY session_id"
 )
 PAUSED_ALL_SQL = "SELECT value FROM flags WHERE name = 'paused_all'"
+# set_callback's timers, for the [CB:n m:ss] indicator
+SUMMARY_CALLBACKS_SQL = SUMMARY_COUNTS_SQL.replace(
+    "WHERE state IN ('active', 'paused')",
+    "WHERE state IN ('active', 'paused') AND source = 'callback'",
+)
 
 
 def head_revision() -> str:
@@ -180,7 +185,8 @@ class LiteStore:
             counts = self._rows(SUMMARY_COUNTS_SQL)
             outcomes = self._rows(SUMMARY_OUTCOMES_SQL, (now_us - FAILED_WINDOW_US,))
             flag = self._rows(PAUSED_ALL_SQL)
-        return summarize(counts, outcomes, flag[0][0] if flag else None, max_sessions)
+            callbacks = self._rows(SUMMARY_CALLBACKS_SQL)
+        return summarize(counts, outcomes, flag[0][0] if flag else None, max_sessions, callbacks)
 
     def close(self) -> None:
         self.conn.close()
@@ -204,11 +210,14 @@ def summarize(
     outcomes: Iterable[Sequence[Any]],
     paused_flag: str | None,
     max_sessions: int,
+    callbacks: Iterable[Sequence[Any]] = (),
 ) -> dict[str, Any]:
     """The status line's summary from the rows of :data:`SUMMARY_COUNTS_SQL` and
     :data:`SUMMARY_OUTCOMES_SQL` and the ``paused_all`` flag: per session and overall,
     active and paused counts, the next fire (µs), and whether the latest finished fire
-    failed (the soonest ``max_sessions`` sessions, failed ones first)."""
+    failed (the soonest ``max_sessions`` sessions, failed ones first); a session with
+    ``set_callback`` timers (the rows of :data:`SUMMARY_CALLBACKS_SQL`) also has
+    ``callbacks`` (their active and paused counts, next fire)."""
     outcomes = list(outcomes)
     failed = {sid: f is not None and (d is None or f >= d) for sid, f, d in outcomes}
     sessions: dict[str, dict[str, Any]] = {}
@@ -228,6 +237,13 @@ def summarize(
             total["next_us"] is None or entry["next_us"] < total["next_us"]
         ):
             total["next_us"] = entry["next_us"]
+    for sid, active, paused, nxt in callbacks:
+        if sid in sessions:
+            sessions[sid]["callbacks"] = {
+                "active": int(active or 0),
+                "paused": int(paused or 0),
+                "next_us": None if nxt is None else int(nxt),
+            }
     for sid, bad in failed.items():
         if sid is not None and sid not in sessions and bad:
             sessions[sid] = {"active": 0, "paused": 0, "next_us": None, "failed": True}

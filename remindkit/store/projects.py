@@ -10,30 +10,19 @@ A token row holds the SHA-256 of the bearer token, never the token itself.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, update
 
+from ..checks import DEFAULT_PROJECT, check_project  # noqa: F401 - re-exported
 from ..errors import InvalidInput, NotFound
-from ..models import LIVE_STATES, SESSION_DELETED, Session
+from ..models import SESSION_DELETED, Session
 from . import schema as t
 from .role import Role
 from .rows import SESSION_FIELDS, session_from_row, session_of_values
 
-DEFAULT_PROJECT = "default"
 FEATURES = ("reminders",)
-_PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", re.ASCII)
-
-
-def check_project(name: object) -> str:
-    if not isinstance(name, str) or not _PROJECT_NAME.fullmatch(name):
-        raise InvalidInput(
-            f"{name!r} is not a project name (1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit)",
-            code="invalid_project",
-        )
-    return name
 
 
 def project_not_found(name: str) -> NotFound:
@@ -46,7 +35,7 @@ _R, _S = t.reminders.c, t.sessions.c
 LIVE_IN_PROJECT = (
     select(func.count())
     .select_from(t.reminders.join(t.sessions, _S.id == _R.session_id))
-    .where(_S.project == bindparam("p"), _R.state.in_(LIVE_STATES))
+    .where(_S.project == bindparam("p"), _R.state == "active")  # active ones, as the limits count
 )
 PROJECT_OF_SESSION = select(_S.project).where(_S.id == bindparam("sid"))
 

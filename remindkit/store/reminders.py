@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from ..audit import EventKind, Surface
+from ..checks import session_project
 from ..clock import format_utc, from_us, to_us
 from ..errors import Conflict, InvalidInput, LimitExceeded, NotFound, StoreError
 from ..models import (
@@ -79,12 +80,14 @@ _LIVE_LABEL = select(_R.id).where(
 _LIVE_LABEL_NO_SESSION = select(_R.id).where(
     _R.session_id.is_(None), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
 )
+# the limits count active reminders (the fourth seed's "20 active"): a paused one does not
+# count until it is resumed, which is refused past the limit
 _COUNT_LIVE_IN_SESSION = (
     select(func.count())
     .select_from(t.reminders)
-    .where(_R.session_id == bindparam("sid"), _R.state.in_(LIVE_STATES))
+    .where(_R.session_id == bindparam("sid"), _R.state == ACTIVE)
 )
-_COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state.in_(LIVE_STATES))
+_COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state == ACTIVE)
 # The create's own statements go through the driver (Dialect.run), written with "?"
 # and given the dialect's placeholder once (_sql).
 _SESSION_STATE_SQL = "SELECT state, project FROM sessions WHERE id = ?"
@@ -113,7 +116,7 @@ class Added(NamedTuple):
 def _check_import_limits(
     conn: Connection, reminders: Sequence[Reminder], limits: Limits, lines: Sequence[int] | None
 ) -> None:
-    live = [(i, r) for i, r in enumerate(reminders) if r.state in LIVE_STATES]
+    live = [(i, r) for i, r in enumerate(reminders) if r.state == ACTIVE]
     if not live:
         return
     total = int(conn.execute(_COUNT_LIVE).scalar_one())
@@ -165,9 +168,10 @@ class Reminders(Role):
         cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
         Writes a ``created`` event (and ``replaced`` for each one replaced). With
         ``alive_since_us``, also reads (host, pid) of the engines whose heartbeat is
-        that recent, in the same transaction (is the new reminder armed?). With
-        ``project``, a new session is made in that project, and a session of another
-        project is not found (``session_not_found``)."""
+        that recent, in the same transaction (is the new reminder armed?). A new
+        session is made in its id's project (:func:`~remindkit.checks.session_key`);
+        with ``project``, a session of another project, or a new id of another
+        project's namespace, is not found (``session_not_found``)."""
         for attempt in range(3):
             try:
                 with self.write() as conn:
@@ -237,10 +241,13 @@ class Reminders(Role):
             found = d.run(conn, _sql(_SESSION_STATE_SQL, d), (rem.session,))
             sess = found[0] if found else None
             if sess is None:
-                row = _new_session_row(rem.session, now_us)
-                if project is not None:
-                    row["project"] = project
-                conn.execute(_INSERT_SESSION, row)
+                if project is not None and session_project(rem.session) != project:
+                    raise NotFound(  # an id of another project's namespace: not this one's
+                        f"No session by the id of {rem.session!r} in project {project!r} was found",
+                        code="session_not_found",
+                        session=rem.session,
+                    )
+                conn.execute(_INSERT_SESSION, _new_session_row(rem.session, now_us))
             elif project is not None and sess[1] != project:
                 raise NotFound(
                     f"No session by the id of {rem.session!r} in project {project!r} was found",

@@ -16,6 +16,7 @@ from . import schema as t
 from .lite import (
     FAILED_WINDOW_US,
     PAUSED_ALL_SQL,
+    SUMMARY_CALLBACKS_SQL,
     SUMMARY_COUNTS_SQL,
     SUMMARY_OUTCOMES_SQL,
     summarize,
@@ -30,8 +31,10 @@ class Reports(Role):
 
     def status_summary(self, *, now_us: int, max_sessions: int = 1_000) -> dict[str, Any]:
         """Per session and overall: active and paused counts, the next fire (µs), and
-        whether the latest finished fire failed (the statements and the fold are the
-        command line's own when no engine runs: :mod:`remindkit.store.lite`)."""
+        whether the latest finished fire failed; a session with ``set_callback`` timers
+        also has ``callbacks`` (their active and paused counts, next fire). The
+        statements and the fold are the command line's own when no engine runs
+        (:mod:`remindkit.store.lite`)."""
         d = self.dialect
         with self.read() as conn:
             counts = d.fetch(conn, SUMMARY_COUNTS_SQL, ())
@@ -41,7 +44,8 @@ class Reports(Role):
                 (now_us - FAILED_WINDOW_US,),
             )
             flag = d.fetch(conn, PAUSED_ALL_SQL, ())
-        return summarize(counts, outcomes, flag[0][0] if flag else None, max_sessions)
+            callbacks = d.fetch(conn, SUMMARY_CALLBACKS_SQL, ())
+        return summarize(counts, outcomes, flag[0][0] if flag else None, max_sessions, callbacks)
 
     def fire_stats(self, *, since_us: int, session: str | None = None) -> dict[str, Any]:
         """Fires since ``since_us``, per session (``-`` for none) and in all: counts by

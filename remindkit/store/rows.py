@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..checks import session_project
 from ..clock import from_us, to_us
 from ..models import SESSION_ACTIVE, Fire, Message, Occurrence, Reminder, Session
 from . import schema as t
@@ -206,11 +207,12 @@ def session_to_row(s: Session) -> dict[str, Any]:
         "parent_id": s.parent_id,
         "title": s.title,
         "fallback": s.fallback,
+        "project": session_project(s.id),  # a new row's project is its id's namespace
     }
 
 
 def new_session_row(session_id: str, now_us: int) -> dict[str, Any]:
-    """The row of a session made on first use (no adapter)."""
+    """The row of a session made on first use (no adapter), in its id's project."""
     return {
         "id": session_id,
         "adapter": None,
@@ -218,6 +220,7 @@ def new_session_row(session_id: str, now_us: int) -> dict[str, Any]:
         "state": SESSION_ACTIVE,
         "created_at": now_us,
         "last_active_at": now_us,
+        "project": session_project(session_id),
     }
 
 

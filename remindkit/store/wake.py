@@ -25,8 +25,6 @@ import hashlib
 import logging
 import os
 import socket
-import stat
-import tempfile
 import threading
 import time
 import uuid
@@ -34,6 +32,7 @@ import weakref
 from pathlib import Path
 from typing import Protocol
 
+from ..runtime import UnsafeFolder, runtime_dir
 from ..wakeup import Hints, hint_payload
 
 log = logging.getLogger(__name__)
@@ -68,44 +67,10 @@ class NoWake:
         pass
 
 
-class UnsafeFolder(OSError):
-    """The runtime folder is not ours alone (another user's, a link, a file, too open)."""
-
-
 def _runtime_dir(db_path: Path) -> Path:
-    """``$XDG_RUNTIME_DIR`` (else ``$TMPDIR``) ``/remindkit-UID/<digest>``, each level
-    made 0700 or, if it exists, checked without following links: a directory owned
-    by us with no access for others. Anything else raises :class:`UnsafeFolder`."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if not base or not os.access(base, os.W_OK):
-        base = tempfile.gettempdir()
-    digest = hashlib.sha1(str(db_path).encode()).hexdigest()[:12]
-    top = Path(base) / f"remindkit-{os.getuid()}"
-    _private_dir(top)
-    folder = top / digest
-    _private_dir(folder)
-    return folder
-
-
-def _private_dir(path: Path) -> None:
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as exc:  # a file or a link where a folder above should be, no access
-        raise UnsafeFolder(f"{path}: {exc.strerror}") from None
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        raise UnsafeFolder(f"{path}: {exc.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise UnsafeFolder(f"{path} is a symbolic link")
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafeFolder(f"{path} is not a directory")
-    if st.st_uid != os.getuid():
-        raise UnsafeFolder(f"{path} belongs to uid {st.st_uid}, not to us ({os.getuid()})")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        raise UnsafeFolder(f"{path} has mode {oct(stat.S_IMODE(st.st_mode))}, not 0o700")
+    """The runtime folder's ``<digest>`` folder for the database file (each level
+    checked: :func:`remindkit.runtime.runtime_dir`)."""
+    return runtime_dir(hashlib.sha1(str(db_path).encode()).hexdigest()[:12])
 
 
 _warned: set[str] = set()

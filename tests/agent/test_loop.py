@@ -216,3 +216,42 @@ def test_a_fired_message_is_framed_once(
     assert calls["n"] == 1
     (kept,) = [m for m in store.transcripts.messages("s2") if m.hidden]
     assert kept.content == handover.framed
+
+
+class SmallContext(Script):
+    """A model with a context of ``tokens`` (counted by the high estimate)."""
+
+    def __init__(self, tokens: int, *replies: str) -> None:
+        super().__init__(*replies)
+        self.tokens = tokens
+
+    def context_tokens(self) -> int:
+        return self.tokens
+
+
+@pytest.mark.parametrize("context", [100_000, 4096, 3000, 30], ids=["all", "4k", "3k", "none"])
+def test_tools_that_do_not_fit_a_small_context_go_least_needed_first(
+    store: SqlStore, clock: FakeClock, settings: Settings, context: int
+) -> None:
+    from remindkit.agent.budget import estimate_tokens
+    from remindkit.agent.loop import TOOL_PRIORITY
+    from remindkit.protocol.tools import openai_tools
+
+    model = SmallContext(context, "ok")
+    conv(store, clock, settings, model).send("hello")
+    sent = model.tools[0]
+    every = openai_tools()
+
+    def keeping(n: int) -> list[dict]:  # type: ignore[type-arg]
+        return [t for t in every if t["function"]["name"] in TOOL_PRIORITY[:n]]
+
+    # the longest prefix of the priority that fits a third of the context, in the list's order
+    n = len(sent)
+    assert sent == keeping(n)
+    if n:
+        assert estimate_tokens(json.dumps(sent)) <= context // 3
+    if n < len(every):
+        assert estimate_tokens(json.dumps(keeping(n + 1))) > context // 3
+    if context >= 3000:
+        assert sent[0]["function"]["name"] == "schedule_create"
+    assert (n == len(every)) == (context == 100_000) and (n == 0) == (context == 30)

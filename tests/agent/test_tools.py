@@ -62,6 +62,7 @@ def test_create_replaces_a_live_label(api: Reminders) -> None:
 
 
 REFUSALS = [
+    ({"prompt": "x", "at": "2026-09-01T15:00"}, "missing_time_zone"),  # the model names the zone
     ({"prompt": "  ", "after": "5m"}, "empty_text"),
     ({"after": "5m"}, "empty_text"),
     ({"prompt": "x"}, "missing_schedule"),
@@ -279,3 +280,49 @@ def test_callback_repeat_count(
     assert cb(api, args) == text
     (rem,) = api.list(session="s1")
     assert rem.schedule.repeat == fires and rem.schedule.every_s == 30
+
+
+def test_a_store_that_does_not_answer_is_persistence_uncertain_at_once(
+    sqlite_url: str, clock: FakeClock, settings: Settings
+) -> None:
+    """Another process holds the SQLite write lock: the call says persistence_uncertain
+    within STORE_WAIT_S (it waited out the 30 s busy timeout), and what it did shows in
+    schedule_list once the store answers."""
+    import sqlite3
+    import time
+
+    from remindkit.agent.tools import STORE_WAIT_S
+    from remindkit.store import open_store
+
+    store = open_store(sqlite_url, settings=settings)
+    api = Reminders(store, clock=clock, settings=settings)
+    call(api, "schedule_create", {"prompt": "warm", "after": "5m"})  # the schema exists
+    holder = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        start = time.monotonic()
+        data = call(api, "schedule_create", {"prompt": "Stretch", "after": "25m"})
+        assert data["error"]["code"] == "persistence_uncertain", data
+        assert "schedule_list" in data["error"]["message"]
+        listed = call(api, "schedule_list", {})  # the model can re-list meanwhile (WAL)
+        assert [r["prompt"] for r in listed["reminders"]] == ["warm"], listed
+        text = handle_tool_call(
+            ToolContext(api, "s1"),
+            "set_callback",
+            {"action": "set", "message": "poll", "delay_seconds": 30},
+        )
+        assert not text.ok and text.code == "persistence_uncertain", text
+        assert text.content.startswith("Error: persistence_uncertain")
+        took = time.monotonic() - start
+        assert took < 3 * STORE_WAIT_S + 3, took
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    deadline = time.monotonic() + 30  # the calls go on and are saved once the lock is gone
+    while time.monotonic() < deadline:
+        prompts = {r["prompt"] for r in call(api, "schedule_list", {})["reminders"]}
+        if {"Stretch", "poll"} <= prompts:
+            break
+        time.sleep(0.05)
+    assert {"warm", "Stretch", "poll"} <= prompts, prompts
+    store.close()

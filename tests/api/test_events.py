@@ -159,3 +159,38 @@ def test_a_stream_the_client_closes_is_let_go(api_server, sqlite_url):
         client.session("default", "s1").reminders.create("seen by the open streams", in_="1h")
         streams.close()
         assert wait_for(lambda: client.status()["streams"] == 0, 30), client.status()
+
+
+@pytest.mark.postgres
+def test_the_feed_listens_again_when_its_postgres_listener_is_dropped(api_server, pg_schema_url):
+    """The feed thread reads the store when a PostgreSQL NOTIFY says something was
+    written; with its LISTEN connection terminated (pg_terminate_backend) it listens
+    again, and the streams go on getting what other processes write."""
+    import psycopg
+
+    watcher = api_server(pg_schema_url, args=("--no-engine",))
+    writer = api_server(pg_schema_url, args=("--no-engine",))
+    plain = pg_schema_url.replace("postgresql+psycopg://", "postgresql://").split("?")[0]
+
+    def listeners() -> list[int]:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()"
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    with Client(watcher.base_url) as w, Client(writer.base_url) as other:
+        got = Collector(w, project="default", last_event_id=0)
+        first = other.session("default", "s").reminders.create("before", in_="1h")
+        assert wait_for(lambda: got.kinds(first["id"]), 30), (got.items, got.error)
+        dropped = wait_for(listeners, 30)
+        assert dropped, "no LISTEN connection to drop"
+        with psycopg.connect(plain, autocommit=True) as conn:
+            for pid in dropped:
+                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        for n in range(3):  # each written by the other server after the drop
+            rem = other.session("default", "s").reminders.create(f"after {n}", in_="1h")
+            assert wait_for(lambda rid=rem["id"]: got.kinds(rid), 30), (got.items, got.error)
+        assert wait_for(lambda: set(listeners()) - set(dropped), 30)  # it listens again
+    assert "Traceback" not in watcher.log.read_text(), watcher.log.read_text()[-3000:]

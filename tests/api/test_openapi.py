@@ -109,6 +109,7 @@ def test_the_document_states_what_the_server_does(api_server, sqlite_url):
         "delete_reminder",
         "get_reminder_history",
         "stream_events",
+        "post_message",
     }
     for op in ops.values():
         assert "422" not in op["responses"]
@@ -123,6 +124,10 @@ def test_the_document_states_what_the_server_does(api_server, sqlite_url):
     assert body["alarm"]["type"] == "boolean" and body["prompt"]["maxLength"] == 8000
     assert {"type": "integer", "minimum": -1, "maximum": 2147483647} in body["repeat"]["anyOf"]
     assert ops["healthz"]["security"] == []
+    message = ops["post_message"]["responses"]
+    assert set(message["200"]["content"]) == {"application/json", "text/event-stream"}
+    assert {"409", "413", "502"} <= set(message)
+    assert doc["components"]["schemas"]["MessageIn"]["additionalProperties"] is False
     assert "HTTPValidationError" not in doc["components"]["schemas"]
     for bad in ({"prompt": "x", "in": "1h", "alarm": "yes"}, {"prompt": "x", "repeat": True}):
         resp = httpx.post(

@@ -14,7 +14,7 @@ from remindkit.client import Client
 from remindkit.settings import Settings
 from remindkit.store import open_store
 
-from ..processes.openai_server import ScriptedOpenAI, text
+from ..processes.openai_server import ScriptedOpenAI, last_user, text
 from .conftest import cli, wait_for
 
 pytestmark = [pytest.mark.api, pytest.mark.browser]
@@ -132,3 +132,137 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
             client.close()
             store.close()
             model.__exit__(None, None, None)
+
+
+TEA = (
+    '<schedule label="tea" delay="5s" alarm="true" announce="Tea time">the tea is ready</schedule>'
+)
+
+
+def chat_model(body):  # type: ignore[no-untyped-def]
+    """The stand-in agent of the chat test: a tag when asked for a reminder, a long
+    reply when asked for one, and an answer to each fired turn."""
+    said = last_user(body)
+    if "<schedule-fired" in said:
+        return text("Ding! " + ("Your tea is ready." if "tea" in said else "Time to stand up."))
+    if "long" in said:
+        return text("Here is a long answer. " + "la " * 40)
+    return text(f"Sure, I will tell you when the tea is ready. {TEA} Enjoy the wait.")
+
+
+def test_the_page_is_a_chat(api_server, sqlite_url, tmp_path):
+    """The first seed's web chat: the person types, the reply streams in, the tag in
+    it sets a pill that counts down, the fire sounds the alarm in the browser and
+    wakes the agent, whose reply appears under a fired marker; a fire due during the
+    person's turn comes after it."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (scripts/setup --test does)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with ScriptedOpenAI(chat_model) as model:
+        model.piece = 3
+        model.piece_delay = 0.06
+        added = cli(
+            "session", "add", "web", "--openai", "--base-url", model.base_url, "--model", "m",
+            db=sqlite_url, home=tmp_path,
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        srv = api_server(sqlite_url)
+        store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path / "h"))
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1000, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            try:
+                opened = cli(
+                    "api", "open", "--session", "web", "--json", db=sqlite_url, home=tmp_path
+                )
+                assert opened.returncode == 0, opened.stderr
+                page.goto(json.loads(opened.stdout)["url"])
+                page.wait_for_selector("#live[data-state='live']", timeout=60_000)
+                # the person types; the reply streams in, piece by piece, without its tag
+                page.fill(".rk-chat-text", "remind me when the tea is ready")
+                page.click(".rk-chat-send")
+                page.wait_for_selector(".rk-chat .rk-you", timeout=30_000)
+                streaming = page.locator(".rk-chat .rk-streaming .rk-text")
+                streaming.wait_for(timeout=30_000)
+                partial = streaming.text_content() or ""
+                assert partial and not partial.endswith("Enjoy the wait."), partial
+                page.wait_for_function(
+                    "t => { const e = document.querySelector('.rk-chat .rk-streaming .rk-text');"
+                    " return e && e.textContent.length > t.length; }",
+                    arg=partial,
+                    timeout=30_000,
+                )
+                page.wait_for_selector(".rk-chat .rk-streaming", state="detached", timeout=30_000)
+                agent = page.locator(".rk-chat .rk-line.rk-agent").last
+                said = agent.text_content() or ""
+                assert "Enjoy the wait." in said and "<schedule" not in said, said
+                assert "Tea time" not in said, said
+                # the tag set a pill that counts down in the browser
+                left = page.locator(".rk-pill[data-label='tea'] .rk-left")
+                left.wait_for(timeout=30_000)
+                first = left.text_content()
+                page.wait_for_function(
+                    "t => { const e = document.querySelector(\".rk-pill[data-label='tea'] .rk-left\");"
+                    " return !e || e.textContent !== t; }",
+                    arg=first,
+                    timeout=30_000,
+                )
+                (tea,) = [
+                    r for r in store.reminders.find_reminders(session="web") if r.label == "tea"
+                ]
+                assert tea.alarm and tea.announce == "Tea time" and tea.source != "http"
+                # the fire: the banner, the alarm, the announcement; then the agent wakes
+                banner = page.locator(".rk-alert[data-label='tea']")
+                banner.wait_for(timeout=60_000)
+                assert "Tea time" in (banner.text_content() or "")
+                page.wait_for_function(
+                    "() => { const b = document.querySelector(\".rk-alert[data-label='tea']\");"
+                    " return b && b.dataset.audio !== 'starting'; }",
+                    timeout=30_000,
+                )
+                assert banner.get_attribute("data-audio") in ("played", "blocked")
+                assert banner.get_attribute("data-speech") in ("spoken", "unavailable")
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.rk-chat .rk-line')].some("
+                    "l => l.textContent.includes('Your tea is ready.'))",
+                    timeout=60_000,
+                )
+                whos = page.eval_on_selector_all(
+                    ".rk-chat .rk-line", "ls => ls.map(l => [l.className, l.textContent])"
+                )
+                assert [w for w, _ in whos] == [
+                    "rk-line rk-you", "rk-line rk-agent", "rk-line rk-fired", "rk-line rk-agent",
+                ], whos  # fmt: skip
+                assert "tea" in whos[2][1] and "Your tea is ready." in whos[3][1], whos
+                # a fire due during the person's turn comes after the turn, as its own
+                with Client(srv.base_url) as client:
+                    client.session("default", "web").reminders.create(
+                        "stand up", name="standup", in_="2s"
+                    )
+                page.fill(".rk-chat-text", "give me a long answer")
+                page.click(".rk-chat-send")
+                page.wait_for_selector(".rk-chat .rk-streaming", timeout=30_000)
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.rk-chat .rk-line')].some("
+                    "l => l.textContent.includes('Time to stand up.'))",
+                    timeout=60_000,
+                )
+                whos = page.eval_on_selector_all(
+                    ".rk-chat .rk-line", "ls => ls.map(l => [l.className, l.textContent])"
+                )
+                tail = whos[4:]
+                assert [w for w, _ in tail] == [
+                    "rk-line rk-you", "rk-line rk-agent", "rk-line rk-fired", "rk-line rk-agent",
+                ], whos  # fmt: skip
+                assert "long answer" in tail[1][1] and "standup" in tail[2][1], whos
+                page.screenshot(path=str(ARTIFACTS / "api-chat.png"), full_page=True)
+                assert not errors, errors
+            except Exception:
+                page.screenshot(path=str(ARTIFACTS / "api-chat-failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()
+                store.close()

@@ -155,6 +155,19 @@ def test_reminder_routes_and_their_statuses(api_server, sqlite_url, tmp_path):
             "invalid_cron",
         )
         _err(http.post(f"{base}/s1/reminders", json={"prompt": " ", "in": "5m"}), 400, "empty_text")
+        # the messages name the body's fields, not the command line's flags
+        for body, code, says in (
+            ({"prompt": "x", "in": "5m", "at": "2030-01-01T00:00:00Z"}, "conflicting_schedule",
+             'give either "in" or "at"'),
+            ({"prompt": "x", "in": "5m", "repeat": 3}, "invalid_repeat", '"repeat" needs "every"'),
+            ({"prompt": "x", "cron": "0 9 * * *", "in": "5m"}, "conflicting_schedule",
+             '"cron" sets its own times'),
+            ({"prompt": "x"}, "missing_schedule", 'give "in", "at", "every" or "cron"'),
+        ):  # fmt: skip
+            resp = http.post(f"{base}/s1/reminders", json=body)
+            _err(resp, 400, code)
+            said = resp.json()["error"]["message"]
+            assert says in said and "--" not in said, said
         _err(
             http.post(f"{base}/s1/reminders", json={"prompt": "x", "in": "5m", "when": 1}),
             400,
@@ -230,10 +243,15 @@ def test_limits_and_deleted_sessions(api_server, sqlite_url, tmp_path):
         assert "project" in resp.json()["error"]["message"]
         # another project has its own count
         assert cli("projects", "create", "other", db=sqlite_url, home=tmp_path).returncode == 0
-        client.session("other", "c").reminders.create("elsewhere", in_="1h")
-        # a session of another project is not found under this one
+        made = client.session("other", "c").reminders.create("elsewhere", in_="1h")
+        assert made["session"] == "c"  # as its project names it
+        # each project is a namespace: another project's session is not found under this
+        # one, not even by its id in the store
+        for path in ("c", "@other%2Fc"):
+            got = http.get(f"/v1/projects/default/sessions/{path}")
+            assert got.status_code == 404 and got.json()["error"]["code"] == "session_not_found"
         resp = http.post(
-            "/v1/projects/default/sessions/c/reminders", json={"prompt": "x", "in": "1h"}
+            "/v1/projects/default/sessions/@other%2Fc/reminders", json={"prompt": "x", "in": "1h"}
         )
         assert resp.status_code == 404 and resp.json()["error"]["code"] == "session_not_found"
         # a deleted session: 409

@@ -205,6 +205,14 @@ def test_reminders_list_buttons_and_cancel(botapi: BotAPI, bots, sqlite_url: str
     botapi.wait_for(lambda: "Cancelled 'feed' (1 reminder)." in botapi.texts(CHAT))
     botapi.user_says(CHAT, "/cancel feed")
     botapi.wait_for(lambda: any(t.startswith("not_found:") for t in botapi.texts(CHAT)))
+    store = open_store(
+        sqlite_url, settings=Settings.from_env(env={}, home=Path(sqlite_url[10:]).parent)
+    )
+    try:  # the ✕ and /cancel are recorded as Telegram's, not the command line's
+        cancels = [e for e in store.events.events_after(0, limit=1000) if e.kind == "cancelled"]
+        assert [e.surface for e in cancels] == ["telegram", "telegram"], cancels
+    finally:
+        store.close()
 
 
 def test_a_thread_session_expires(botapi: BotAPI, bots, sqlite_url: str, tmp_path: Path) -> None:
@@ -228,6 +236,8 @@ def test_a_thread_session_expires(botapi: BotAPI, bots, sqlite_url: str, tmp_pat
             rem.state == "cancelled"
             and rem.last_error == f"session tg:{CHAT} expired after 4 messages"
         )
+        (gone,) = [e for e in store.events.events_after(0, limit=1000) if e.kind == "cancelled"]
+        assert gone.surface == "telegram", gone
     finally:
         store.close()
 

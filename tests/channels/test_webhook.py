@@ -78,6 +78,9 @@ def free_port() -> int:
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RK_HOOK_SECRET", SECRET)
+    # the engine's own allowlists: this variable may sign, loopback receivers may be reached
+    monkeypatch.setenv("REMINDKIT_WEBHOOK_SECRET_ENVS", "RK_HOOK_SECRET")
+    monkeypatch.setenv("REMINDKIT_WEBHOOK_HOSTS", "127.0.0.1")
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ pytest.importorskip("mcp")
 from mcp.client.extension import NotificationBinding  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp_types import Implementation  # noqa: E402
 from pydantic import BaseModel, ConfigDict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +95,7 @@ async def mcp_client(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     channel: bool = True,
+    client_name: str | None = None,
 ) -> AsyncIterator[Client]:
     """``python -m remindkit mcp --db DB ARGS…`` with the SDK's stdio client (declaring
     channel events unless ``channel=False``), initialized, channel events collected."""
@@ -118,7 +120,12 @@ async def mcp_client(
         async with (
             stdio_client(params, errlog=err) as (read, write),
             (ChannelSession if channel else ClientSession)(
-                read, write, notification_bindings=[binding]
+                read,
+                write,
+                notification_bindings=[binding],
+                client_info=Implementation(name=client_name, version="2.1.332")
+                if client_name
+                else None,
             ) as session,
         ):
             with anyio.fail_after(START_S):

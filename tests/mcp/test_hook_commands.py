@@ -86,7 +86,12 @@ def test_hooks_bring_every_fire_back(db: str, home: Path, tmp_path: Path, channe
 
     async def main() -> None:
         async with mcp_client(
-            db, home, env={"CLAUDE_PROJECT_DIR": str(project)}, cwd=project, channel=channel
+            db,
+            home,
+            env={"CLAUDE_PROJECT_DIR": str(project)},
+            cwd=project,
+            channel=channel,
+            client_name="claude-code",
         ) as c:
             # -- a fire due during a turn comes back when the turn ends
             busy = await anyio.to_thread.run_sync(lambda: run("mcp", "hook", "prompt", prompt="go"))
@@ -174,7 +179,8 @@ def test_hooks_run_on_their_own_when_no_engine_serves(db: str, home: Path, tmp_p
     engine = Serve(db, home, env=off, name="fires")
     try:
         store.sessions.put_session(
-            Session(SID, adapter="mcp", config={"hooks": True}), now_us=now_us(SystemClock())
+            Session(SID, adapter="mcp", config={"hooks": True, "host": "claude-code"}),
+            now_us=now_us(SystemClock()),
         )
         # a server of the session is connected elsewhere (its lease is held)
         until = now_us(SystemClock()) + 600_000_000

@@ -40,10 +40,13 @@ def api(store: SqlStore, clock: FakeClock, settings: Settings) -> Reminders:
 def connected(store: SqlStore, clock: FakeClock, settings: Settings) -> tuple[Engine, McpSessions]:
     """An engine whose mcp adapter has the session's server connected, with hooks and no
     channel (an API-key Claude Code user)."""
-    mcp = McpSessions(store, clock=clock, turns=ExternalTurns(store, clock=clock))
+    mcp = McpSessions(
+        store, clock=clock, turns=ExternalTurns(Reminders(store, clock=clock, settings=settings))
+    )
     eng = Engine(store, clock=clock, settings=settings, inline=True, adapters=Adapters(mcp))
     store.sessions.put_session(
-        Session(SID, adapter="mcp", config={"hooks": True}), now_us=to_us(clock.now())
+        Session(SID, adapter="mcp", config={"hooks": True, "host": "claude-code"}),
+        now_us=to_us(clock.now()),
     )
     mcp.attach(SID, None, hooks=True)
     return eng, mcp
@@ -61,7 +64,7 @@ def history(store: SqlStore, rid: str) -> list[tuple[str, str | None]]:
 
 
 def hooks(store: SqlStore, clock: FakeClock) -> Hooks:
-    return Hooks(store, clock=clock, owner="hook:test")
+    return Hooks(Reminders(store, clock=clock), owner="hook:test")
 
 
 def test_fire_due_during_a_turn_comes_back_when_it_ends(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
@@ -177,3 +180,23 @@ def test_busy_store_makes_the_hook_wait(tmp_path: Path, clock, settings, api, st
     assert json.loads(got.out)["decision"] == "block"
     assert history(store, rid) == [("delivered", None)]
     assert time.monotonic() - started < 30
+
+
+def test_hooks_of_another_host_only_mark_the_session(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    """A host whose hooks run the same commands but that is not known to take what they
+    print: nothing is handed in or recorded; the fire waits for its resume command. (Codex
+    CLI, Gemini CLI and opencode do take it: tests/hosts/agent_clis.)"""
+    eng, _ = connected(store, clock, settings)
+    store.sessions.put_session(
+        Session(SID, adapter="mcp", config={"hooks": True, "host": "some-mcp-host"}),
+        now_us=to_us(clock.now()),
+    )
+    h = hooks(store, clock)
+    assert h.answer("prompt", {"session_id": SID, "prompt": "go"}).out == ""
+    assert store.sessions.get_session(SID).busy
+    rid = api.create("x", session=SID, in_="1m").id
+    fire(eng, clock, 60)
+    stop = h.answer("stop", {"session_id": SID})
+    assert stop.out == "" and stop.taken is None
+    assert not store.sessions.get_session(SID).busy
+    assert history(store, rid)[0][0] == "waiting"

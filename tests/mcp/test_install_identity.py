@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 
@@ -52,35 +53,94 @@ def test_install_claude_code_is_idempotent_and_keeps_the_rest(tmp_path: Path) ->
     (project / ".claude").mkdir(parents=True)
     (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}}))
     theirs = {"type": "command", "command": "echo hi"}
-    (project / ".claude" / "settings.json").write_text(
+    old = {"type": "command", "command": "remindkit session idle --hook"}  # an earlier install
+    (project / ".claude" / "settings.local.json").write_text(
         json.dumps(
-            {"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"Stop": [{"hooks": [theirs]}]}}
+            {"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"Stop": [{"hooks": [theirs, old]}]}}
         )
     )
     code, first = run("mcp", "install-claude-code", "--project", str(project))
-    assert code == 0 and '+      "command": "remindkit"' in first and "written" in first
+    assert code == 0 and "written" in first and "remindkit service install" in first
     servers = json.loads((project / ".mcp.json").read_text())["mcpServers"]
-    assert servers == {
-        "other": {"command": "x"},
-        "remindkit": {"command": "remindkit", "args": ["mcp"]},
-    }
-    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert servers["other"] == {"command": "x"}
+    rk = servers["remindkit"]
+    assert os.path.isabs(rk["command"]) and rk["args"][-1] == "mcp"  # hooks work without PATH
+    argv = [rk["command"], *rk["args"][:-1]]
+    settings = json.loads((project / ".claude" / "settings.local.json").read_text())
     assert settings["permissions"] == {"allow": ["Bash(ls)"]}
+    assert settings["enabledMcpjsonServers"] == ["remindkit"]
     commands = {
         ev: [h["command"] for g in groups for h in g["hooks"]]
         for ev, groups in settings["hooks"].items()
     }
+    line = " ".join(shlex.quote(a) for a in argv)
     assert commands == {
-        "Stop": ["echo hi", "remindkit session idle --hook"],
-        "SessionStart": ["remindkit mcp bind"],
-        "UserPromptSubmit": ["remindkit session busy --hook"],
+        "Stop": ["echo hi", f"{line} mcp hook stop"],  # the old remindkit hook replaced
+        "SessionStart": [f"{line} mcp hook start"],
+        "UserPromptSubmit": [f"{line} mcp hook prompt"],
     }
+    assert not (project / ".claude" / "settings.json").exists()  # personal: not checked in
     before = {
-        p: p.read_bytes() for p in (project / ".mcp.json", project / ".claude" / "settings.json")
+        p: p.read_bytes()
+        for p in (project / ".mcp.json", project / ".claude" / "settings.local.json")
     }
     code, second = run("mcp", "install-claude-code", "--project", str(project))
     assert code == 0 and second.count("up to date") == 2 and "+" not in second
     assert {p: p.read_bytes() for p in before} == before
+    code, _ = run("mcp", "install-claude-code", "--project", str(project), "--shared")
+    shared = json.loads((project / ".claude" / "settings.json").read_text())
+    assert [h["command"] for g in shared["hooks"]["Stop"] for h in g["hooks"]] == [
+        f"{line} mcp hook stop"
+    ]
+
+
+def test_install_claude_code_command_is_one_executable(tmp_path: Path) -> None:
+    """--command names one executable (a path with a space stays one), never a shell line."""
+    folder = tmp_path / "my tools"
+    folder.mkdir()
+    exe = folder / "remindkit"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    project = tmp_path / "p"
+    project.mkdir()
+    code, _ = run("mcp", "install-claude-code", "--project", str(project), "--command", str(exe))
+    assert code == 0
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["remindkit"]
+    assert entry == {"command": str(exe), "args": ["mcp"]}
+    hook = json.loads((project / ".claude" / "settings.local.json").read_text())["hooks"]
+    assert hook["Stop"][0]["hooks"][0]["command"] == f"{shlex.quote(str(exe))} mcp hook stop"
+    code, _ = run(
+        "mcp", "install-claude-code", "--project", str(project), "--command", "uvx remindkit"
+    )
+    assert code == 1  # not split like a shell line
+
+
+def test_install_claude_code_never_goes_through_a_symlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository whose .mcp.json links to the user's ~/.claude.json (or whose .claude
+    folder links out of it): nothing is read through the link, nothing written."""
+    home = tmp_path / "home"
+    home.mkdir()
+    secret = home / ".claude.json"
+    secret.write_text(json.dumps({"oauthAccount": {"token": "do-not-copy"}}))
+    monkeypatch.setenv("HOME", str(home))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".mcp.json").symlink_to(secret)
+    code, text = run("mcp", "install-claude-code", "--project", str(repo))
+    assert code == 1 and "do-not-copy" not in text
+    assert (repo / ".mcp.json").is_symlink() and "do-not-copy" in secret.read_text()
+    (repo / ".mcp.json").unlink()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (repo / ".claude").symlink_to(outside)
+    code, _ = run("mcp", "install-claude-code", "--project", str(repo))
+    assert code == 1 and list(outside.iterdir()) == [] and not (repo / ".mcp.json").exists()
+    (home / ".claude").mkdir()
+    (home / ".claude" / "settings.json").symlink_to(outside / "x.json")
+    code, _ = run("mcp", "install-claude-code", "--user")
+    assert code == 1 and not (outside / "x.json").exists()
 
 
 def test_install_claude_code_user_and_dry_run(
@@ -91,10 +151,22 @@ def test_install_claude_code_user_and_dry_run(
     assert code == 0 and "~" not in text and str(tmp_path / ".claude.json") in text
     assert not (tmp_path / ".claude.json").exists()
     code, _ = run(
-        "mcp", "install-claude-code", "--user", "--resume-command", "claude -p --resume {session}"
+        "mcp",
+        "install-claude-code",
+        "--user",
+        "--resume-command",
+        "claude -p --resume {session}",
+        "--pass-env",
+        "ANTHROPIC_API_KEY",
     )
     entry = json.loads((tmp_path / ".claude.json").read_text())["mcpServers"]["remindkit"]
-    assert entry["args"] == ["mcp", "--resume-command", "claude -p --resume {session}"]
+    assert entry["args"][-5:] == [
+        "mcp",
+        "--resume-command",
+        "claude -p --resume {session}",
+        "--pass-env",
+        "ANTHROPIC_API_KEY",
+    ]
     assert (tmp_path / ".claude" / "settings.json").exists()
 
 

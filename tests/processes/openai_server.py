@@ -1,11 +1,15 @@
 """A loopback HTTP server that speaks the OpenAI Chat Completions protocol and
 answers from a script: the model's replies (text with tags, tool calls) are
-chosen by a function of the request. Every request body is kept."""
+chosen by a function of the request. Every request body is kept. A request with
+``"stream": true`` is answered as OpenAI streams: ``chat.completion.chunk``
+server-sent events, the text in pieces of ``piece`` characters every
+``piece_delay`` seconds, the tool calls by index, then ``data: [DONE]``."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -36,6 +40,9 @@ class ScriptedOpenAI:
         self, respond: Callable[[dict[str, Any]], Reply | tuple[int, str]], port: int = 0
     ) -> None:
         self.respond = respond
+        self.piece = 4
+        self.piece_delay = 0.0
+        self.streamed: list[float] = []  # when each streamed request's last piece went out
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         owner = self
@@ -48,6 +55,9 @@ class ScriptedOpenAI:
                         {"path": self.path, "auth": self.headers.get("Authorization"), **body}
                     )
                 out = owner.respond(body)
+                if body.get("stream") and not isinstance(out, tuple):
+                    self._stream(body, out)
+                    return
                 if isinstance(out, tuple):
                     status, payload = out
                     data = payload.encode()
@@ -74,6 +84,53 @@ class ScriptedOpenAI:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, body: dict[str, Any], out: Reply) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()  # no length: the body ends when the connection closes
+                self.close_connection = True
+
+                def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
+                    event = {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion.chunk",
+                        "model": body["model"],
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    }
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+
+                chunk({"role": "assistant", "content": ""})
+                content = out.get("content") or ""
+                for i in range(0, len(content), owner.piece):
+                    if owner.piece_delay:
+                        time.sleep(owner.piece_delay)
+                    chunk({"content": content[i : i + owner.piece]})
+                for n, call in enumerate(out.get("tool_calls") or []):
+                    fn = call["function"]
+                    head = {"index": n, "id": call["id"], "type": "function"}
+                    chunk(
+                        {
+                            "tool_calls": [
+                                {**head, "function": {"name": fn["name"], "arguments": ""}}
+                            ]
+                        }
+                    )
+                    args = fn["arguments"]
+                    for i in range(0, len(args), 8):
+                        chunk(
+                            {
+                                "tool_calls": [
+                                    {"index": n, "function": {"arguments": args[i : i + 8]}}
+                                ]
+                            }
+                        )
+                chunk({}, "tool_calls" if out.get("tool_calls") else "stop")
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                with owner.lock:
+                    owner.streamed.append(time.monotonic())
 
             def log_message(self, *args: Any) -> None:
                 pass

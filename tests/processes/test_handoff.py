@@ -43,7 +43,7 @@ def run(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[st
 
 def sock_of(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    return socket_path(env["REMINDKIT_DB"])
+    return socket_path(env["REMINDKIT_DB"], make=True)
 
 
 def answering(path: Path) -> bool:

@@ -211,3 +211,29 @@ def test_status_reports_the_engine(tmp_path, env, db, serves):
         time.sleep(0.2)
     done = rk(env, "status", "--db", db)
     assert "armed:" not in done.stdout and "engines:  1" in done.stdout
+
+
+def test_a_unit_installed_with_a_home_runs_its_engine_on_that_home(tmp_path, env):
+    """With REMINDKIT_HOME set and no --db, the unit's engine opens the store that
+    `remind` writes in that home (it opened the default home's store)."""
+    done = rk(env, "service", "install")
+    assert done.returncode == 0, done.stderr
+    unit = unit_path(tmp_path)
+    (argv,) = unit_values(unit, "ExecStart")
+    unit_env = dict(w.split("=", 1) for words in unit_values(unit, "Environment") for w in words)
+    assert unit_env.get("REMINDKIT_HOME") == str(Path(env["REMINDKIT_HOME"]).resolve()), unit_env
+    # the unit as systemd runs it: its own environment, not the installing shell's
+    fake_home = tmp_path / "user-home"
+    fake_home.mkdir()
+    run_env = {"PATH": os.environ["PATH"], "HOME": str(fake_home), **unit_env}
+    engine = subprocess.Popen(argv, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert rk(env, "remind", "check the unit", "--session", "u", "--in", "1h").returncode == 0
+        seen = wait_for(lambda: json.loads(rk(env, "status", "--json").stdout)["engines"], 60)
+        assert seen, "the unit's engine is not on the store of REMINDKIT_HOME"
+        assert not (fake_home / ".local" / "share" / "remindkit").exists()
+    finally:
+        engine.terminate()
+        engine.wait(30)
+        assert engine.stderr is not None
+        engine.stderr.close()

@@ -66,7 +66,7 @@ def calls(log: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 def engine_with(store: SqlStore, clock: FakeClock, settings: Settings, *, mcp: bool) -> Engine:
-    turns = ExternalTurns(store, clock=clock, settings=settings)
+    turns = ExternalTurns(Reminders(store, clock=clock, settings=settings))
     adapter = (
         McpSessions(store, clock=clock, turns=turns)
         if mcp

@@ -95,6 +95,25 @@ def test_limits_refuse_and_change_nothing(store, clock, settings, scope):
     api.create("fits again", session="s1", in_="5m")
 
 
+def test_the_limit_counts_active_reminders_and_resume_keeps_to_it(store, clock, settings):
+    """The fourth seed's "at most 20 active": a paused reminder does not count; resuming
+    one into a full session is refused, and nothing changes."""
+    api = Reminders(store, clock=clock, settings=settings.with_limits(per_session=3, total=None))
+    made = [api.create(f"r{i}", session="s1", in_="5m") for i in range(3)]
+    api.pause([made[0].id])
+    api.create("fits: two are active", session="s1", in_="5m")  # refused while paused counted
+    with pytest.raises(LimitExceeded) as exc:
+        api.resume([made[0].id])
+    assert exc.value.code == "too_many_reminders"
+    assert api.get(made[0].id).state == "paused"
+    api.pause([made[1].id, made[2].id])
+    with pytest.raises(LimitExceeded):  # all or nothing: the three would make four
+        api.resume([r.id for r in made])
+    assert [api.get(r.id).state for r in made] == ["paused"] * 3
+    api.resume([made[0].id])
+    assert api.get(made[0].id).state == "active"
+
+
 def test_modify_unknown_id_changes_nothing(api, store):
     a = api.create("a", session="s1", in_="5m")
     with pytest.raises(NotFound):

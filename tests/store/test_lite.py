@@ -29,6 +29,7 @@ def _fill(api: Reminders, store: SqlStore, clock: Any) -> None:
         api.create(f"s1 #{i}", session="s1", in_=f"{30 - i}m")
         clock.advance(1)  # creation order is not id order, nor next-fire order
     api.create("no session", in_="7m")
+    api.create("a set_callback timer", session="s1", in_="2m", source="callback")
     api.pause([api.create("paused", session="s2", in_="1h").id])
     api.cancel([api.create("cancelled", session="s2", in_="1h").id])
     wait = api.create("waits", session="s2", every="1m")
@@ -92,6 +93,7 @@ def test_the_lite_reads_are_the_stores(
         summary = lite.status_summary(now_us=now)
         assert summary == sqlite_store.reports.status_summary(now_us=now)
         assert summary["sessions"]["s3"]["failed"] is True and summary["paused_all"] is True
+        assert summary["sessions"]["s1"]["callbacks"]["active"] == 1
         assert lite.status_summary(now_us=now, max_sessions=1) == (
             sqlite_store.reports.status_summary(now_us=now, max_sessions=1)
         )

@@ -12,6 +12,7 @@ export type Fire = Schemas["Fire"];
 export type Session = Schemas["SessionOut"];
 export type Status = Schemas["Status"];
 export type ErrorBody = Schemas["ErrorBody"];
+export type MessageReply = Schemas["MessageReply"];
 
 export interface StreamEvent {
   id: number;
@@ -59,6 +60,8 @@ export class Client {
 export class SessionClient {
   readonly reminders: RemindersClient;
   get(): Promise<Session>;
+  /** The person's message to the agent; with onText the reply streams (the text so far). */
+  send(text: string, options?: { onText?: (textSoFar: string) => void; signal?: AbortSignal }): Promise<MessageReply>;
   events(options?: Omit<EventsOptions, "project" | "session">): () => void;
 }
 

@@ -184,6 +184,42 @@ export class SessionClient {
     return this.client.request("GET", this.path);
   }
 
+  /**
+   * Send the person's message to the session's agent (one turn through the session's
+   * adapter). Resolves to the reply ({ok, text, tags, error}, tags stripped from the
+   * text); with `onText` the reply is streamed and `onText(textSoFar)` is called each
+   * time it grows. A refusal or a failed turn (status 502) rejects with RemindkitError.
+   */
+  async send(text, { onText, signal } = {}) {
+    const c = this.client;
+    if (!onText) return c.request("POST", `${this.path}/messages`, { text });
+    await c.ready();
+    const headers = { accept: "text/event-stream", "content-type": "application/json" };
+    if (c.token) headers.authorization = `Bearer ${c.token}`;
+    const response = await c.fetch(`${c.baseUrl}${this.path}/messages`, {
+      method: "POST", headers, body: JSON.stringify({ text }), signal,
+    });
+    if (!response.ok) {
+      const data = await response.json().catch(() => undefined);
+      const err = data?.error ?? { code: "unavailable", message: `HTTP ${response.status}` };
+      throw new RemindkitError(response.status, err.code, err.message);
+    }
+    let shown = "";
+    for await (const event of readEvents(response.body)) {
+      const data = event.data ? JSON.parse(event.data) : {};
+      if (event.event === "text") {
+        shown = "append" in data ? shown + data.append : data.replace;
+        onText(shown);
+      } else if (event.event === "error") {
+        throw new RemindkitError(data.status ?? 409, data.error.code, data.error.message);
+      } else if (event.event === "reply") {
+        if (!data.ok) throw new RemindkitError(502, data.error.code, data.error.message);
+        return data;
+      }
+    }
+    throw new RemindkitError(503, "unavailable", "the stream ended before the reply");
+  }
+
   events(options = {}) {
     return this.client.events({ ...options, project: this.project, session: this.id });
   }

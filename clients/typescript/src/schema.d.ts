@@ -76,6 +76,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{project}/sessions/{session}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Post Message
+         * @description Send the person's message to the session's agent: one turn through the
+         *     session's adapter (an ``openai`` session's model), with its tags and tool calls
+         *     carried out. The session is busy meanwhile: a fire due during it waits and comes
+         *     as its own turn after. Streamed as it is produced with ``Accept: text/event-stream``.
+         */
+        post: operations["post_message"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{project}/sessions/{session}/reminders": {
         parameters: {
             query?: never;
@@ -273,6 +296,30 @@ export interface components {
             who: string;
             /** Text */
             text: string;
+        };
+        /**
+         * MessageIn
+         * @description A message to the session's agent, as if typed in its chat.
+         */
+        MessageIn: {
+            /**
+             * Text
+             * @description what the person says to the agent
+             */
+            text: string;
+        };
+        /**
+         * MessageReply
+         * @description The end of a typed turn: the reply for display (tags stripped), or why it failed.
+         */
+        MessageReply: {
+            /** Ok */
+            ok: boolean;
+            /** Text */
+            text: string;
+            /** Tags */
+            tags: components["schemas"]["TagDone"][];
+            error: components["schemas"]["ErrorDetail"] | null;
         };
         /** Pill */
         Pill: {
@@ -625,6 +672,31 @@ export interface components {
             scope: components["schemas"]["Scope"];
         };
         /**
+         * TagDone
+         * @description A ``<schedule>`` or ``<cancel-schedule>`` tag of the reply, carried out or not.
+         */
+        TagDone: {
+            /** Ok */
+            ok: boolean;
+            /**
+             * Code
+             * @description why it was not carried out
+             */
+            code: string | null;
+            /** Label */
+            label: string | null;
+            /**
+             * Reminder
+             * @description the reminder it set
+             */
+            reminder: string | null;
+            /**
+             * Cancelled
+             * @description ids of the reminders it cancelled
+             */
+            cancelled: string[];
+        };
+        /**
          * View
          * @description What the web page shows of a session.
          */
@@ -848,6 +920,108 @@ export interface operations {
             };
             /** @description unknown (not_found, session_not_found, project_not_found) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the store is unavailable (store_unavailable) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    post_message: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a project name */
+                project: string;
+                /** @description a session id (may hold /) */
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessageIn"];
+            };
+        };
+        responses: {
+            /** @description the reply (tags stripped; the tags it carried out), or with `Accept: text/event-stream` a stream of events: started, waiting, text (`append` or `replace`), tool, then reply (this body) or error */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageReply"];
+                    "text/event-stream": string;
+                };
+            };
+            /** @description bad input (a stable code: invalid_argument, invalid_duration, ...) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no credential, or an unknown one (unauthorized) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description outside the credential's scope (forbidden, read_only), the feature off (feature_disabled), or a request from another site (host_not_allowed, origin_not_allowed) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description unknown (not_found, session_not_found, project_not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no agent to talk to (no_agent, agent_not_allowed), the session busy past the wait (session_busy), deleted (session_deleted), too_many_turns */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the body is too large (body_too_large) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the agent failed (model_unreachable, model_http_error, ...) */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

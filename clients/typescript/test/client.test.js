@@ -87,3 +87,21 @@ test("the event stream brings created and fired", async () => {
   const ids = seen.map((e) => e.id);
   assert.deepEqual(ids, [...ids].sort((a, b) => a - b));
 });
+
+test("a message to the session's agent, its reply streamed", { skip: !process.env.REMINDKIT_CHAT_SESSION }, async () => {
+  const s = client.session("default", process.env.REMINDKIT_CHAT_SESSION);
+  const plain = await s.send("hello");
+  assert.equal(plain.ok, true);
+  assert.ok(plain.text.length > 0);
+  const seen = [];
+  const streamed = await s.send("hello again", { onText: (t) => seen.push(t) });
+  assert.ok(seen.length > 1, JSON.stringify(seen));
+  assert.equal(seen.at(-1), streamed.text);
+  assert.ok(!streamed.text.includes("<schedule"), streamed.text);
+  assert.equal(streamed.tags.length, 1);
+  assert.equal(streamed.tags[0].ok, true);
+  await assert.rejects(
+    () => client.session("default", `${session}-nobody`).send("hi", { onText: () => {} }),
+    (err) => err.status === 404 && err.code === "session_not_found",
+  );
+});

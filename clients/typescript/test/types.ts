@@ -1,6 +1,6 @@
 // Checked by `npm run typecheck` (tsc, strict): the client's types hold together with
 // the generated schema. Not run.
-import { Client, RemindkitError, type Reminder, type ReminderIn } from "../src/index.js";
+import { Client, RemindkitError, type MessageReply, type Reminder, type ReminderIn } from "../src/index.js";
 
 export async function example(): Promise<string> {
   const body: ReminderIn = { prompt: "check the deploy", in: "1h", repeat: 3, alarm: true };
@@ -10,4 +10,9 @@ export async function example(): Promise<string> {
   const status = await new Client().status();
   const err = new RemindkitError(400, "invalid_duration", "no");
   return `${again.state} ${replaced.length} ${status.scope.scope} ${err.code}`;
+}
+
+export async function chat(): Promise<string> {
+  const reply: MessageReply = await new Client().session("default", "s1").send("hi", { onText: (t: string) => t.length });
+  return reply.ok ? reply.text : (reply.error?.code ?? "");
 }

@@ -23,6 +23,7 @@ from typing import Any
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
 from ... import failpoints
 from ...agent.loop import DEFAULT_SYSTEM, Conversation
@@ -42,6 +43,8 @@ SEND_IDLE_S = 0.5
 SWEEP_EVERY_S = 60.0
 SNOOZE = "10m"
 MAX_TEXT_IN = 16_000  # characters of an incoming message handed to the agent
+DEADLINE_SLACK_S = 2.0  # beyond the sum of a Bot API call's own timeouts
+DEADLINE_DEFAULT_S = 30.0  # for a timeout given as None (no limit)
 MAX_SEND_ATTEMPTS = 20  # a message Telegram keeps refusing for another reason is failed after this
 
 
@@ -463,13 +466,58 @@ def _markup(data: dict[str, Any] | None) -> InlineKeyboardMarkup | None:
     )
 
 
-def make_bot(token: str, api_url: str | None) -> Bot:
-    from telegram.request import HTTPXRequest
+_DEFAULT = type(BaseRequest.DEFAULT_NONE)  # a timeout the call did not give
 
-    request = HTTPXRequest(connection_pool_size=8, read_timeout=15.0)
+
+class BoundedRequest(HTTPXRequest):
+    """python-telegram-bot's request, with one deadline for the whole call: its
+    timeouts are httpx's, which bound each read, so a Bot API endpoint (or a proxy on
+    the way) that sends a byte every few seconds held a call for ever. The deadline is
+    the call's own timeouts added up (connect, write, read, which a long poll extends,
+    and the pool's), plus :data:`DEADLINE_SLACK_S`; past it the call is ``TimedOut``."""
+
+    async def do_request(
+        self,
+        url: str,
+        method: str,
+        request_data: RequestData | None = None,
+        read_timeout: Any = BaseRequest.DEFAULT_NONE,
+        write_timeout: Any = BaseRequest.DEFAULT_NONE,
+        connect_timeout: Any = BaseRequest.DEFAULT_NONE,
+        pool_timeout: Any = BaseRequest.DEFAULT_NONE,
+    ) -> tuple[int, bytes]:
+        given = self._client.timeout
+        total = DEADLINE_SLACK_S
+        for value, default in (
+            (read_timeout, given.read),
+            (write_timeout, given.write),
+            (connect_timeout, given.connect),
+            (pool_timeout, given.pool),
+        ):
+            seconds = default if isinstance(value, _DEFAULT) else value
+            total += float(seconds) if seconds is not None else DEADLINE_DEFAULT_S
+        try:
+            return await asyncio.wait_for(
+                super().do_request(
+                    url,
+                    method,
+                    request_data,
+                    read_timeout=read_timeout,
+                    write_timeout=write_timeout,
+                    connect_timeout=connect_timeout,
+                    pool_timeout=pool_timeout,
+                ),
+                total,
+            )
+        except TimeoutError:
+            raise TimedOut(f"no whole answer from the Bot API in {total:g}s") from None
+
+
+def make_bot(token: str, api_url: str | None) -> Bot:
+    request = BoundedRequest(connection_pool_size=8, read_timeout=15.0)
     kwargs: dict[str, Any] = {
         "request": request,
-        "get_updates_request": HTTPXRequest(read_timeout=15.0),
+        "get_updates_request": BoundedRequest(read_timeout=15.0),
     }
     if api_url:
         kwargs["base_url"] = api_url

@@ -8,6 +8,13 @@ forum topic); it expires after ``max_messages`` transcript messages or
 reminders with the reason recorded, marks the session deleted, and the next
 message starts ``tg:<chat>[:<thread>]~2`` (then ``~3`` …). The current session
 of a route is a flag in the store, so every bot process on the store agrees.
+
+A thread takes only a session of its own: a ``telegram`` session of the ``default``
+project whose route is this bot's chat and topic
+(:meth:`~remindkit.reminders.Reminders.own_session`). A session that someone else
+made first under that id (with ``remind --session tg:111``, or an API token of the
+``default`` project) is stepped over like an expired one: the thread goes on in the
+next id.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...clock import now_us
+from ...errors import Conflict
 from ...models import LIVE_STATES, SESSION_ACTIVE, Session
 from ...reminders import Reminders
 from ...sessions.routed import route_key
@@ -56,12 +64,27 @@ class Threads:
     def _flag(self, route: dict[str, Any]) -> str:
         return f"{route_key(route)}:session"
 
+    def ours(self, sid: str, route: dict[str, Any]) -> tuple[bool, Session | None]:
+        """(whether ``sid`` is free or this thread's own, the session if it exists)."""
+        try:
+            sess = self.api.own_session(sid, adapter="telegram", untyped=False)
+        except Conflict:
+            return False, self.store.sessions.get_session(sid)
+        theirs = sess.config.get("route") if sess is not None else None
+        if sess is not None and not (
+            isinstance(theirs, dict)
+            and (theirs.get("bot"), theirs.get("chat"), theirs.get("thread") or None)
+            == (route["bot"], route["chat"], route.get("thread") or None)
+        ):
+            return False, sess  # another bot's, chat's or topic's
+        return True, sess
+
     def current(self, chat: int, thread: int | None) -> Session | None:
         """The live session of the thread (None: none yet, or it just expired)."""
         route = self.route(chat, thread)
         sid = self.store.coordination.get_flag(self._flag(route)) or base_id(chat, thread)
-        sess = self.store.sessions.get_session(sid)
-        if sess is None or sess.state != SESSION_ACTIVE:
+        mine, sess = self.ours(sid, route)
+        if not mine or sess is None or sess.state != SESSION_ACTIVE:
             return None
         if self.expire_if_due(sess):
             return None
@@ -76,12 +99,17 @@ class Threads:
         base = base_id(chat, thread)
         sid, n = base, 1
         while True:
-            existing = self.store.sessions.get_session(sid)
-            if existing is None:
+            mine, existing = self.ours(sid, route)
+            if existing is None and mine:
                 break
-            if existing.state == SESSION_ACTIVE and not self.expire_if_due(existing):
+            if (
+                mine
+                and existing is not None
+                and existing.state == SESSION_ACTIVE
+                and not self.expire_if_due(existing)
+            ):
                 return existing
-            n += 1
+            n += 1  # expired, or not this thread's: the next id
             sid = f"{base}~{n}"
         now = now_us(self.api.clock)
         config = {**self.agent, "route": route}

@@ -15,6 +15,8 @@ from typing import Any
 from . import codex, gemini, opencode
 
 HOSTS: dict[str, ModuleType] = {m.NAME: m for m in (codex, gemini, opencode)}
+# the MCP client names of these hosts: what their hooks print reaches the conversation
+HOOK_CLIENTS: frozenset[str] = frozenset(m.MCP_CLIENT for m in HOSTS.values())
 
 
 def session_from_meta(meta: Any) -> str | None:
@@ -22,4 +24,4 @@ def session_from_meta(meta: Any) -> str | None:
     return codex.session_from_meta(meta)
 
 
-__all__ = ["HOSTS", "session_from_meta"]
+__all__ = ["HOOK_CLIENTS", "HOSTS", "session_from_meta"]

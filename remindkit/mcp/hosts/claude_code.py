@@ -1,4 +1,7 @@
-"""What the MCP host on the other end of stdio will take.
+"""Claude Code: what it takes from the MCP server on stdio, and ``remindkit mcp
+install-claude-code``.
+
+What the MCP host on the other end of stdio will take.
 
 A host declares that it takes channel events with the client capability
 ``experimental["claude/channel"]``. Claude Code (2.1.332) declares nothing: it
@@ -26,10 +29,16 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from ...errors import InvalidInput
+from ..install import SERVER_KEY, Change, _dump, _load, server_entry
+from .common import check_target, remindkit_command, remindkit_env
 
 CHANNEL_CAPABILITY = "claude/channel"
 CLAUDE_CODE = "claude-code"  # its clientInfo.name
@@ -183,4 +192,165 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-__all__ = ["CHANNEL_CAPABILITY", "CLAUDE_CODE", "claude_code_channel", "declares_channel"]
+# -- remindkit mcp install-claude-code (what it writes: remindkit.mcp.install) -------------
+
+HOOK_EVENTS = (
+    ("SessionStart", "mcp hook start"),
+    ("UserPromptSubmit", "mcp hook prompt"),
+    ("Stop", "mcp hook stop"),
+)
+# the hook commands of earlier installs, replaced by the ones above
+OLD_HOOK_TAILS = (
+    " mcp bind",
+    " session busy --hook",
+    " session idle --hook",
+    " mcp hook start",
+    " mcp hook prompt",
+    " mcp hook stop",
+)
+
+
+def hooks_config(command: str | list[str] = "remindkit") -> dict[str, Any]:
+    """The ``hooks`` block of Claude Code settings."""
+    argv = [command] if isinstance(command, str) else list(command)
+    return {
+        event: [{"hooks": [{"type": "command", "command": _hook_line(argv, tail)}]}]
+        for event, tail in HOOK_EVENTS
+    }
+
+
+def _hook_line(argv: list[str], tail: str) -> str:
+    return shlex.join([*argv, *tail.split()])
+
+
+def _with_server(path: Path, entry: dict[str, Any], *, start: str | None = None) -> Change:
+    before, data = _load(path)
+    if start is not None:
+        data = json.loads(start) if start.strip() else {}
+    servers = data.get("mcpServers")
+    if servers is not None and not isinstance(servers, dict):
+        raise InvalidInput(f"{path}: mcpServers is not an object", code="invalid_argument")
+    if (servers or {}).get(SERVER_KEY) == entry:
+        return Change(path, before, before if start is None else start)
+    data["mcpServers"] = {**(servers or {}), SERVER_KEY: entry}
+    return Change(path, before, _dump(data))
+
+
+def _is_ours(hook: Any) -> bool:
+    line = hook.get("command") if isinstance(hook, dict) else None
+    return isinstance(line, str) and "remindkit" in line and line.endswith(OLD_HOOK_TAILS)
+
+
+def _with_settings(
+    path: Path,
+    argv: list[str],
+    *,
+    approve: bool,
+    env: dict[str, str],
+) -> Change:
+    """Claude Code settings at ``path`` with remindkit's hooks (earlier remindkit hook
+    lines replaced, every other hook kept), the project server approved, ``env``."""
+    before, data = _load(path)
+    hooks = data.get("hooks")
+    if hooks is not None and not isinstance(hooks, dict):
+        raise InvalidInput(f"{path}: hooks is not an object", code="invalid_argument")
+    hooks = dict(hooks or {})
+    for event, tail in HOOK_EVENTS:
+        groups = hooks.get(event)
+        if groups is not None and not isinstance(groups, list):
+            raise InvalidInput(f"{path}: hooks.{event} is not a list", code="invalid_argument")
+        line = _hook_line(argv, tail)
+        kept: list[Any] = []
+        for g in groups or []:
+            if isinstance(g, dict) and isinstance(g.get("hooks"), list):
+                rest = [h for h in g["hooks"] if not _is_ours(h)]
+                if rest:
+                    kept.append({**g, "hooks": rest})
+            else:
+                kept.append(g)
+        kept.append({"hooks": [{"type": "command", "command": line}]})
+        hooks[event] = kept
+    data["hooks"] = hooks
+    if approve:
+        enabled = data.get("enabledMcpjsonServers")
+        if enabled is not None and not isinstance(enabled, list):
+            raise InvalidInput(
+                f"{path}: enabledMcpjsonServers is not a list", code="invalid_argument"
+            )
+        if SERVER_KEY not in (enabled or []):
+            data["enabledMcpjsonServers"] = [*(enabled or []), SERVER_KEY]
+    if env:
+        current = data.get("env")
+        if current is not None and not isinstance(current, dict):
+            raise InvalidInput(f"{path}: env is not an object", code="invalid_argument")
+        data["env"] = {**(current or {}), **env}
+    after = _dump(data)
+    if before.strip() and _same_json(before, after):
+        return Change(path, before, before)
+    return Change(path, before, after)
+
+
+def _same_json(a: str, b: str) -> bool:
+    try:
+        return bool(json.loads(a) == json.loads(b))
+    except ValueError:
+        return False
+
+
+def claude_code_changes(
+    *,
+    project: Path,
+    user: bool,
+    command: str | None = None,
+    resume_command: str | None = None,
+    pass_env: list[str] | tuple[str, ...] = (),
+    shared: bool = False,
+    home: Path | None = None,
+    environ: dict[str, str] | None = None,
+) -> list[Change]:
+    """What ``install-claude-code`` writes (see the module's docstring): ``command`` is
+    the one executable that starts remindkit (default: this ``remindkit``, by its
+    absolute path)."""
+    if command is not None and not Path(command).expanduser().is_file():
+        found = shutil.which(command)
+        if found is None:
+            raise InvalidInput(
+                f"--command {command!r} is not an executable (give one path, not a shell line)",
+                code="invalid_argument",
+            )
+        command = found
+    argv = remindkit_command(command)
+    args = ["mcp"]
+    if resume_command:
+        args += ["--resume-command", resume_command]
+    for name in pass_env:
+        args += ["--pass-env", name]
+    env = remindkit_env(environ)
+    entry = server_entry(argv, args)
+    if env:
+        entry["env"] = dict(env)
+    if user:
+        base = (home or Path.home()).resolve()
+        return [
+            _with_server(check_target(base / ".claude.json", base), entry),
+            _with_settings(
+                check_target(base / ".claude" / "settings.json", base), argv, approve=False, env=env
+            ),
+        ]
+    root = project.resolve()
+    settings = ".claude/settings.json" if shared else ".claude/settings.local.json"
+    return [
+        _with_server(check_target(root / ".mcp.json", root), entry),
+        _with_settings(check_target(root / settings, root), argv, approve=True, env=env),
+    ]
+
+
+__all__ = [
+    "CHANNEL_CAPABILITY",
+    "CLAUDE_CODE",
+    "HOOK_EVENTS",
+    "claude_code_changes",
+    "claude_code_channel",
+    "declares_channel",
+    "hooks_config",
+]

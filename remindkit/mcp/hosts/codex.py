@@ -46,6 +46,8 @@ from .common import (
 NAME = "codex"
 TITLE = "Codex CLI"
 SERVER_KEY = "remindkit"
+# its clientInfo.name: the hooks hand fires in to it (Codex's Stop hook takes ``decision: block`` and its UserPromptSubmit hook ``additionalContext``)
+MCP_CLIENT = "codex-mcp-client"
 HOOK_EVENTS = (
     ("SessionStart", "mcp bind"),
     ("UserPromptSubmit", "session busy --hook"),

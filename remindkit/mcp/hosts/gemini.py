@@ -42,6 +42,8 @@ from .common import (
 NAME = "gemini"
 TITLE = "Gemini CLI"
 SERVER_KEY = "remindkit"
+# its clientInfo.name: the hooks hand fires in to it (Gemini's AfterAgent hook takes ``decision: block`` and its BeforeAgent hook ``additionalContext``)
+MCP_CLIENT = "gemini-cli-mcp-client"
 HOOK_EVENTS = (
     ("SessionStart", "mcp bind"),
     ("BeforeAgent", "session busy --hook"),

@@ -5,12 +5,16 @@ What it writes (the project's ``opencode.json`` and ``.opencode/plugin/remindkit
 
 * ``mcp.remindkit``: a ``local`` server with the absolute command, ``environment`` with
   ``REMINDKIT_HOME`` / ``REMINDKIT_DB`` when set, and a 30 s tool-list timeout;
-* the plugin (opencode has no command hooks; it loads ``plugin/*.js``): on
-  ``session.created`` it runs ``remindkit mcp bind``, on each message (``chat.message``)
-  ``remindkit session busy --hook`` (its ``additionalContext`` is appended to the
-  message), and on ``session.idle`` ``remindkit session idle --hook``, whose
-  ``{"decision": "block", "reason": …}`` is sent into the session as a new prompt. Each
-  gets the hook JSON Claude Code's hooks get (``session_id`` is opencode's ``ses_…`` id).
+* the plugin (opencode has no command hooks; it loads ``plugin/*.js``), which runs
+  remindkit's hook commands with the JSON Claude Code's hooks get (``session_id`` is
+  opencode's ``ses_…`` id): ``remindkit mcp bind`` on ``session.created``;
+  ``remindkit session busy --hook`` on each message (``chat.message``: its
+  ``additionalContext`` is appended to the message, so fires due while the conversation
+  sat idle come with the next prompt); ``remindkit session idle --hook`` each time the
+  model finishes a text (``experimental.text.complete``), whose ``{"decision": "block",
+  "reason": …}`` is stored in the session as a user message before the turn's loop looks
+  for more, so the same turn goes on with the fired block (``opencode run`` too), and
+  again on ``session.idle`` (a block then is sent as a new prompt).
 
 The resume preset: ``opencode run --session {session} --dir . {message}``, run in the
 project folder (without ``--dir`` a run started outside it does not end), with
@@ -41,6 +45,8 @@ from .common import (
 NAME = "opencode"
 TITLE = "opencode"
 SERVER_KEY = "remindkit"
+# its clientInfo.name: the hooks hand fires in to it (the plugin acts on the hook commands' ``decision: block`` and ``additionalContext``)
+MCP_CLIENT = "opencode"
 KEY_ENV = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 TOOLS_TIMEOUT_MS = 30_000
 
@@ -89,34 +95,63 @@ function hook(args, payload) {
 
 export const RemindkitPlugin = async ({ client, directory }) => {
   const bound = new Set()
+  const children = new Set() // subagent sessions: no reminders of their own
+  const ours = new Set() // the texts this plugin put into a session itself
   const base = (sid, event) => ({ session_id: sid, cwd: directory, hook_event_name: event })
   const bind = async (sid, source) => {
     if (bound.has(sid)) return
     bound.add(sid)
     await hook(["mcp", "bind"], { ...base(sid, "SessionStart"), source })
   }
+  // a Stop hook's {"decision": "block", "reason"}: the reason goes into the session as
+  // a user message; awaited, so that it is stored before the turn's loop looks for more
+  const handIn = async (sid, reason) => {
+    ours.add(reason)
+    const parts = [{ type: "text", text: reason }]
+    await client.session
+      .prompt({ path: { id: sid }, body: { noReply: true, parts }, sessionID: sid, noReply: true, parts })
+      .catch(() => {})
+  }
+  const stop = async (sid) => {
+    const out = await hook(["session", "idle", "--hook"], base(sid, "Stop"))
+    if (out && out.decision === "block" && typeof out.reason === "string" && out.reason) return out.reason
+    return null
+  }
   return {
     event: async ({ event }) => {
       const props = event.properties || {}
       if (event.type === "session.created") {
         const info = props.info || {}
-        if (info.id && !info.parentID) await bind(info.id, "startup")
-      } else if (event.type === "session.idle" && props.sessionID) {
-        const out = await hook(["session", "idle", "--hook"], base(props.sessionID, "Stop"))
-        if (out && out.decision === "block" && typeof out.reason === "string" && out.reason) {
+        if (info.id && info.parentID) children.add(info.id)
+        else if (info.id) await bind(info.id, "startup")
+      } else if (event.type === "session.idle" && props.sessionID && !children.has(props.sessionID)) {
+        // the turn is over: fires due since its last answer start a new turn
+        const reason = await stop(props.sessionID)
+        if (reason) {
+          ours.add(reason)
+          const parts = [{ type: "text", text: reason }]
           client.session
-            .prompt({ path: { id: props.sessionID }, body: { parts: [{ type: "text", text: out.reason }] } })
+            .prompt({ path: { id: props.sessionID }, body: { parts }, sessionID: props.sessionID, parts })
             .catch(() => {})
         }
       }
     },
+    // the model finished a text: fires due during the turn go in now, and the turn's loop
+    // goes on with them (opencode ends a turn only when no newer user message waits)
+    "experimental.text.complete": async (input) => {
+      const sid = input && input.sessionID
+      if (!sid || children.has(sid) || !bound.has(sid)) return
+      const reason = await stop(sid)
+      if (reason) await handIn(sid, reason)
+    },
     "chat.message": async (input, output) => {
       const sid = input.sessionID
-      if (!sid) return
+      if (!sid || children.has(sid)) return
+      const part = (output.parts || []).find((p) => p.type === "text")
+      if (part && ours.delete(part.text)) return // remindkit's own hand-in
       await bind(sid, "resume")
       const out = await hook(["session", "busy", "--hook"], base(sid, "UserPromptSubmit"))
       const context = out && out.hookSpecificOutput && out.hookSpecificOutput.additionalContext
-      const part = (output.parts || []).find((p) => p.type === "text")
       if (typeof context === "string" && context && part) part.text = `${part.text}\\n\\n${context}`
     },
   }

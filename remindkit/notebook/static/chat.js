@@ -3,7 +3,9 @@
 // The kernel syncs `lines` ({seq, who, text}: you, agent, or a `fired` marker
 // that stands for a hidden <schedule-fired> turn) and `busy` while a turn runs.
 // A typed message shows at once; the kernel runs the turn in a thread, so the
-// reply (and any fired turn later) arrives while the notebook is idle.
+// reply (and any fired turn later) arrives while the notebook is idle. Where the
+// reply is streamed (the web page), `streaming` holds its text so far: shown as the
+// agent's line being written, below the transcript, until the transcript has it.
 
 function node(tag, className, text) {
   const el = document.createElement(tag);
@@ -54,7 +56,14 @@ function render({ model, el }) {
     pending = pending.filter((p) => !lines.some((l) => l.who === "you" && l.seq > p.after && l.text === p.text));
     const items = lines.map(lineElement);
     for (const p of pending) items.push(lineElement({ seq: lastSeq, who: "you", text: p.text }));
-    if (model.get("busy") || pending.length) items.push(node("div", "rk-line rk-thinking", "agent is thinking…"));
+    const streaming = model.get("streaming");
+    if (typeof streaming === "string" && streaming) {
+      const line = lineElement({ seq: lastSeq, who: "agent", text: streaming });
+      line.classList.add("rk-streaming");
+      items.push(line);
+    } else if (model.get("busy") || pending.length) {
+      items.push(node("div", "rk-line rk-thinking", model.get("waiting") || "agent is thinking…"));
+    }
     if (!items.length) items.push(node("div", "rk-line rk-empty", "No messages yet."));
     const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
     log.replaceChildren(...items);
@@ -74,11 +83,15 @@ function render({ model, el }) {
 
   model.on("change:lines", draw);
   model.on("change:busy", draw);
+  model.on("change:streaming", draw);
+  model.on("change:waiting", draw);
   draw();
   log.scrollTop = log.scrollHeight;
   return () => {
     model.off("change:lines", draw);
     model.off("change:busy", draw);
+    model.off("change:streaming", draw);
+    model.off("change:waiting", draw);
   };
 }
 

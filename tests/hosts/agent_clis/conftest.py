@@ -134,3 +134,50 @@ def serve(world: World) -> Iterator[subprocess.Popen[str]]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+def codex_trust_hooks(codex: str, world: World) -> list[str]:
+    """What Codex's "Trust all and continue" records, through Codex itself: its app
+    server lists the project's hooks (``hooks/list``, with each hook's hash) and writes
+    ``hooks.state.<key>.trusted_hash`` into the user's config (``config/batchWrite``).
+    Returns the trust status of each hook afterwards."""
+    import json
+
+    proc = subprocess.Popen(
+        [codex, "app-server"],
+        cwd=world.project,
+        env=world.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+
+    def call(rid: int, method: str, params: dict[str, Any]) -> Any:
+        stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+        stdin.write("\n")
+        stdin.flush()
+        for line in stdout:
+            msg = json.loads(line)
+            if msg.get("id") == rid:
+                assert "result" in msg, msg
+                return msg["result"]
+        raise AssertionError(f"codex app-server ended before answering {method}")
+
+    try:
+        call(1, "initialize", {"clientInfo": {"name": "remindkit-tests", "version": "1"}})
+        stdin.write('{"jsonrpc": "2.0", "method": "initialized"}\n')
+        stdin.flush()
+        listed = call(2, "hooks/list", {"cwds": [str(world.project)]})["data"][0]["hooks"]
+        trust = {h["key"]: {"trusted_hash": h["currentHash"]} for h in listed}
+        edit = {"keyPath": "hooks.state", "mergeStrategy": "upsert", "value": trust}
+        call(3, "config/batchWrite", {"edits": [edit]})
+        listed = call(4, "hooks/list", {"cwds": [str(world.project)]})["data"][0]["hooks"]
+        return [h["trustStatus"] for h in listed]
+    finally:
+        proc.kill()
+        proc.wait()
+        stdin.close()
+        stdout.close()

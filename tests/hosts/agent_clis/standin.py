@@ -55,6 +55,7 @@ class Turn:
     texts: list[tuple[str, str]]  # (role, text) in order: user, assistant, tool, system
     tools: list[str]
     at: float = field(default_factory=time.time)
+    schemas: dict[str, Any] = field(default_factory=dict)  # tool name -> its input schema
 
     @property
     def user_texts(self) -> list[str]:
@@ -79,6 +80,25 @@ class Turn:
     def all_text(self) -> str:
         return "\n".join(t for _, t in self.texts)
 
+    def call(self, suffix: str, **args: Any) -> Call:
+        """A call of the offered tool ending with ``suffix``, shaped as a model held to
+        the schema the CLI sent shapes it: every required property, ``null`` for what it
+        does not mean to give (the CLIs check the arguments against the schema)."""
+        name = self.tool(suffix)
+        assert name, f"{suffix} is not among the tools: {self.tools}"
+        schema = self.schemas.get(name) or {}
+        props = schema.get("properties") or {}
+        for key in schema.get("required") or []:
+            if key not in args:
+                prop = props.get(key) or {}
+                kind = prop.get("type")
+                nullable = prop.get("nullable") is True  # Gemini's OpenAPI-style schema
+                assert nullable or kind == "null" or (isinstance(kind, list) and "null" in kind), (
+                    f"{name}: {key} is required and takes no null"
+                )
+                args[key] = None
+        return Call(name, args)
+
 
 Script = Callable[[Turn], Reply]
 
@@ -100,7 +120,7 @@ def _text_of(content: Any) -> str:
     return "" if content is None else json.dumps(content)
 
 
-def normalise_responses(body: dict[str, Any]) -> tuple[list[tuple[str, str]], list[str]]:
+def normalise_responses(body: dict[str, Any]) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     texts: list[tuple[str, str]] = []
     if isinstance(body.get("instructions"), str):
         texts.append(("system", body["instructions"]))
@@ -115,17 +135,17 @@ def normalise_responses(body: dict[str, Any]) -> tuple[list[tuple[str, str]], li
             texts.append(("call", f"{item.get('name')} {item.get('arguments')}"))
         elif kind == "function_call_output":
             texts.append(("tool", _text_of(item.get("output"))))
-    tools = []
+    tools = {}
     for t in body.get("tools") or []:
         if t.get("type") == "namespace":
             for sub in t.get("tools") or []:
-                tools.append(f"{t.get('name')}{NS_SEP}{sub.get('name')}")
+                tools[f"{t.get('name')}{NS_SEP}{sub.get('name')}"] = sub.get("parameters")
         elif t.get("name"):
-            tools.append(t["name"])
+            tools[t["name"]] = t.get("parameters")
     return texts, tools
 
 
-def normalise_gemini(body: dict[str, Any]) -> tuple[list[tuple[str, str]], list[str]]:
+def normalise_gemini(body: dict[str, Any]) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     texts: list[tuple[str, str]] = []
     sys_inst = body.get("systemInstruction") or body.get("system_instruction")
     if isinstance(sys_inst, dict):
@@ -142,14 +162,14 @@ def normalise_gemini(body: dict[str, Any]) -> tuple[list[tuple[str, str]], list[
                 texts.append(("call", f"{fc.get('name')} {json.dumps(fc.get('args'))}"))
             elif "functionResponse" in part:
                 texts.append(("tool", json.dumps(part["functionResponse"].get("response"))))
-    tools = []
+    tools = {}
     for t in body.get("tools") or []:
         for decl in t.get("functionDeclarations") or t.get("function_declarations") or []:
-            tools.append(decl.get("name", ""))
+            tools[decl.get("name", "")] = decl.get("parametersJsonSchema") or decl.get("parameters")
     return texts, tools
 
 
-def normalise_chat(body: dict[str, Any]) -> tuple[list[tuple[str, str]], list[str]]:
+def normalise_chat(body: dict[str, Any]) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     texts: list[tuple[str, str]] = []
     for m in body.get("messages") or []:
         role = m.get("role", "user")
@@ -162,11 +182,11 @@ def normalise_chat(body: dict[str, Any]) -> tuple[list[tuple[str, str]], list[st
         for tc in m.get("tool_calls") or []:
             fn = tc.get("function") or {}
             texts.append(("call", f"{fn.get('name')} {fn.get('arguments')}"))
-    tools = [
-        (t.get("function") or {}).get("name", "")
+    tools = {
+        (t.get("function") or {}).get("name", ""): (t.get("function") or {}).get("parameters")
         for t in body.get("tools") or []
         if isinstance(t, dict)
-    ]
+    }
     return texts, tools
 
 
@@ -225,7 +245,7 @@ class ModelStandin:
                         standin.other.append(("POST", self.path))
                     self._json(404, {"error": {"message": f"no {self.path} here"}})
                     return
-                turn = Turn(api, self.path, body, texts, tools)
+                turn = Turn(api, self.path, body, texts, list(tools), schemas=tools)
                 with standin.lock:
                     standin.turns.append(turn)
                 try:
