@@ -14,10 +14,14 @@ claims are taken over by their lease alone).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import stat
 import tempfile
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 class UnsafeFolder(OSError):
@@ -79,4 +83,78 @@ def check_private_dir(path: Path, *, make: bool = True) -> None:
         raise UnsafeFolder(f"{path} has mode {oct(stat.S_IMODE(st.st_mode))}, not 0o700")
 
 
-__all__ = ["UnsafeFolder", "check_private_dir", "runtime_base", "runtime_dir"]
+# -- a store's private files -------------------------------------------------------------
+
+
+def make_private_file(path: Path) -> None:
+    """Create the database folder (0700) and file (0600) before SQLite does, and
+    tighten them (:func:`tighten_private_file`)."""
+    _make_private_folders(path.parent)
+    if not path.exists():
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if not side.exists():
+            with contextlib.suppress(OSError):
+                os.close(os.open(side, os.O_CREAT | os.O_RDWR, 0o600))
+    tighten_private_file(path)
+
+
+def tighten_private_file(path: Path) -> None:
+    """A SQLite file of ours (and its ``-wal``, ``-shm``) others can read made 0600, its
+    folder others can write to made 0700, each with a warning; every path that opens
+    a store (the full store and the command line's driver-only reads) goes through it."""
+    _tighten(path.parent, 0o022, 0o700)  # a folder of ours others can write to (0777)
+    for suffix in ("", "-wal", "-shm"):
+        _tighten(path.with_name(path.name + suffix), 0o077, 0o600)  # a store others can read (0644)
+
+
+def _tighten(path: Path, too_open: int, mode: int) -> None:
+    """Make ``path`` ``mode`` if it is ours (not a link) and has any of the ``too_open``
+    bits, with a warning. Not following links: another user's link is left alone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if mode == 0o700 else 0))
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        shared = bool(st.st_mode & stat.S_ISVTX)  # /tmp and the like: shared on purpose, left alone
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & too_open and not shared:
+            os.fchmod(fd, mode)
+            log.warning(
+                "%s was %s; made it %s (remindkit keeps its store private)",
+                path,
+                oct(stat.S_IMODE(st.st_mode)),
+                oct(mode),
+            )
+    except OSError as exc:
+        log.warning("cannot make %s private: %s", path, exc)
+    finally:
+        os.close(fd)
+
+
+def _make_private_folders(folder: Path) -> None:
+    """Make ``folder`` and each missing folder above it 0700 (``mkdir -p`` would make the
+    ones above 0777 less the umask: world-writable under umask 000). Folders that
+    exist are left as they are."""
+    missing: list[Path] = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it at the same moment
+            continue
+        os.chmod(made, 0o700)
+
+
+__all__ = [
+    "UnsafeFolder",
+    "check_private_dir",
+    "make_private_file",
+    "runtime_base",
+    "runtime_dir",
+    "tighten_private_file",
+]

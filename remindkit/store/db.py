@@ -17,7 +17,6 @@ import logging
 import os
 import re
 import sqlite3
-import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import NullPool, QueuePool
 
 from ..errors import StoreError
+from ..runtime import make_private_file
 from ..settings import Settings
 from .dialect import Dialect
 from .events import forget_deferred
@@ -147,62 +147,6 @@ def _driver_execute(conn: Connection, sql: str) -> None:
     raw = conn.connection.driver_connection
     assert raw is not None  # a checked-out connection
     raw.execute(sql)
-
-
-def make_private_file(path: Path) -> None:
-    """Create the database folder (0700) and file (0600) before SQLite does."""
-    _make_private_folders(path.parent)
-    _tighten(path.parent, 0o022, 0o700)  # a folder of ours others can write to (0777)
-    if not path.exists():
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-        os.close(fd)
-    for suffix in ("-wal", "-shm"):
-        side = path.with_name(path.name + suffix)
-        if not side.exists():
-            with contextlib.suppress(OSError):
-                os.close(os.open(side, os.O_CREAT | os.O_RDWR, 0o600))
-    for suffix in ("", "-wal", "-shm"):
-        _tighten(path.with_name(path.name + suffix), 0o077, 0o600)  # a store others can read (0644)
-
-
-def _tighten(path: Path, too_open: int, mode: int) -> None:
-    """Make ``path`` ``mode`` if it is ours (not a link) and has any of the ``too_open``
-    bits, with a warning. Not following links: another user's link is left alone."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if mode == 0o700 else 0))
-    except OSError:
-        return
-    try:
-        st = os.fstat(fd)
-        shared = bool(st.st_mode & stat.S_ISVTX)  # /tmp and the like: shared on purpose, left alone
-        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & too_open and not shared:
-            os.fchmod(fd, mode)
-            log.warning(
-                "%s was %s; made it %s (remindkit keeps its store private)",
-                path,
-                oct(stat.S_IMODE(st.st_mode)),
-                oct(mode),
-            )
-    except OSError as exc:
-        log.warning("cannot make %s private: %s", path, exc)
-    finally:
-        os.close(fd)
-
-
-def _make_private_folders(folder: Path) -> None:
-    """Make ``folder`` and each missing folder above it 0700 (``mkdir -p`` would make the
-    ones above 0777 less the umask: world-writable under umask 000). Folders that
-    exist are left as they are."""
-    missing: list[Path] = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for made in reversed(missing):
-        try:
-            made.mkdir(mode=0o700)
-        except FileExistsError:  # another process made it at the same moment
-            continue
-        os.chmod(made, 0o700)
 
 
 # -- migrations ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
+from ..runtime import tighten_private_file
 
 if TYPE_CHECKING:
     from ..models import Reminder
@@ -78,6 +79,7 @@ def open_lite(url: str, *, settings: Settings) -> LiteStore | None:
     path = sqlite_file(url)
     if path is None or not path.is_file():
         return None
+    tighten_private_file(path)
     try:
         conn = sqlite3.connect(path, timeout=settings.busy_timeout_ms / 1000, isolation_level=None)
     except sqlite3.Error:

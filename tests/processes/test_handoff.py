@@ -1,7 +1,8 @@
 """Commands handed over to the running engine (``remindkit.cli.handoff``), through real
 processes: a ``remindkit serve`` and ``python -m remindkit …`` commands. Whether a
 command ran in the engine is read from the command's own ``-X importtime`` trace: a
-command that ran here imported SQLAlchemy, one that was handed over did not."""
+command that ran here opened the store itself (SQLAlchemy, or for a read with no engine
+the driver-only reader ``remindkit.store.lite``), one that was handed over did neither."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from .test_agent_processes import ROOT, wait_for
 
 pytestmark = pytest.mark.processes
 
+OWN_STORE = ("sqlalchemy", "remindkit.store.lite")
+
 
 def run(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], bool]:
     """Run a command; (its result, whether it ran in its own process)."""
@@ -34,7 +37,7 @@ def run(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[st
         timeout=120,
         cwd=ROOT,
     )
-    local = any(line.split("|")[-1].strip() == "sqlalchemy" for line in cp.stderr.splitlines())
+    local = any(line.split("|")[-1].strip() in OWN_STORE for line in cp.stderr.splitlines())
     cp.stderr = "".join(
         line + "\n" for line in cp.stderr.splitlines() if not line.startswith("import time:")
     )
