@@ -313,11 +313,12 @@ class Engine:
         lease = int(s.lease_s * 1e6)
         live = self._liveness
 
-        def may_take(owner: str, lease_until: int) -> bool:
-            return live is None or live.may_take_over(owner, lease_until, t, lease)
-
         fires = self.store.claims.reclaim_expired(
-            now_us=t, owner=self.id, lease_us=lease, limit=s.claim_batch, may_take=may_take
+            now_us=t,
+            owner=self.id,
+            lease_us=lease,
+            limit=s.claim_batch,
+            expired_before=None if live is None else lambda who: live.expired_before(who, t, lease),
         )
         if fires:
             log.info(

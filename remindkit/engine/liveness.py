@@ -101,8 +101,10 @@ class Liveness:
         finally:
             os.close(fd)
 
-    def may_take_over(self, owner: str, lease_until_us: int, now_us: int, lease_us: int) -> bool:
-        alive = self.owner_alive(owner)
-        if alive is None or not alive:
-            return True
-        return now_us - lease_until_us > FROZEN_AFTER * lease_us
+    def expired_before(self, owner: str, now_us: int, lease_us: int) -> int:
+        """The instant before which ``owner``'s leases count as run out: now for an
+        owner that is dead or cannot be told, ``FROZEN_AFTER`` leases ago for one of
+        this host that is alive."""
+        if self.owner_alive(owner):
+            return now_us - FROZEN_AFTER * lease_us
+        return now_us

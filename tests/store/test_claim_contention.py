@@ -56,3 +56,59 @@ def test_a_claim_skips_the_rows_another_claim_holds_and_takes_the_next(pg, clock
     # the next five, not none (all engines picking the same first five, one winning)
     assert n == 5
     assert sorted(f.reminder_id for f in fires) == sorted(ids[5:10])
+
+
+def test_a_takeover_scan_leaves_a_live_owners_claims_to_its_renewal(pg, clock):
+    """An engine that looks for lapsed leases while their owner is alive (only slow to
+    renew) must not hold those claims while it decides to spare them: the owner's
+    renewal skips locked rows, and claims left out round after round grew old enough
+    to be taken over from a live engine, which had delivered them (four engines on
+    PostgreSQL under load: fires delivered twice)."""
+    import threading
+    import time
+
+    store, api = pg
+    for i in range(200):
+        api.create(f"r{i}", session=f"s{i % 10}", in_="1s")
+    clock.advance(timedelta(seconds=2))
+    now = to_us(clock.now())
+    fires, n = store.claims.claim_due(
+        now_us=now,
+        horizon_us=now,
+        owner="e1",
+        lease_us=1_000_000,
+        limit=500,
+        plan=lambda r: plan_fire(r, clock.now()),
+    )
+    assert n == 200
+    later = now + 2_000_000  # e1's leases have run out; e1 is alive (spared for 3 leases)
+    stop = threading.Event()
+    scans = 0
+
+    def alive_owner(who: str) -> int:
+        time.sleep(0.02)  # looking the owner up (its lock file) takes a moment
+        return later - 3_000_000
+
+    def scan() -> None:
+        nonlocal scans
+        while not stop.is_set():
+            taken = store.claims.reclaim_expired(
+                now_us=later, owner="e2", lease_us=1_000_000, limit=500, expired_before=alive_owner
+            )
+            assert taken == []
+            scans += 1
+
+    scanners = [threading.Thread(target=scan) for _ in range(3)]
+    for th in scanners:
+        th.start()
+    try:
+        renewed = []
+        deadline = time.monotonic() + 60
+        while len(renewed) < 20 and time.monotonic() < deadline:
+            renewed.append(store.turns.renew_leases(owner="e1", until_us=later + 1_000_000))
+    finally:
+        stop.set()
+        for th in scanners:
+            th.join()
+    assert scans > 0 and len(renewed) == 20
+    assert renewed == [200] * 20  # every renewal renewed every claim
