@@ -23,6 +23,7 @@ import pytest
 
 from remindkit.settings import Settings
 from remindkit.store import open_store
+from tests.conftest import second_user_or_skip
 
 from .conftest import cli, wait_for
 
@@ -459,10 +460,7 @@ print(json.dumps(out))
 
 @pytest.fixture
 def other_user():  # type: ignore[no-untyped-def]
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the attack is made by a second Unix user, created with useradd")
-    if shutil.which("useradd") is None:
-        pytest.skip("useradd is not installed")
+    second_user_or_skip("useradd", "userdel")
     import secrets
 
     name = f"rkapi{secrets.token_hex(3)}"
