@@ -1,19 +1,27 @@
 """Claude Code's hooks, timed as Claude Code runs them: one process per hook, the hook's
-JSON on stdin (``remindkit mcp hook prompt`` and ``stop``), beside the floor of
-``python -c pass``.
+JSON on stdin (``remindkit mcp hook start``, ``prompt`` and ``stop``: SessionStart,
+UserPromptSubmit and Stop), beside the floor of ``python -c pass`` measured in the same
+rounds.
 
     PYTHONPATH=. python bench/hooks.py [ROUNDS]
 
-Three ways: handed to a running engine (the MCP server of the conversation serves the
-store's hand-off socket; the hook loads no store), run in its own process
-(``REMINDKIT_HANDOFF=0``: SQLAlchemy and the store opened per hook), and the floor.
-Each round is a prompt then a stop of one conversation; medians and p90 in ms.
+The ways a hook runs: handed to a running engine (the MCP server of the conversation
+serves the store's hand-off socket; the hook loads no store), as ``install-claude-code``
+writes it (``remindkit mcp hook …``) and as the plugin's hooks run it (``sh -c 'sh
+"${CLAUDE_PLUGIN_ROOT}/bin/remindkit-launch" mcp hook …'``: a shell, the launcher
+script, then ``python -m remindkit``; its floor is ``sh -c 'python -c pass'``); and in
+its own process (``REMINDKIT_HANDOFF=0``: SQLAlchemy and the store opened per hook).
+Each round is a start, a prompt and a stop of one conversation, each way in turn;
+medians and p90 in ms, and the median CPU time of the hook's processes (what a busy
+machine does not stretch). The aim: a hook handed to the running server, median ≤ 100 ms.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -25,19 +33,37 @@ ROOT = Path(__file__).resolve().parents[1]
 SID = "0b9c2c1e-6a9f-4d6e-8f00-000000000001"
 
 
-def timed(argv: list[str], env: dict[str, str], stdin: str = "") -> float:
+CPU: dict[int, list[float]] = {}  # id of a list of wall times -> the CPU times of its runs
+
+
+def timed(argv: list[str], env: dict[str, str], stdin: str = "") -> tuple[float, float]:
+    """(wall ms, CPU ms of the process and its children) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run(argv, input=stdin, text=True, capture_output=True, env=env, timeout=120)
     took = (time.perf_counter() - t) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0 or "remindkit mcp hook" in proc.stderr:
         raise SystemExit(f"{argv}: {proc.returncode} {proc.stderr[-500:]}")
-    return took
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+    return took, cpu
 
 
-def row(name: str, ms: list[float]) -> str:
+def add(times: list[float], run: tuple[float, float]) -> None:
+    times.append(run[0])
+    CPU.setdefault(id(times), []).append(run[1])
+
+
+def row(name: str, ms: list[float], floor: list[float] | None = None) -> str:
+    cpu = statistics.median(CPU[id(ms)])
     ms = sorted(ms)
     p90 = ms[int(0.9 * (len(ms) - 1))]
-    return f"{name:<44} median {statistics.median(ms):7.1f} ms   p90 {p90:7.1f} ms   (n={len(ms)})"
+    median = statistics.median(ms)
+    above = "" if floor is None else f"   floor +{median - statistics.median(floor):6.1f} ms"
+    return (
+        f"{name:<50} median {median:6.1f} ms  p90 {p90:6.1f} ms{above}  "
+        f"CPU median {cpu:5.1f} ms  (n={len(ms)})"
+    )
 
 
 def main() -> None:
@@ -83,26 +109,51 @@ def main() -> None:
         server.stdin.flush()
         server.stdout.readline()
         time.sleep(1.5)  # its hand-off socket is up
-        prompt = json.dumps(
-            {"session_id": SID, "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
-        )
-        stop = json.dumps({"session_id": SID, "hook_event_name": "Stop"})
-        floor, handed, local = [], [], []
+        hooks = {
+            "start": json.dumps(
+                {
+                    "session_id": SID,
+                    "hook_event_name": "SessionStart",
+                    "source": "startup",
+                    "cwd": tmp,
+                }
+            ),
+            "prompt": json.dumps(
+                {"session_id": SID, "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
+            ),
+            "stop": json.dumps({"session_id": SID, "hook_event_name": "Stop"}),
+        }
+        plugin = ROOT / "remindkit" / "claude_plugin"
+        penv = {**env, "CLAUDE_PLUGIN_ROOT": str(plugin)}
+        launch = 'sh "${CLAUDE_PLUGIN_ROOT}/bin/remindkit-launch" mcp hook '
         off = {**env, "REMINDKIT_HANDOFF": "0"}
+        floor: list[float] = []
+        sh_floor: list[float] = []
+        handed: dict[str, list[float]] = {e: [] for e in hooks}
+        launched: dict[str, list[float]] = {e: [] for e in hooks}
+        local: dict[str, list[float]] = {e: [] for e in hooks}
         try:
             for _ in range(rounds):
-                floor.append(timed([sys.executable, "-c", "pass"], env))
-                handed.append(timed([*rk, "mcp", "hook", "prompt"], env, prompt))
-                handed.append(timed([*rk, "mcp", "hook", "stop"], env, stop))
-                local.append(timed([*rk, "mcp", "hook", "prompt"], off, prompt))
-                local.append(timed([*rk, "mcp", "hook", "stop"], off, stop))
+                add(floor, timed([sys.executable, "-c", "pass"], env))
+                add(sh_floor, timed(["sh", "-c", f"{shlex.quote(sys.executable)} -c pass"], env))
+                for event, data in hooks.items():
+                    add(handed[event], timed([*rk, "mcp", "hook", event], env, data))
+                for event, data in hooks.items():
+                    add(launched[event], timed(["sh", "-c", launch + event], penv, data))
+                for event, data in hooks.items():
+                    add(local[event], timed([*rk, "mcp", "hook", event], off, data))
         finally:
             server.stdin.close()
             server.wait(30)
         print(f"bench/hooks.py on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
         print(row("python -c pass (the floor)", floor))
-        print(row("hook handed to the MCP server's engine", handed))
-        print(row("hook in its own process (REMINDKIT_HANDOFF=0)", local))
+        print(row("sh -c 'python -c pass' (the plugin's floor)", sh_floor))
+        for event in hooks:
+            print(row(f"{event}: handed to the MCP server's engine", handed[event], floor))
+        for event in hooks:
+            print(row(f"{event}: the plugin's launcher, handed", launched[event], sh_floor))
+        for event in hooks:
+            print(row(f"{event}: in its own process (REMINDKIT_HANDOFF=0)", local[event], floor))
 
 
 if __name__ == "__main__":

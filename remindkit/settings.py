@@ -90,6 +90,11 @@ class Settings:
     busy_timeout_ms: int = 30_000
     quiet_gc: bool = True  # engines collect garbage between fires (engine/collector.py)
     breaker_after: int = 3  # failed turns in a row after which a session's fallback is tried first
+    # remindkit api: an MCP session (/mcp) with no request this long is ended; a
+    # connection's request head, and a request's body, must arrive within these
+    mcp_idle_s: float = 300.0
+    head_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
     model: ModelLimits = field(default_factory=lambda: ModelLimits())
 
     @classmethod
@@ -122,6 +127,9 @@ class Settings:
             quiet_gc=env.get("REMINDKIT_QUIET_GC", "1").strip().lower()
             not in ("0", "off", "no", "false"),
             catchup_max=max(1, _integer(env, "REMINDKIT_CATCHUP_MAX", 1000)),
+            mcp_idle_s=_duration(env, "REMINDKIT_MCP_IDLE", 300.0, unit=1),
+            head_timeout_s=_duration(env, "REMINDKIT_HEAD_TIMEOUT", 10.0, unit=1),
+            body_timeout_s=_duration(env, "REMINDKIT_BODY_TIMEOUT", 30.0, unit=1),
             model=_model_limits(env),
         )
         return replace(settings, **overrides)  # type: ignore[arg-type]

@@ -24,6 +24,31 @@ PG_URL = os.environ.get("REMINDKIT_TEST_PG", "postgresql+psycopg://postgres@127.
 REQUIRE_PG = os.environ.get("REMINDKIT_REQUIRE_PG") == "1"
 
 
+def second_user_or_skip(*commands: str) -> None:
+    """For a test whose attack is made by another Unix user (made with ``useradd``): it
+    needs root and ``commands``. Without them it skips with the reason, unless
+    ``REMINDKIT_REQUIRE_USERS=1`` (scripts/test sets it), where it fails: the suite's
+    attack table must not lose its rows quietly."""
+    import shutil
+
+    why = None
+    if os.geteuid() != 0:
+        why = "needs root: the attack is made by a second Unix user, created with useradd"
+    else:
+        missing = [c for c in commands if shutil.which(c) is None]
+        if missing:
+            why = f"{'/'.join(missing)} not installed"
+    if why is not None:
+        cannot_run(why, "REMINDKIT_REQUIRE_USERS")
+
+
+def cannot_run(why: str, variable: str) -> None:
+    """Skip with ``why``, or fail when the environment's ``variable`` is 1."""
+    if os.environ.get(variable) == "1":
+        pytest.fail(f"{variable}=1 but the test cannot run: {why}")
+    pytest.skip(why)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", help="run the long soak tests")
 

@@ -37,3 +37,31 @@ def test_mypy_is_clean():
         [sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_tests_that_cannot_run_fail_where_they_are_required(monkeypatch):
+    """The attacks made by a second Unix user, and the agent CLIs' tests, skip where
+    they cannot run, except under scripts/test (REMINDKIT_REQUIRE_USERS=1,
+    REMINDKIT_REQUIRE_CLIENTS=1), where they fail: no row of the attack table or the
+    host matrix is lost quietly."""
+    import pytest
+
+    from tests.conftest import second_user_or_skip
+    from tests.hosts.agent_clis.conftest import cli
+
+    def outcome(call, *args):  # type: ignore[no-untyped-def]
+        try:
+            call(*args)
+        except BaseException as exc:  # pytest's skip and fail are BaseExceptions
+            return type(exc)
+        return None
+
+    monkeypatch.setenv("PATH", str(ROOT / "no-such-folder"))  # no useradd to be found
+    for value, expected in (("1", pytest.fail.Exception), ("0", pytest.skip.Exception)):
+        monkeypatch.setenv("REMINDKIT_REQUIRE_USERS", value)
+        assert outcome(second_user_or_skip, "useradd", "userdel") is expected, value
+        monkeypatch.setenv("REMINDKIT_REQUIRE_CLIENTS", value)
+        assert outcome(cli, "no-such-cli") is expected, value
+    script = (ROOT / "scripts" / "test").read_text()
+    for name in ("REMINDKIT_REQUIRE_USERS", "REMINDKIT_REQUIRE_CLIENTS"):
+        assert f'export {name}="${{{name}:-1}}"' in script, name

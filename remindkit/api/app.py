@@ -82,14 +82,13 @@ def session_out(sess: Session, project: str) -> dict[str, Any]:
     return data
 
 
-MCP_IDLE_S = 300.0  # an MCP session with no request this long is ended (the SDK's default: 30 min)
-
-
 def mcp_over_http(api: Reminders) -> Any:
     """The MCP server's tools over Streamable HTTP for ``/mcp`` (``remindkit[mcp]``), each
     call acting for the session of its bearer token: a session token, not read-only,
     of a project whose reminders feature is on; each token holds at most
-    ``McpShares.PER_TOKEN`` MCP sessions. None without the ``mcp`` extra."""
+    ``McpShares.PER_TOKEN`` MCP sessions, each ended after ``settings.mcp_idle_s``
+    without a request (``REMINDKIT_MCP_IDLE``, 5 min; the SDK's default is 30). None
+    without the ``mcp`` extra."""
     try:
         from ..mcp.http import McpEndpoint
     except ImportError:
@@ -112,23 +111,28 @@ def mcp_over_http(api: Reminders) -> Any:
         return who.session
 
     # Host and Origin: the guard checks them for every route, /mcp too
-    return McpShares(McpEndpoint(api, verify, session_idle_timeout=MCP_IDLE_S))
+    idle_s = api.settings.mcp_idle_s
+    return McpShares(McpEndpoint(api, verify, session_idle_timeout=idle_s), idle_s=idle_s)
 
 
 class McpShares:
     """ASGI wrapper of ``/mcp``: one token opens at most ``PER_TOKEN`` MCP sessions
     (``409 too_many_sessions`` past that); a session counts until it is ended
-    (``DELETE``), unknown to the server (``404``) or idle for ``MCP_IDLE_S``, when
-    the SDK ends it too."""
+    (``DELETE``), unknown to the server (``404``) or idle for ``idle_s``, when the
+    SDK ends it too."""
 
     PER_TOKEN = 100
 
-    def __init__(self, app: Any, *, idle_s: float = MCP_IDLE_S) -> None:
+    def __init__(self, app: Any, *, idle_s: float) -> None:
         self.app = app
         self.running = app.running  # the outer app runs it (the session manager)
         self.idle_s = idle_s
         self._live: dict[str, dict[str, float]] = {}  # token digest -> session id -> last use
         self._clock = __import__("time").monotonic
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        # a request naming another revision (2026-07-28: stateless) opens no session
+        self._handshakes = {v.encode("latin-1") for v in HANDSHAKE_PROTOCOL_VERSIONS}
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -150,7 +154,11 @@ class McpShares:
         if sid:
             if sid in mine:
                 mine[sid] = now
-        elif scope["method"] == "POST" and len(mine) >= self.PER_TOKEN:
+        elif (
+            scope["method"] == "POST"
+            and len(mine) >= self.PER_TOKEN
+            and headers.get(b"mcp-protocol-version", b"2025-11-25") in self._handshakes
+        ):
             body = json.dumps(
                 {
                     "error": {

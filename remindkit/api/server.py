@@ -88,7 +88,7 @@ def run_api(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("uvicorn.access").addFilter(redact_tickets)
+    logging.getLogger("uvicorn.access").addFilter(redact_secrets)
     home = settings.home
     credential = LocalCredential(home)
     instance = secrets.token_hex(8)
@@ -127,7 +127,10 @@ def run_api(
     agent_tokens = give_commands_tokens(api, eng, url) if eng is not None else None
     config = uvicorn.Config(
         app,
-        http=protocol_class(http_parser(), Gate(cap)),
+        http=protocol_class(
+            http_parser(),
+            Gate(cap, head_s=settings.head_timeout_s, body_s=settings.body_timeout_s),
+        ),
         loop="auto",  # uvloop when installed (the api extra), else asyncio's own
         log_level="info" if verbose else "warning",
         access_log=verbose,
@@ -173,16 +176,25 @@ def _mark(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
-_TICKET = re.compile(r"ticket=[^&\s]*")
+# a query parameter that may carry a secret (a login ticket, a token a client put in
+# the address: ?access_token=, ?token=, ...), and anything shaped like a remindkit token
+_SECRET_PARAM = re.compile(
+    r"(?i)\b(ticket|access_token|token|api_key|apikey|key|password|secret)=[^&\s\"]*"
+)
+_TOKEN = re.compile(r"\brk_[A-Za-z0-9_-]{8,}")
 
 
-def redact_tickets(record: logging.LogRecord) -> bool:
-    """The access log without login tickets (``/login?ticket=…``)."""
+def redact_secrets(record: logging.LogRecord) -> bool:
+    """The access log without secrets in addresses: ``/login?ticket=…``, a token sent
+    as ``?access_token=…`` (the server never reads one there: it answers ``401``, and
+    the address is logged without it)."""
     if isinstance(record.args, tuple):
-        record.args = tuple(
-            _TICKET.sub("ticket=…", a) if isinstance(a, str) else a for a in record.args
-        )
+        record.args = tuple(_hide(a) if isinstance(a, str) else a for a in record.args)
     return True
+
+
+def _hide(text: str) -> str:
+    return _TOKEN.sub("rk_…", _SECRET_PARAM.sub(lambda m: m.group(1) + "=…", text))
 
 
 def http_parser() -> str:

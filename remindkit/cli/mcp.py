@@ -232,17 +232,7 @@ def run_without_store(args: argparse.Namespace, out: TextIO, stdin: Any = None) 
             if not args.dry_run:
                 install.write(change)
                 out.write(f"{change.path}: written\n")
-        if args.service and not args.dry_run:
-            from .main import main
-
-            return main(["service", "install", *(["--db", args.db] if args.db else [])], stdout=out)
-        if not args.service:
-            out.write(
-                "Reminders fire while Claude Code runs (its remindkit server); to have them fire "
-                "while it is closed (and come back through --resume-command), keep an engine "
-                "running: remindkit service install (or add --service)\n"
-            )
-        return 0
+        return mcp_hosts.keep_engine_running(args, out, "Claude Code")
     # bind and hook: Claude Code's hooks (never fail the hook)
     event = "start" if args.mcp_command == "bind" else args.event
     return run_hook(args, event, stdin, out)

@@ -1,6 +1,8 @@
 """``remindkit mcp install-codex``, ``install-gemini`` and ``install-opencode``: the MCP
 server entry, the hooks (opencode: a plugin) and the resume preset of an agent CLI, in a
-project (or ``--user``). Idempotent, keeps what else the files hold, shows the diff."""
+project (or ``--user``). Idempotent, keeps what else the files hold, shows the diff;
+``--service`` also keeps an engine running (``remindkit service install``), as
+``install-claude-code --service`` does, else a hint says how."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ _WRITES = {
     "gemini": ".gemini/settings.json",
     "opencode": "opencode.json and .opencode/plugin/remindkit.js",
 }
+_LABELS = {"codex": "Codex", "gemini": "Gemini CLI", "opencode": "opencode"}
 
 
 def add_parsers(ms: Any, common: argparse.ArgumentParser) -> None:
@@ -47,6 +50,12 @@ def add_parsers(ms: Any, common: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--no-resume", action="store_true", help="no resume preset (fires wait for the CLI)"
         )
+        p.add_argument(
+            "--service",
+            action="store_true",
+            help=f"also keep an engine running (remindkit service install): fires while "
+            f"{_LABELS[host]} is closed go to the resume preset",
+        )
         p.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
 
 
@@ -74,4 +83,26 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"{change.path}: written\n")
     for note in plan.notes:
         out.write(f"note: {note}\n")
+    return keep_engine_running(args, out, _LABELS[host.NAME], resume=not args.no_resume)
+
+
+def keep_engine_running(
+    args: argparse.Namespace, out: TextIO, host: str, *, resume: bool = True
+) -> int:
+    """After an install: with ``--service``, ``remindkit service install`` (on the
+    store named by ``--db``, else the default one); without it, a hint. The host's own
+    remindkit server fires only while the host runs."""
+    if getattr(args, "service", False):
+        if args.dry_run:
+            out.write("--dry-run: remindkit service install not run\n")
+            return 0
+        from .main import main
+
+        db = getattr(args, "db", None)
+        return main(["service", "install", *(["--db", db] if db else [])], stdout=out)
+    then = " (and come back through the resume command)" if resume else " (and wait for it)"
+    out.write(
+        f"Reminders fire while {host} runs (its remindkit server); to have them fire while it "
+        f"is closed{then}, keep an engine running: remindkit service install (or add --service)\n"
+    )
     return 0

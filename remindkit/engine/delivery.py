@@ -91,6 +91,12 @@ Turn = tuple[Session, SessionAdapter, list[Fire], bool]  # (session, adapter, fi
 RETRY_FOR_US = (
     3_600_000_000  # an agent that cannot be reached is tried this long after the due time
 )
+# A session runs one turn at a time; the sessions whose turns reach one peer (an
+# adapter's ``peer(session)``: a webhook receiver's or a model server's origin) run at
+# most this share of the turn workers at once, their other turns queued in order:
+# slow peers (a receiver that answers a byte a second) hold their share until their
+# deadline, and the other workers go on serving every other session
+PEER_SHARE = 0.5
 
 
 class Dispatcher:
@@ -159,6 +165,9 @@ class Dispatcher:
         self._drainers: dict[int, tuple[float | None, deque[Turn]]] = {}
         self._starting = 0  # drainers submitted that have not begun
         self._alerts = None if inline else Workers(1, "remindkit-alert")
+        self._share = max(1, int(workers * PEER_SHARE))
+        self._peers: dict[str, int] = {}  # peer -> its turns running
+        self._parked: dict[str, deque[Turn]] = {}  # peer -> its turns waiting for its share
         self.urgent = False  # outcomes that should not wait for the next batch
         self._closed = False
 
@@ -307,7 +316,7 @@ class Dispatcher:
     def turns_idle(self) -> bool:
         """No turn is queued or running in this process."""
         with self._lock:
-            lane = bool(self._lane or self._drainers or self._starting)
+            lane = bool(self._lane or self._drainers or self._starting or self._parked)
         return not lane and (self._pool is None or self._pool.idle)
 
     @property
@@ -317,7 +326,7 @@ class Dispatcher:
         is no burst.)"""
         if len(self._outcomes) + len(self._fired) > PROMPT_FIRED:
             return True
-        return bool(self._lane) or any(
+        return bool(self._lane or self._parked) or any(
             p is not None and p.backlog > 0 for p in (self._pool, self._alerts)
         )
 
@@ -332,7 +341,12 @@ class Dispatcher:
             if pool is not None:
                 pool.shutdown(wait=wait)
         with self._lock:
-            queued = [f for fires in self._queued.values() for f in fires]
+            parked = [turn for turns in self._parked.values() for turn in turns]
+            self._parked.clear()
+            for sess, _adapter, _fires, _first in parked:
+                self._turns.discard(sess.id)
+            queued = [f for _s, _a, fires, _f in parked for f in fires]
+            queued += [f for fires in self._queued.values() for f in fires]
             self._queued.clear()
         if queued:  # not run here after all: any engine can pick them up
             self._finish(
@@ -405,7 +419,7 @@ class Dispatcher:
                         self._lane.append(batch)
                     batch = deque()
             else:
-                self._pool.submit(self._run_turn, *turn)
+                self._submit(turn)
         if batch:
             with self._lock:
                 self._lane.append(batch)
@@ -462,10 +476,15 @@ class Dispatcher:
                     turn = rest.popleft()
                     t0 = time.perf_counter()
                     self._drainers[me] = (t0, rest)
-                try:
-                    self._run_turn(*turn)
-                except Exception:  # _run_turn records its own failures; this is a bug: go on
-                    log.exception("turn in %s failed", turn[0].id)
+                peer = _peer_of(turn)
+                if peer is None or self._take(peer, turn):
+                    try:
+                        self._run_turn(*turn)
+                    except Exception:  # _run_turn records its own failures; a bug: go on
+                        log.exception("turn in %s failed", turn[0].id)
+                    finally:
+                        if peer is not None:
+                            self._give_back(peer)
                 with self._lock:
                     self._drainers[me] = (None, rest)
                 if (time.perf_counter() - t0) * 1e6 > LANE_SPILL_US:
@@ -506,7 +525,50 @@ class Dispatcher:
             if fast:
                 self._lane.append(deque(fast))
         for turn in slow:
+            self._submit(turn)
+
+    def _submit(self, turn: Turn) -> None:
+        """Give ``turn`` a worker, within its peer's share (PEER_SHARE); past the share
+        it waits for one of the peer's running turns to end."""
+        assert self._pool is not None
+        peer = _peer_of(turn)
+        if peer is None:
             self._pool.submit(self._run_turn, *turn)
+        elif self._take(peer, turn):
+            self._pool.submit(self._peer_turn, peer, turn)
+
+    def _take(self, peer: str, turn: Turn) -> bool:
+        """A place in ``peer``'s share for ``turn``, or False: it is parked."""
+        with self._lock:
+            running = self._peers.get(peer, 0)
+            if running >= self._share:
+                self._parked.setdefault(peer, deque()).append(turn)
+                return False
+            self._peers[peer] = running + 1
+            return True
+
+    def _give_back(self, peer: str) -> None:
+        """A turn of ``peer`` ended: its place goes to the peer's next parked turn."""
+        assert self._pool is not None
+        with self._lock:
+            waiting = None if self._closed else self._parked.get(peer)
+            turn = waiting.popleft() if waiting else None
+            if waiting is not None and not waiting:
+                del self._parked[peer]
+            if turn is None:
+                left = self._peers.get(peer, 1) - 1
+                if left > 0:
+                    self._peers[peer] = left
+                else:
+                    self._peers.pop(peer, None)
+        if turn is not None:
+            self._pool.submit(self._peer_turn, peer, turn)
+
+    def _peer_turn(self, peer: str, turn: Turn) -> None:
+        try:
+            self._run_turn(*turn)
+        finally:
+            self._give_back(peer)
 
     def _target(
         self, sess: Session | None, adapter: SessionAdapter | None, group: Sequence[Fire]
@@ -922,6 +984,17 @@ def _drain(items: deque[Any]) -> list[Any]:
             out.append(items.popleft())
         except IndexError:
             return out
+
+
+def _peer_of(turn: Turn) -> str | None:
+    """The peer ``turn`` reaches (its adapter's ``peer(session)``), or None."""
+    sess, adapter = turn[0], turn[1]
+    try:
+        peer = getattr(adapter, "peer", None)
+        return None if peer is None else peer(sess)
+    except Exception:  # an adapter's bug: the turn runs without a share
+        log.exception("peer of session %s", sess.id)
+        return None
 
 
 def _shared(adapter: SessionAdapter, sess: Session) -> bool:

@@ -16,6 +16,11 @@ session manager. Each request is checked, in this order:
 * at most ``max_open`` requests at once (a GET stream holds one) and ``max_sessions``
   handshake-era sessions: past that ``503``.
 
+A request held open (the GET stream, a ``subscriptions/listen``, a slow call) is
+checked again every ``RECHECK_S``: once its token no longer reaches the session it
+opened with (the token revoked, its project's feature turned off), the request is
+ended within a second, its stream closed.
+
 Tools only: nothing is pushed over HTTP, and the instructions say so. A fire of
 the session waits for a way in that really reaches the conversation (a resume
 command, a Claude Code host's hooks or its stdio server) and is never recorded
@@ -29,9 +34,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -44,6 +51,8 @@ SCOPE_KEY = "remindkit.session"
 MAX_TOKEN = 4096
 MAX_OPEN = 1000  # requests served at once (a GET stream or a listen holds one open)
 MAX_SESSIONS = 1000  # handshake-era sessions open at once (each expires after 30 idle minutes)
+RECHECK_S = 0.5  # the tokens of requests held open are checked again this often
+log = logging.getLogger(__name__)
 INSTRUCTIONS = (
     "remindkit keeps reminders for this conversation: schedule_create, schedule_list, schedule_delete, "
     "schedule_pause, schedule_resume, schedule_snooze and set_callback. Nothing is sent over this "
@@ -88,11 +97,31 @@ class McpEndpoint:
         )
         self.max_open = max_open
         self.open = 0
+        # token -> its requests being served: the scope that ends each, the session it acts for
+        self._held: dict[str, dict[anyio.CancelScope, str]] = {}
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        async with self.manager.run():
-            yield
+        async with self.manager.run(), anyio.create_task_group() as tg:
+            tg.start_soon(self._recheck)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _recheck(self) -> None:
+        """End the held requests whose token no longer reaches their session."""
+        while True:
+            await anyio.sleep(RECHECK_S)
+            for token, held in list(self._held.items()):
+                try:
+                    now = await anyio.to_thread.run_sync(self.verify, token)
+                except Exception:  # the store is away: look again at the next round
+                    log.warning("MCP: checking a held request's token failed", exc_info=True)
+                    continue
+                for scope, session in list(held.items()):
+                    if now != session:
+                        scope.cancel()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,11 +155,33 @@ class McpEndpoint:
         scope["user"] = AuthenticatedUser(
             AccessToken(token="-", client_id="remindkit", scopes=[], subject=session)
         )
+        assert token is not None  # a session was found for it
         self.open += 1
+        ending = anyio.CancelScope()
+        held = self._held.setdefault(token, {})
+        held[ending] = session
+        state = {"started": False, "done": False}
+
+        async def sent(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                state["done"] = True
+            await send(message)
+
         try:
-            await self.manager.handle_request(scope, receive, send)
+            with ending:
+                await self.manager.handle_request(scope, receive, sent)
+            if ending.cancelled_caught:  # the token no longer reaches the session
+                if not state["started"]:
+                    await _answer(send, 401, "unauthorized", "the token was revoked")
+                elif not state["done"]:  # the stream's last chunk: it ends, not breaks
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             self.open -= 1
+            held.pop(ending, None)
+            if not held and self._held.get(token) is held:
+                del self._held[token]
 
 
 async def _answer(

@@ -617,14 +617,15 @@ def run_stdio(graph: Graph, **kwargs: Any) -> int:
     )
 
     def leave(why: str) -> None:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         closing = threading.Thread(target=server.close, name="remindkit-mcp-close", daemon=True)
         closing.start()
         closing.join(CLOSE_BUDGET_S)
         log.info(
-            "remindkit mcp: %s; closed in %.0f ms%s",
+            "remindkit mcp: %s; closed in %.0f ms (CPU %.0f ms)%s",
             why,
             (time.monotonic() - started) * 1000,
+            (time.process_time() - cpu) * 1000,
             "" if not closing.is_alive() else " (not finished: the leases run out)",
         )
         logging.shutdown()

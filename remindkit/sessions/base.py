@@ -6,6 +6,11 @@ a store) take the occurrence keys in the store with the turn, so a repeat of a
 key is dropped, and carry out the tags of the reply for the session. ``shared`` adapters (command, openai) can be driven by any
 engine process, so their turns are claimed in the store; a local adapter
 (python) only by the process that registered the session.
+
+An adapter whose turns reach a server over the network may also say which one
+(``peer(session) -> str | None``, e.g. :func:`origin` of a webhook's URL): an engine
+runs at most a share of its turn workers for one peer at once, so that a slow peer
+holds that share, not every worker.
 """
 
 from __future__ import annotations
@@ -17,6 +22,24 @@ from typing import Protocol
 from .._compat import quick_init
 from ..checks import MAX_SESSION_ID
 from ..models import Fire, Session
+
+
+def origin(url: object) -> str | None:
+    """``scheme://host:port`` of a URL (the port made explicit), lowercased; None when
+    it names no host. Two sessions whose turns reach the same origin share a peer."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(str(url or "").strip())
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    scheme = parts.scheme.lower()
+    if port is None:
+        port = 443 if scheme == "https" else 80
+    return f"{scheme}://{host.lower()}:{port}"
 
 
 def fresh_session_id(parent: str, suffix: str) -> str:

@@ -44,7 +44,7 @@ from ..agent.model import Completion, ModelError, ToolCall
 from ..clock import Clock, now_us
 from ..models import Fire, Session
 from ..settings import DEFAULT_CONTEXT_TOKENS, ModelLimits, Settings
-from .base import TurnResult
+from .base import TurnResult, origin
 from .bounded_http import Answer, bounded_request
 from .trust import allowed_key_envs, request_extra
 
@@ -507,6 +507,10 @@ class OpenAISessions:
         return self.conversation(session).send(
             text, wait_s=wait_s, on_text=on_text, on_tool=on_tool, on_start=on_start
         )
+
+    def peer(self, session: Session) -> str | None:
+        """The model server's origin: the turns of sessions using it share a peer."""
+        return origin(session.config.get("base_url"))
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         """Run the fired turn; the dispatcher holds the session's turn lease."""

@@ -172,6 +172,12 @@ class TelegramSessions:
             return f"session {session.id} has no agent and route"
         return getattr(found[0], "why_not", lambda _s: None)(found[1])
 
+    def peer(self, session: Session) -> str | None:
+        """The peer of the thread's agent (its model server), if it has one."""
+        found = self._agent(session)
+        peer = getattr(found[0], "peer", None) if found is not None else None
+        return peer(found[1]) if peer is not None and found is not None else None
+
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         found = self._agent(session)
         if found is None:

@@ -52,7 +52,7 @@ from ..checks import DEFAULT_SECRET_ENV
 from ..clock import Clock, SystemClock, format_utc, now_us
 from ..models import Fire, Session
 from ..store.outbox import FAILED, QUEUED, SENT, NewItem, Outbox, backoff_s
-from .base import TurnResult
+from .base import TurnResult, origin
 from .hosts import HostAllowlist
 
 if TYPE_CHECKING:
@@ -142,6 +142,10 @@ class WebhookSessions:
         if when is None or now_us(self.clock) >= when:
             return None
         return f"webhook receiver of {session.id} failed; trying again in {(when - now_us(self.clock)) / 1e6:.0f}s"
+
+    def peer(self, session: Session) -> str | None:
+        """The receiver's origin: the turns of sessions posting there share a peer."""
+        return origin(session.config.get("url"))
 
     def run_turn(self, session: Session, message: str, fires: Sequence[Fire]) -> TurnResult:
         handover = self.turns.begin(session.id, fires)

@@ -23,6 +23,7 @@ import pytest
 
 from remindkit.settings import Settings
 from remindkit.store import open_store
+from tests.conftest import second_user_or_skip
 
 from .conftest import cli, wait_for
 
@@ -144,17 +145,46 @@ window.results = (async () => {
   const frame = document.createElement("iframe"); frame.name = "sink"; form.target = "sink";
   document.body.appendChild(frame); form.submit();
   await new Promise((r) => setTimeout(r, 1500));
+  // reads: CORS requests (they carry the Origin), a no-cors one, the event stream
+  const read = async (name, path, init) => {
+    try { const r = await fetch(target + path, init); out[name] = [r.status, r.type, await r.text()]; }
+    catch (e) { out[name] = ["error", String(e)]; }
+  };
+  await read("sessions", "/v1/projects/default/sessions", {credentials: "include"});
+  await read("reminders", "/v1/projects/default/sessions/victim/reminders", {credentials: "include"});
+  await read("view", "/v1/projects/default/sessions/victim/view", {credentials: "include"});
+  await read("page", "/", {credentials: "include"});
+  await read("opaque", "/v1/projects/default/sessions/victim/reminders",
+    {mode: "no-cors", credentials: "include"});
+  out.stream = await new Promise((resolve) => {  // ?after=0: the whole trail, if it opened
+    const s = new EventSource(target + "/v1/events?after=0", {withCredentials: true});
+    const t = setTimeout(() => { s.close(); resolve("no event"); }, 5000);
+    s.onmessage = (e) => { clearTimeout(t); s.close(); resolve("event: " + e.data); };
+    s.onerror = () => { clearTimeout(t); s.close(); resolve("refused"); };
+  });
   return out;
 })();
 </script>"""
 
 
-def test_a_page_of_another_port_of_this_host_changes_nothing(api_server, sqlite_url, tmp_path):
+def test_a_page_of_another_port_of_this_host_changes_and_reads_nothing(
+    api_server, sqlite_url, tmp_path
+):
     """A page on http://127.0.0.1:OTHER is the same site as the API to the browser (a
-    cookie ignores ports): its requests carry the login cookie. They are refused by
-    their Origin and Sec-Fetch-Site, and the log shows it."""
+    cookie ignores ports): its requests carry the login cookie. Its writes are refused
+    by their Origin and Sec-Fetch-Site; its reads (JSON routes, the page, the event
+    stream from the start of the trail) get nothing: refused by their Origin, or
+    answered opaque to the page; the log shows it."""
     sync_api = pytest.importorskip("playwright.sync_api")
     srv = api_server(sqlite_url, args=("-v",))
+    secret = "the user's own words"
+    made = httpx.post(
+        f"{srv.base_url}{BASE}/victim/reminders",
+        json={"prompt": secret, "in": "1h"},
+        headers=srv.headers,
+        timeout=30,
+    )
+    assert made.status_code == 201, made.text
     other = "http://127.0.0.1:9"  # fulfilled by the test: no server there
     with sync_api.sync_playwright() as pw:
         browser = _chromium(pw)
@@ -172,18 +202,36 @@ def test_a_page_of_another_port_of_this_host_changes_nothing(api_server, sqlite_
                 ),
             )
             page.goto(f"{other}/x")
-            assert page.evaluate("window.results")["post"] == "sent"
+            got = page.evaluate("window.results")
+            assert got["post"] == "sent"
         finally:
             browser.close()
-    assert wait_for(lambda: srv.log.read_text().count(" 403") >= 2, 30), srv.log.read_text()
+    for name in ("sessions", "reminders", "view", "page", "opaque"):
+        # a CORS read refused (403, no CORS header): the page sees a network error; the
+        # no-cors one is opaque to it (status 0, no body)
+        assert got[name][0] in ("error", 0) and secret not in json.dumps(got[name]), got[name]
+    assert got["opaque"][1:] == ["opaque", ""], got["opaque"]
+    assert got["stream"] == "refused", got["stream"]
+    assert wait_for(lambda: srv.log.read_text().count(" 403") >= 6, 30), srv.log.read_text()
+    log = srv.log.read_text()
+    for path in ("/v1/events?after=0", f"{BASE}/victim/view", f"{BASE} ", "GET / "):
+        assert any(path in ln and " 403" in ln for ln in log.splitlines()), (path, log)
     store = _store(sqlite_url, tmp_path)
     try:
-        assert store.reminders.find_reminders(session="victim") == []
+        assert [r.text for r in store.reminders.find_reminders(session="victim")] == [secret]
     finally:
         store.close()
 
 
-def test_the_login_url_is_good_once_and_the_log_keeps_no_secret(api_server, sqlite_url):
+def test_the_login_url_is_good_once_and_the_log_keeps_no_secret(api_server, sqlite_url, tmp_path):
+    """The login ticket, and a credential a client put in the address (``?access_token=``,
+    as clients that cannot send headers do; the server reads none there), stay out of
+    ``api -v``'s access log. Before: the address was logged as it came."""
+    token = json.loads(
+        cli(
+            "token", "create", "--project", "default", "--json", db=sqlite_url, home=tmp_path
+        ).stdout
+    )["token"]
     srv = api_server(sqlite_url, args=("-v",))
     with httpx.Client(base_url=srv.base_url, timeout=30) as browser:
         first = browser.get(srv.login_url.removeprefix(srv.base_url))
@@ -202,11 +250,19 @@ def test_the_login_url_is_good_once_and_the_log_keeps_no_secret(api_server, sqli
         assert made.status_code == 201, made.text
         again = httpx.get(srv.login_url, timeout=30)
         assert again.status_code == 401 and again.json()["error"]["code"] == "login_expired"
+    # credentials in the address: not read (401), and not logged
+    for secret in (srv.credential, token):
+        for query in (f"access_token={secret}", f"project=default&token={secret}"):
+            got = httpx.get(f"{srv.base_url}{BASE}?{query}", timeout=30)
+            assert got.status_code == 401, got.text
     log = srv.log.read_text()
     ticket = srv.login_url.split("ticket=", 1)[1]
     access = [ln for ln in log.splitlines() if '"GET /login' in ln]
     assert len(access) == 2 and all("ticket=…" in ln and ticket not in ln for ln in access), access
-    assert srv.credential not in log and "access_token" not in log
+    sent = [ln for ln in log.splitlines() if f'"GET {BASE}?' in ln]
+    assert len(sent) == 4, sent
+    assert sum("access_token=…" in ln for ln in sent) == 2, sent
+    assert srv.credential not in log and token not in log, sent
 
 
 def test_the_credential_is_checked_before_the_body_and_bodies_are_bounded(api_server, sqlite_url):
@@ -404,10 +460,7 @@ print(json.dumps(out))
 
 @pytest.fixture
 def other_user():  # type: ignore[no-untyped-def]
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the attack is made by a second Unix user, created with useradd")
-    if shutil.which("useradd") is None:
-        pytest.skip("useradd is not installed")
+    second_user_or_skip("useradd", "userdel")
     import secrets
 
     name = f"rkapi{secrets.token_hex(3)}"
@@ -518,3 +571,72 @@ def test_a_flood_of_unfinished_heads_leaves_the_server_and_a_fire_working(
             attacker.join(10)
             for s in flood:
                 s.close()
+
+
+def _closed_after(sock: socket.socket, seconds: float, drip: bytes = b"") -> tuple[float, bytes]:
+    """Read until the server closes the connection (or ``seconds`` pass), sending a
+    byte of ``drip`` every half second meanwhile; (when it closed, what it answered)."""
+    sock.settimeout(0.05)
+    start = time.monotonic()
+    got = b""
+    sent = 0
+    next_byte = start + 0.5
+    while time.monotonic() - start < seconds:
+        if drip and sent < len(drip) and time.monotonic() >= next_byte:
+            try:
+                sock.sendall(drip[sent : sent + 1])
+            except OSError:
+                return time.monotonic() - start, got
+            sent += 1
+            next_byte += 0.5
+        try:
+            data = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            return time.monotonic() - start, got
+        if not data:
+            return time.monotonic() - start, got
+        got += data
+    raise AssertionError(f"still open after {seconds} s; answered {got[:200]!r}")
+
+
+def test_slow_heads_and_bodies_are_cut_at_their_timeouts(api_server, sqlite_url):
+    """A client that sends its request head a byte every half second, one that sends
+    half a head and stops, and one that sends its body a byte every half second
+    (``REMINDKIT_HEAD_TIMEOUT=2``, ``REMINDKIT_BODY_TIMEOUT=2``). Before: uvicorn had
+    no timeout for either: each held its connection for as long as it kept sending."""
+    srv = api_server(sqlite_url, env={"REMINDKIT_HEAD_TIMEOUT": "2", "REMINDKIT_BODY_TIMEOUT": "2"})
+    host, port = srv.base_url.removeprefix("http://").rsplit(":", 1)
+    head = f"GET /healthz HTTP/1.1\r\nHost: {host}:{port}\r\nX-Slow: ".encode() + b"x" * 100
+
+    def connect() -> socket.socket:
+        return socket.create_connection((host, int(port)), 30)
+
+    # the head timeout counts from the connection's start, whatever arrives meanwhile
+    with connect() as dripping:
+        took, got = _closed_after(dripping, 30, drip=head)
+    assert 1.9 <= took < 6, took
+    assert got == b""  # closed unanswered: there was no request to answer
+    with connect() as stopped:
+        stopped.sendall(head[:40])
+        took, got = _closed_after(stopped, 30)
+    assert 1.9 <= took < 6 and got == b"", (took, got)
+    # a whole head, then a body a byte at a time: 408 at the body timeout, then closed
+    body = json.dumps({"prompt": "x" * 900, "in": "1h"}).encode()
+    with connect() as slow_body:
+        slow_body.sendall(
+            (
+                f"POST {BASE}/s1/reminders HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                f"Authorization: Bearer {srv.credential}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+        )
+        took, got = _closed_after(slow_body, 30, drip=body)
+    assert 1.9 <= took < 6, took
+    assert got.startswith(b"HTTP/1.1 408 "), got[:200]
+    assert json.loads(got.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
+    # the server goes on answering, and nothing was made by the cut request
+    with httpx.Client(base_url=srv.base_url, headers=srv.headers, timeout=30) as http:
+        assert http.get("/healthz").status_code == 200
+        assert http.get(f"{BASE}/s1/reminders").json() == []

@@ -7,9 +7,12 @@ stdin with its session and claims given back, and a server of its own never says
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -244,32 +247,81 @@ def _engine_rows(db: str, home: Path) -> list[dict[str, Any]]:
         store.close()
 
 
+FLOOR = """
+import os, signal, sys
+for sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(sig, lambda *_: os._exit(0))
+print("ready", flush=True)
+sys.stdin.buffer.read()
+os._exit(0)
+"""
+
+
+def _cpu_s(pid: int) -> float:
+    """The CPU time all threads of ``pid`` have run so far (the scheduler's own count,
+    in ns: exact, unlike /proc/PID/stat's clock ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+def _end(proc: subprocess.Popen[bytes], how: str) -> tuple[float, float, int]:
+    """Send ``how`` (a signal, or close stdin) and reap the process: (wall seconds from
+    the signal to its exit, CPU seconds it ran meanwhile, exit code)."""
+    before = _cpu_s(proc.pid)
+    started = time.monotonic()
+    if how == "stdin":
+        assert proc.stdin is not None
+        proc.stdin.close()
+    else:
+        proc.send_signal(getattr(signal, how))
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_utime + usage.ru_stime - before, proc.returncode
+
+
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "stdin"])
 def test_ends_at_once_and_gives_the_session_back(db: str, home: Path, how: str) -> None:
     """Claude Code sends SIGINT, SIGTERM 100 ms later, SIGKILL 400 ms after that: the
-    server leaves well before, its connection lease dropped and its engine gone from the
-    store (its claims given back), so other engines take its fires at once."""
+    server leaves within 100 ms, its connection lease dropped and its engine gone from
+    the store (its claims given back), so other engines take its fires at once.
+
+    The budget is checked where a busy machine cannot move it: the CPU time the
+    server's threads run from the signal to the exit (the scheduler's count), and the
+    server's own exit path (from its handler to ``os._exit``, which it logs). The wall
+    time from the signal to the exit is printed beside the same for a bare Python
+    process given the same signal in the same run (the machine's floor)."""
     s = RawServer(db, home, "--session", "q1")
     s.initialize()
     s.request(
         "tools/call", {"name": "schedule_create", "arguments": {"prompt": "x", "after": "1h"}}
     )
-    wait_for(lambda: holder(db, home, "q1"), START_S, "the session attached")
-    started = time.monotonic()
-    if how == "stdin":
-        assert s.proc.stdin is not None
-        s.proc.stdin.close()
-    else:
-        s.proc.send_signal(getattr(signal, how))
-    code = s.proc.wait(30)
-    took = time.monotonic() - started
+    wait_for(lambda: holder(db, home, "q1") is not None, START_S, "the session attached")
+    floor = subprocess.Popen(
+        [sys.executable, "-c", FLOOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert floor.stdout is not None and floor.stdout.readline() == b"ready\n"
+    wall, cpu, code = _end(s.proc, how)
+    floor_wall, floor_cpu, floor_code = _end(floor, how)
     s.close_stdin_and_wait()
-    print(f"{how}: the server ended {took * 1000:.0f} ms after")
-    assert code == 0
-    # it leaves by itself, its claims and lease given back first (about 20-70 ms here; on
-    # a machine at load 40 it can take longer than Claude Code's 500 ms before SIGKILL)
-    assert took < 10, f"ended {took * 1000:.0f} ms after {how}"
-    assert "closed in" in s.err.read_text()
+    for pipe in (floor.stdin, floor.stdout):
+        assert pipe is not None
+        pipe.close()
+    line = next(ln for ln in s.err.read_text().splitlines() if "closed in" in ln)
+    own = re.search(r"closed in (\d+) ms \(CPU (\d+) ms\)", line)
+    assert own is not None, line
+    print(
+        f"{how}: exit path {own[1]} ms (CPU {own[2]} ms); signal to exit {wall * 1000:.0f} ms "
+        f"wall, {cpu * 1000:.0f} ms CPU; the floor {floor_wall * 1000:.1f} ms wall, "
+        f"{floor_cpu * 1000:.1f} ms CPU; load {os.getloadavg()[0]:.1f}"
+    )
+    assert code == 0 and floor_code == 0
+    assert cpu < 0.100, f"{cpu * 1000:.0f} ms of CPU from {how} to the exit"
+    assert int(own[1]) < 100, line
+    assert "not finished" not in line, line  # its leases given back, not left to run out
     assert holder(db, home, "q1") is None
     assert [e for e in _engine_rows(db, home) if e.get("role") == "mcp"] == []
 

@@ -237,3 +237,29 @@ def test_a_unit_installed_with_a_home_runs_its_engine_on_that_home(tmp_path, env
         engine.wait(30)
         assert engine.stderr is not None
         engine.stderr.close()
+
+
+@pytest.mark.parametrize("host", ["claude-code", "codex", "gemini", "opencode"])
+def test_an_agent_cli_install_with_service_installs_the_unit(tmp_path, env, db, host):
+    """``remindkit mcp install-<host> --service`` writes the host's files and installs
+    the same unit as ``service install`` (an engine on the named store, which outlives
+    the host); without ``--service`` it installs none and says how."""
+    project = tmp_path / "project"
+    project.mkdir()
+    rk_exe = str(Path(sys.executable).parent / "remindkit")
+    args = ["mcp", f"install-{host}", "--project", str(project), "--command", rk_exe]
+    if host != "claude-code":
+        args += [f"--{host}", f"/opt/{host}"]
+    plain = rk(env, *args, "--db", db)
+    assert plain.returncode == 0, plain.stderr
+    assert "keep an engine running: remindkit service install (or add --service)" in plain.stdout
+    assert not unit_path(tmp_path).exists()
+    dry = rk(env, *args, "--db", db, "--service", "--dry-run")
+    assert dry.returncode == 0 and not unit_path(tmp_path).exists(), dry.stdout
+    done = rk(env, *args, "--db", db, "--service")
+    assert done.returncode == 0, done.stdout + done.stderr
+    unit = unit_path(tmp_path)
+    assert "wrote: " + str(unit) in done.stdout and "keep an engine running" not in done.stdout
+    (argv,) = unit_values(unit, "ExecStart")
+    assert argv[0] == sys.executable and argv[1:] == ["-m", "remindkit", "serve", "--db", db]
+    assert json.loads(rk(env, "service", "status", "--json").stdout)["installed"] is True

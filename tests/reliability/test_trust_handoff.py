@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from remindkit.cli.handoff import socket_name
+from tests.conftest import cannot_run, second_user_or_skip
 
 from .attacks import record
 
@@ -75,13 +76,11 @@ def _system_python_fits() -> bool:
 @pytest.fixture
 def users() -> Iterator[tuple[str, str]]:
     """(victim, attacker): two fresh Unix users."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the attack is made by a second Unix user, created with useradd")
-    if shutil.which("useradd") is None or shutil.which("userdel") is None:
-        pytest.skip("useradd/userdel are not installed")
+    second_user_or_skip("useradd", "userdel")
     if not _system_python_fits():
-        pytest.skip(
-            f"the users run remindkit on {SYSTEM_PYTHON}, which must be Python {sys.version_info[:2]}"
+        cannot_run(
+            f"the users run remindkit on {SYSTEM_PYTHON}, which must be Python {sys.version_info[:2]}",
+            "REMINDKIT_REQUIRE_USERS",
         )
     made: list[str] = []
     try:

@@ -25,6 +25,7 @@ from remindkit.clock import SystemClock
 from remindkit.engine import Engine, core
 from remindkit.settings import Settings
 from remindkit.store import open_store
+from tests.conftest import second_user_or_skip
 from tests.processes.conftest import Serve, wait_for
 
 from .attacks import record
@@ -35,10 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def attacker() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the attack is made by a second Unix user, created with useradd")
-    if shutil.which("useradd") is None or shutil.which("userdel") is None:
-        pytest.skip("useradd/userdel are not installed")
+    second_user_or_skip("useradd", "userdel")
     name = f"rkatk{secrets.token_hex(3)}"
     subprocess.run(
         ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],

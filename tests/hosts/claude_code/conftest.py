@@ -279,6 +279,17 @@ class ClaudeCode:
         found = re.findall(r'"negotiatedProtocolVersion":"([0-9-]+)"', text)
         return found[-1] if found else ""
 
+    def server_ending(self) -> list[str]:
+        """Claude Code's debug lines about ending remindkit's server at its exit: it sends
+        SIGINT, polls every 50 ms, then SIGTERM after 100 ms and SIGKILL 400 ms later
+        ("SIGINT failed, sending SIGTERM…", "SIGTERM failed, sending SIGKILL…")."""
+        text = self.debug.read_text(errors="replace") if self.debug.exists() else ""
+        return [
+            line
+            for line in text.splitlines()
+            if "remindkit" in line and "MCP server process" in line
+        ]
+
     def channel_events(self) -> int:
         text = self.debug.read_text(errors="replace") if self.debug.exists() else ""
         return text.count("notifications/claude/channel (")

@@ -173,6 +173,12 @@ def test_fire_after_quit_arrives_through_the_resume_command(
         (rid,) = _set(cc, "remind me in 8s to review the notes")
         cc.quit()
         wait_for(lambda: cc.lease() is None, START_S, "the server gone with Claude Code")
+        # Claude Code ended its server with SIGINT and saw it leave: never killed
+        ending = cc.server_ending()
+        print(f"\nClaude Code ending remindkit's server: {ending}")
+        assert any("Sending SIGINT to MCP server process" in ln for ln in ending), cc.log()
+        assert any("exited cleanly" in ln for ln in ending), ending
+        assert not any("SIGKILL" in ln for ln in ending), ending
         (req,) = wait_for(
             lambda: carried(api, rid), TURN_S, "the resumed turn carrying the fire", cc.log
         )
