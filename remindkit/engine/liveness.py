@@ -8,8 +8,11 @@ its store; the kernel releases the lock when the process dies, SIGKILL
 included. Before taking over an expired claim, an engine on the same host looks:
 
 * the owner's lock is free (or its file is gone): the owner is dead, take over;
-* the owner holds it: it is alive, so wait, unless the lease ran out long ago
-  (``FROZEN_AFTER`` leases: the owner is frozen, e.g. SIGSTOP or a debugger);
+* the owner holds it: it is alive, so wait, unless the lease ran out long ago:
+  ``FROZEN_AFTER`` leases for an owner the kernel shows stopped (SIGSTOP, a
+  debugger), ``STALLED_AFTER`` leases for one that runs (a machine so loaded that
+  its renewals lag for seconds is not a reason to deliver its fires twice; one
+  hung for that long is);
 * the owner is on another host: the lease alone decides.
 """
 
@@ -30,7 +33,8 @@ except ImportError:  # pragma: no cover - Windows: leases alone decide
     fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
-FROZEN_AFTER = 3  # leases past expiry after which a live-but-silent owner is taken over
+FROZEN_AFTER = 3  # leases past expiry after which a stopped owner is taken over
+STALLED_AFTER = 20  # ... and one that runs but has not renewed
 
 
 def _folder(store_identity: str) -> Path | None:
@@ -104,7 +108,23 @@ class Liveness:
     def expired_before(self, owner: str, now_us: int, lease_us: int) -> int:
         """The instant before which ``owner``'s leases count as run out: now for an
         owner that is dead or cannot be told, ``FROZEN_AFTER`` leases ago for one of
-        this host that is alive."""
-        if self.owner_alive(owner):
-            return now_us - FROZEN_AFTER * lease_us
-        return now_us
+        this host that is alive and stopped, ``STALLED_AFTER`` leases ago for one that
+        runs."""
+        if not self.owner_alive(owner):
+            return now_us
+        stopped = _stopped(owner)
+        return now_us - (STALLED_AFTER if stopped is False else FROZEN_AFTER) * lease_us
+
+
+def _stopped(owner: str) -> bool | None:
+    """Whether the kernel shows the process of engine ``owner`` (``host:pid:…``)
+    stopped (``T``, ``t``: SIGSTOP, a debugger), from ``/proc``; None where that
+    cannot be read (no ``/proc``, an id of another form)."""
+    try:
+        pid = int(owner.split(":")[1])
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except (IndexError, ValueError, OSError):
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()  # the name in (...) may hold spaces
+    return bool(fields) and fields[0] in (b"T", b"t")
