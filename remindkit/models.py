@@ -271,6 +271,7 @@ class Occurrence:
             "attempts": self.attempts,
             "error": self.error,
             "wait_for": self.wait_for,
+            "alert": self.alert,
         }
 
 

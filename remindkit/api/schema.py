@@ -193,6 +193,7 @@ class Fire(BaseModel):
     attempts: int
     error: str | None
     wait_for: str | None
+    alert: str | None  # the alarm and announcement: pending, playing, done, muted, failed
 
 
 class Pill(BaseModel):

@@ -4,6 +4,8 @@ block or lose the delivery; the notification's buttons snooze and stop."""
 
 from __future__ import annotations
 
+import io
+import json
 import sys
 import time
 import wave
@@ -21,6 +23,7 @@ from remindkit.alerts.config import ALARM_WAV, AlertConfig
 from remindkit.alerts.local import LocalAlerter
 from remindkit.alerts.quiet import QuietHours, Switches
 from remindkit.alerts.speech import Speaker
+from remindkit.cli.main import main
 from remindkit.clock import UTC, SystemClock, to_us
 from remindkit.models import Occurrence, Session
 from remindkit.store import SqlStore
@@ -139,6 +142,15 @@ def test_without_any_sound_device_the_fire_is_delivered_and_the_failure_recorded
     assert any(p.startswith("speech:") and "audio unavailable" in p for p in rec.problems)
     assert len(notification_bus.wait_notifications(1)) == 1  # the person is still told
     assert rig.turns and occ.delivered_at is not None
+    # ... and `history` shows the failed alert, in its text and its --json
+    url = rig.store.url
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--db", url, "history", rem.id], stdout=out, stderr=err) == 0, err.getvalue()
+    assert " delivered " in out.getvalue() and " alert failed" in out.getvalue(), out.getvalue()
+    out = io.StringIO()
+    assert main(["--db", url, "history", rem.id, "--json"], stdout=out, stderr=err) == 0
+    (row,) = json.loads(out.getvalue())
+    assert row["outcome"] == "delivered" and row["alert"] == "failed", row
 
 
 def test_a_hung_speaker_is_killed_and_delivery_goes_on(
