@@ -228,8 +228,16 @@ class Reminders:
     def armed(self) -> bool:
         """Is an engine alive on this store (its heartbeat is recent, and, on this
         host, its process exists)? Reminders fire only while one runs."""
+        return bool(self.engines())
+
+    def engines(self) -> builtins.list[dict[str, Any]]:
+        """The engines alive on this store: a recent heartbeat, and, for one on this
+        host, a process that exists (one killed with SIGKILL left its heartbeat behind,
+        recent for two leases). An engine on another host (PostgreSQL) counts by its
+        heartbeat alone. What ``status``, ``/v1/status`` and :meth:`armed` say."""
         engines = self.store.coordination.live_engines(since_us=self._alive_since(self.clock.now()))
-        return _any_alive((e["host"], e["pid"]) for e in engines)
+        host = socket.gethostname()
+        return [e for e in engines if e["host"] != host or _process_exists(e["pid"])]
 
     def _alive_since(self, now: datetime) -> int:
         return to_us(now) - int(
@@ -768,6 +776,7 @@ ARMED_FRESH_S = 1.0
 
 
 def _any_alive(engines: Iterable[tuple[str, int]]) -> bool:
+    """Whether any of these (host, pid) engines is alive (see :meth:`Reminders.engines`)."""
     host = socket.gethostname()
     return any(h != host or _process_exists(pid) for h, pid in engines)
 

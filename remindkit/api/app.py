@@ -360,7 +360,7 @@ def create_app(
     )
     def get_status(who: Who) -> dict[str, Any]:
         t = now_us()
-        engines = store.coordination.live_engines(since_us=t - int(api.settings.lease_s * 2e6))
+        engines = api.engines()
         holder = store.coordination.lease_holder("alerter", now_us=t)
         paused = api.paused_all
         return {

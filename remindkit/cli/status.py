@@ -42,7 +42,7 @@ def status(cx: Context) -> int:
     now = api.clock.now()
     from ..clock import to_us
 
-    engines = store.coordination.live_engines(since_us=to_us(now) - int(api.settings.lease_s * 2e6))
+    engines = api.engines()
     holder = store.coordination.lease_holder("alerter", now_us=to_us(now))
     quarantined = store.reminders.quarantined() if within is Any else []
     data = {
@@ -55,7 +55,7 @@ def status(cx: Context) -> int:
         ],
         "alerter": holder[0] if holder else None,
         "quarantined": [{"id": rid, "reason": why} for rid, why in quarantined],
-        "armed": api.armed(),
+        "armed": bool(engines),
     }
     if within is not Any:
         data["session"] = within
