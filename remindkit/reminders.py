@@ -54,7 +54,7 @@ from .schedules import (
     first_fire,
     local_zone_name,
     parse_duration,
-    resume_next,
+    resume_schedule,
 )
 from .settings import Settings
 
@@ -463,14 +463,16 @@ class Reminders:
                         code="session_deleted",
                         session=r.session,
                     )
-            nxt = resume_next(
+            sched, nxt = resume_schedule(
                 r.schedule, now, next_fire_at=r.next_fire_at, fired_count=r.fired_count
             )
             if nxt is None:
                 return replace(r, state=DONE, next_fire_at=None)
             if r.session is not None:
                 room(r.session)
-            return replace(r, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False)
+            return replace(
+                r, schedule=sched, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False
+            )
 
         return fn
 

@@ -244,15 +244,25 @@ def test_paused_all_blocks_claims_and_persists(store_url, settings, clock):
         s2.close()
 
 
-def test_pause_resume_from_now(api, clock):
+def test_pause_resume_from_now(api, store, clock):
+    """``resume`` starts the count again from now: an interval fires one period after
+    the resume, and its later fires keep that grid; a delay runs whole again."""
     r = api.create("rep", session="s1", every="10m")
-    api.pause([r.id])
+    once = api.create("tea", session="s1", in_="5m")
+    api.pause([r.id, once.id])
     assert api.get(r.id).state == PAUSED
     clock.advance(timedelta(minutes=25))
-    (resumed,) = api.resume([r.id])
-    # Anchored to the original first fire (09:10), next after now (09:25): 09:30.
+    now = clock.now()
+    resumed, tea = api.resume([r.id, once.id])
     assert resumed.state == ACTIVE
-    assert resumed.next_fire_at == r.next_fire_at + timedelta(minutes=20)
+    assert resumed.next_fire_at == now + timedelta(minutes=10)  # not 09:30 of the old grid
+    assert resumed.schedule.first_at == resumed.next_fire_at  # the anchor moved with it
+    assert store.reminders.get_reminder(r.id).schedule.first_at == now + timedelta(minutes=10)
+    assert tea.next_fire_at == now + timedelta(minutes=5)
+    clock.advance(timedelta(minutes=10))
+    fires = {f.reminder_id: f.due_at for f in claim(store, clock)}
+    assert fires == {r.id: now + timedelta(minutes=10), once.id: now + timedelta(minutes=5)}
+    assert api.get(r.id).next_fire_at == now + timedelta(minutes=20)
 
 
 def test_snooze_brings_back_a_fired_one_shot(api, store, clock):
