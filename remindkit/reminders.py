@@ -34,7 +34,7 @@ from .checks import (
     session_project,
 )
 from .clock import Clock, SystemClock, format_utc, to_us
-from .errors import Conflict, InvalidInput, LimitExceeded, NotFound, RemindkitError
+from .errors import Conflict, InvalidInput, NotFound, RemindkitError
 from .models import (
     ACTIVE,
     BUSY_POLICIES,
@@ -56,7 +56,7 @@ from .schedules import (
     parse_duration,
     resume_schedule,
 )
-from .settings import Settings
+from .settings import Limits, Settings
 
 if TYPE_CHECKING:
     from .store import SqlStore
@@ -414,37 +414,23 @@ class Reminders:
     def resume(
         self, ids: Sequence[str], *, session: Any = Any, surface: Surface | str | None = None
     ) -> builtins.list[Reminder]:
+        """Make paused reminders active again, their count starting again from now
+        (:func:`~remindkit.schedules.resume_schedule`). All or nothing: past a limit on
+        active reminders (per session, per project, in all), ``too_many_reminders``."""
         self._modify(
             self._resumed(),
             EventKind.RESUMED,
             surface,
             ids=[check_id(i) for i in ids],
             session=session,
+            limits=self.settings.limits,
         )
         return [self.get(i) for i in ids]
 
     def _resumed(self) -> Any:
+        """The resume of one reminder (the store checks the limits on what it makes
+        active, in the same transaction)."""
         now = self.clock.now()
-        limit = self.settings.limits.per_session
-        active: dict[str, int] = {}  # per session: active now, with the ones resumed here
-
-        def room(session: str) -> None:
-            """Resuming makes a reminder active again: within the session's limit."""
-            if limit is None:
-                return
-            if session not in active:
-                active[session] = self.store.reminders.count_reminders(
-                    session=session, states=[ACTIVE]
-                )
-            if active[session] >= limit:
-                raise LimitExceeded(
-                    f"session {session!r} already has {active[session]} active reminders "
-                    f"(limit {limit}); cancel or pause one first",
-                    code="too_many_reminders",
-                    limit=limit,
-                    scope="session",
-                )
-            active[session] += 1
 
         def fn(r: Reminder) -> Reminder | None:
             if r.state == ACTIVE:
@@ -468,8 +454,6 @@ class Reminders:
             )
             if nxt is None:
                 return replace(r, state=DONE, next_fire_at=None)
-            if r.session is not None:
-                room(r.session)
             return replace(
                 r, schedule=sched, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False
             )
@@ -579,7 +563,14 @@ class Reminders:
                 r = step(r) or r
             return r
 
-        self._modify(fn, steps[-1][0], surface, ids=[check_id(reminder_id)], session=session)
+        self._modify(
+            fn,
+            steps[-1][0],
+            surface,
+            ids=[check_id(reminder_id)],
+            session=session,
+            limits=self.settings.limits if enabled is True else None,
+        )
         return self.get(reminder_id)
 
     def _own(self, reminder_id: str, session: Any) -> Reminder:
@@ -605,13 +596,19 @@ class Reminders:
         return self.store.coordination.paused_all()
 
     def _modify(
-        self, fn: Any, kind: EventKind, surface: Surface | str | None, **select: Any
+        self,
+        fn: Any,
+        kind: EventKind,
+        surface: Surface | str | None,
+        *,
+        limits: Limits | None = None,
+        **select: Any,
     ) -> builtins.list[Reminder]:
         by = self._surface(surface)
         if select.get("session", Any) is not Any:  # a scope is checked like any session id
             select["session"] = check_session_id(select["session"])
         pairs = self.store.reminders.modify(
-            fn, now_us=to_us(self.clock.now()), event=kind, surface=by, **select
+            fn, now_us=to_us(self.clock.now()), event=kind, surface=by, limits=limits, **select
         )
         return [new for _old, new in pairs]
 

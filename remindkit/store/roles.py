@@ -70,6 +70,7 @@ class ReminderStore(Protocol):
         require_all: bool = ...,
         event: EventKind = ...,
         surface: Surface | str = ...,
+        limits: Limits | None = ...,
     ) -> list[tuple[Reminder, Reminder]]: ...
     def history(
         self,
