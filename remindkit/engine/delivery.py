@@ -9,7 +9,9 @@ announcement play (when the reminder asks and this engine alerts), then the
 * a session that is busy (a turn runs through remindkit, or an external agent
   marked it busy) keeps the occurrence ``waiting``, or skips it, or re-bases
   it, per the reminder's ``on_busy`` policy; waiting ones for one session go
-  out together in its next idle turn, ordered by due time. Re-base:
+  out together in its next idle turn, ordered by due time, a repeating
+  reminder's backlog as its latest fire (``missed`` counts the others, which are
+  recorded skipped: superseded). Re-base:
   when the session is idle again, a repeating reminder whose occurrence came
   due during the turn is pushed forward by one full period from then; the
   occurrence is recorded ``skipped`` (re-based) and does not count as a fire;
@@ -626,11 +628,24 @@ class Dispatcher:
                         self._turns.discard(target.id)
                         self._recheck = True
                         break
-                fires = sorted(queued, key=lambda f: (f.due_at, f.occurrence_id))
+                fires = self._latest(sorted(queued, key=lambda f: (f.due_at, f.occurrence_id)))
         finally:
             if lease is not None:
                 lease.release()
             self._nudge()
+
+    def _latest(self, fires: list[Fire]) -> list[Fire]:
+        """Fires queued behind our own turn: a reminder's backlog goes as its latest
+        fire (the earlier ones are recorded superseded, in the store). When the store
+        cannot be written now, they all go."""
+        try:
+            going = self.store.waiting.supersede(fires, now_us=now_us(self.clock))
+        except StoreError as exc:
+            log.warning("could not supersede a backlog now (%s); its fires all go", exc)
+            return fires
+        if len(going) != len(fires):
+            self.unhold({f.occurrence_id for f in fires} - {f.occurrence_id for f in going})
+        return going
 
     def _lease(self, session_id: str) -> TurnLease:
         return TurnLease(
