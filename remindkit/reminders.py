@@ -33,7 +33,7 @@ from .checks import (
     session_key,
     session_project,
 )
-from .clock import Clock, SystemClock, format_utc, to_us
+from .clock import Clock, SystemClock, format_utc, from_us, to_us
 from .errors import Conflict, InvalidInput, NotFound, RemindkitError
 from .models import (
     ACTIVE,
@@ -265,6 +265,31 @@ class Reminders:
         if session is not Any and session is not None:
             session = check_session_id(session)
         return self.store.reminders.find_reminders(session=session, states=states, order=order)
+
+    def callbacks(self, *, session: Any = Any) -> builtins.list[Reminder]:
+        """The live ``set_callback`` timers of ``session`` (``Any``: of every session), by
+        session and slot, as of now: ``fired_count`` counts the fires that have happened
+        and ``next_fire_at`` is the first that has not. (The engine claims a fire a moment
+        before it is due, and counts a fire that waits to be re-based, which will not
+        count: a reminder's own fields run ahead of what the person sees fire.)"""
+        if session is not Any and session is not None:
+            session = check_session_id(session)
+        live = [
+            r
+            for r in self.store.reminders.find_reminders(session=session, states=LIVE_STATES)
+            if r.source == "callback" and r.slot is not None
+        ]
+        now_us = to_us(self.clock.now())
+        ahead = self.store.waiting.uncounted([r.id for r in live], now_us=now_us)
+        out = []
+        for r in live:
+            found = ahead.get(r.id)
+            if found is not None:
+                n, due = found[0], from_us(found[1])  # before next_fire_at: the claim passed it
+                nxt = due if r.next_fire_at is None else min(due, r.next_fire_at)
+                r = replace(r, fired_count=max(0, r.fired_count - n), next_fire_at=nxt)
+            out.append(r)
+        return sorted(out, key=lambda r: (r.session or "", r.slot or 0))
 
     def history(
         self, reminder_id: str | None = None, *, session: str | None = None, limit: int = 100

@@ -175,7 +175,7 @@ def callbacks_now(api: Any, session: str | None) -> dict[str, Any]:
     from ..clock import to_us
 
     now_us = to_us(api.clock.now())
-    live = [r for r in api.list(session=session) if r.source == "callback"]
+    live = api.callbacks(session=Any if session is None else session)
     nxt = [to_us(r.next_fire_at) for r in live if r.state == "active" and r.next_fire_at]
     cb = {
         "active": sum(r.state == "active" for r in live),

@@ -44,7 +44,7 @@ class Reports(Role):
                 (now_us - FAILED_WINDOW_US,),
             )
             flag = d.fetch(conn, PAUSED_ALL_SQL, ())
-            callbacks = d.fetch(conn, SUMMARY_CALLBACKS_SQL, ())
+            callbacks = d.fetch(conn, SUMMARY_CALLBACKS_SQL.replace("?", d.placeholder), (now_us,))
         return summarize(counts, outcomes, flag[0][0] if flag else None, max_sessions, callbacks)
 
     def fire_stats(self, *, since_us: int, session: str | None = None) -> dict[str, Any]:

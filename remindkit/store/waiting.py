@@ -17,6 +17,7 @@ from ..protocol.framing import latest_per_reminder, superseded_note
 from . import schema as t
 from .dialect import Dialect, chunks
 from .events import event_row, write_events
+from .lite import UNCOUNTED_SQL
 from .outcomes import write_outcomes
 from .quarantine import readable_fire
 from .records import fold_waiting
@@ -128,6 +129,22 @@ class Waiting(Role):
         going = {f.occurrence_id: f for f in kept}
         gone = {old.occurrence_id for old, _new in superseded}
         return [going.get(f.occurrence_id, f) for f in fires if f.occurrence_id not in gone]
+
+    def uncounted(self, reminder_ids: Sequence[str], *, now_us: int) -> dict[str, tuple[int, int]]:
+        """Per reminder, the fires its claim has counted that have not happened at
+        ``now_us`` (:data:`~remindkit.store.lite.UNCOUNTED_WHERE`: claimed ahead of their
+        due time, or waiting to be re-based): how many, and the earliest due (µs)."""
+        ids = sorted(set(reminder_ids))
+        if not ids:
+            return {}
+        d = self.dialect
+        out: dict[str, tuple[int, int]] = {}
+        with self.read() as conn:
+            for chunk in chunks(ids):
+                sql = UNCOUNTED_SQL.format(ids=", ".join(["?"] * len(chunk)))
+                for rid, n, due in d.fetch(conn, sql.replace("?", d.placeholder), (*chunk, now_us)):
+                    out[rid] = (int(n), int(due))
+        return out
 
     def waiting_sessions(self) -> list[str | None]:
         """Sessions that have fired occurrences waiting for delivery."""
