@@ -208,6 +208,7 @@ class Pill(BaseModel):
     remaining: int | None
     alarm: bool
     announce: str | None
+    waiting: str | None  # why a fire of it that came due waits (for its session), or null
 
 
 class Line(BaseModel):

@@ -23,7 +23,7 @@ from .lite import (
 )
 from .role import Role
 
-STATS_STATES = ("delivered", "failed", "waiting", "skipped", "cancelled")
+STATS_STATES = ("delivered", "alerted", "failed", "waiting", "skipped", "cancelled")
 
 
 class Reports(Role):

@@ -134,6 +134,49 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
             model.__exit__(None, None, None)
 
 
+def test_a_pill_whose_fire_waits_says_why(api_server, sqlite_url, tmp_path):
+    """A session opened only in the page has no agent: a reminder there with no alarm
+    fires, reaches no one (the server plays no alarms), and waits; its pill reads
+    ``waiting`` and says why rather than ``due``."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (scripts/setup --test does)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+    api_server(sqlite_url)
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1000, "height": 700})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        try:
+            opened = cli("api", "open", "--session", "page", "--json", db=sqlite_url, home=tmp_path)
+            assert opened.returncode == 0, opened.stderr
+            page.goto(json.loads(opened.stdout)["url"])
+            page.wait_for_selector("#live[data-state='live']", timeout=60_000)
+            page.fill("#add input[name='prompt']", "water the plants")
+            page.fill("#add input[name='in']", "2s")
+            page.fill("#add input[name='name']", "water")
+            page.click("#add button[type='submit']")
+            pill = page.locator(".rk-pill[data-label='water']")
+            pill.wait_for(timeout=30_000)
+            why = page.locator(".rk-pill[data-label='water'] .rk-why")
+            why.wait_for(timeout=60_000)  # the fire's waiting outcome, from the event stream
+            assert "no delivery adapter" in (why.text_content() or ""), why.text_content()
+            page.wait_for_function(
+                "() => document.querySelector(\".rk-pill[data-label='water'] .rk-left\")"
+                ".textContent === 'waiting'",
+                timeout=30_000,
+            )
+            assert "waiting: session" in (pill.get_attribute("title") or "")
+            page.screenshot(path=str(ARTIFACTS / "api-page-waiting.png"), full_page=True)
+            assert not errors, errors
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "api-page-waiting-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
 TEA = (
     '<schedule label="tea" delay="5s" alarm="true" announce="Tea time">the tea is ready</schedule>'
 )
@@ -266,3 +309,4 @@ def test_the_page_is_a_chat(api_server, sqlite_url, tmp_path):
             finally:
                 browser.close()
                 store.close()
+
