@@ -850,9 +850,8 @@ class Dispatcher:
         return self.store.sessions.put_session(fresh, now_us=now_us(self.clock))
 
     def _alert_then_route(self, fires: Sequence[Fire]) -> None:
-        played: dict[
-            int, str
-        ] = {}  # what each alert did: a fire for the person alone ends once done
+        # what each alert did (a fire for the person alone ends once its alert is done)
+        played: dict[int, str] = {}
         for f in fires:
             try:
                 if not self.store.outcomes.set_alert(
