@@ -38,6 +38,7 @@ class EventKind(StrEnum):
     # outcomes recorded by an engine
     FIRED = "fired"
     DELIVERED = "delivered"
+    ALERTED = "alerted"  # a fire for the person alone: alerted, no agent to hand it to
     FAILED = "failed"
     SKIPPED = "skipped"
     WAITING = "waiting"

@@ -31,7 +31,8 @@ class OccurrenceState(StrEnum):
     CLAIMED = "claimed"  # an engine holds it (lease) to alert and hand it to delivery
     WAITING = "waiting"  # fired; waits for its session (``wait_for`` says for what)
     DELIVERED = "delivered"
-    SKIPPED = "skipped"  # by policy: busy-skip, catch-up skip, re-based
+    ALERTED = "alerted"  # the person was alerted and there was no agent to hand it to: it ends so
+    SKIPPED = "skipped"  # by policy: busy-skip, catch-up skip, re-based, superseded by a later fire
     FAILED = "failed"
     CANCELLED = "cancelled"  # its reminder was cancelled before it was delivered
 
@@ -94,6 +95,7 @@ CLAIMED, WAITING, DELIVERED, SKIPPED = (
     OccurrenceState.SKIPPED,
 )
 OCC_FAILED, OCC_CANCELLED = OccurrenceState.FAILED, OccurrenceState.CANCELLED
+ALERTED = OccurrenceState.ALERTED
 MISFIRE_POLICIES = tuple(MisfirePolicy)
 BUSY_POLICIES = tuple(BusyPolicy)
 FALLBACK_POLICIES = tuple(FallbackPolicy)
@@ -271,6 +273,7 @@ class Occurrence:
             "attempts": self.attempts,
             "error": self.error,
             "wait_for": self.wait_for,
+            "alert": self.alert,
         }
 
 

@@ -33,8 +33,8 @@ from .checks import (
     session_key,
     session_project,
 )
-from .clock import Clock, SystemClock, format_utc, to_us
-from .errors import Conflict, InvalidInput, LimitExceeded, NotFound, RemindkitError
+from .clock import Clock, SystemClock, format_utc, from_us, to_us
+from .errors import Conflict, InvalidInput, NotFound, RemindkitError
 from .models import (
     ACTIVE,
     BUSY_POLICIES,
@@ -54,9 +54,9 @@ from .schedules import (
     first_fire,
     local_zone_name,
     parse_duration,
-    resume_next,
+    resume_schedule,
 )
-from .settings import Settings
+from .settings import Limits, Settings
 
 if TYPE_CHECKING:
     from .store import SqlStore
@@ -228,8 +228,16 @@ class Reminders:
     def armed(self) -> bool:
         """Is an engine alive on this store (its heartbeat is recent, and, on this
         host, its process exists)? Reminders fire only while one runs."""
+        return bool(self.engines())
+
+    def engines(self) -> builtins.list[dict[str, Any]]:
+        """The engines alive on this store: a recent heartbeat, and, for one on this
+        host, a process that exists (one killed with SIGKILL left its heartbeat behind,
+        recent for two leases). An engine on another host (PostgreSQL) counts by its
+        heartbeat alone. What ``status``, ``/v1/status`` and :meth:`armed` say."""
         engines = self.store.coordination.live_engines(since_us=self._alive_since(self.clock.now()))
-        return _any_alive((e["host"], e["pid"]) for e in engines)
+        host = socket.gethostname()
+        return [e for e in engines if e["host"] != host or _process_exists(e["pid"])]
 
     def _alive_since(self, now: datetime) -> int:
         return to_us(now) - int(
@@ -257,6 +265,31 @@ class Reminders:
         if session is not Any and session is not None:
             session = check_session_id(session)
         return self.store.reminders.find_reminders(session=session, states=states, order=order)
+
+    def callbacks(self, *, session: Any = Any) -> builtins.list[Reminder]:
+        """The live ``set_callback`` timers of ``session`` (``Any``: of every session), by
+        session and slot, as of now: ``fired_count`` counts the fires that have happened
+        and ``next_fire_at`` is the first that has not. (The engine claims a fire a moment
+        before it is due, and counts a fire that waits to be re-based, which will not
+        count: a reminder's own fields run ahead of what the person sees fire.)"""
+        if session is not Any and session is not None:
+            session = check_session_id(session)
+        live = [
+            r
+            for r in self.store.reminders.find_reminders(session=session, states=LIVE_STATES)
+            if r.source == "callback" and r.slot is not None
+        ]
+        now_us = to_us(self.clock.now())
+        ahead = self.store.waiting.uncounted([r.id for r in live], now_us=now_us)
+        out = []
+        for r in live:
+            found = ahead.get(r.id)
+            if found is not None:
+                n, due = found[0], from_us(found[1])  # before next_fire_at: the claim passed it
+                nxt = due if r.next_fire_at is None else min(due, r.next_fire_at)
+                r = replace(r, fired_count=max(0, r.fired_count - n), next_fire_at=nxt)
+            out.append(r)
+        return sorted(out, key=lambda r: (r.session or "", r.slot or 0))
 
     def history(
         self, reminder_id: str | None = None, *, session: str | None = None, limit: int = 100
@@ -406,37 +439,23 @@ class Reminders:
     def resume(
         self, ids: Sequence[str], *, session: Any = Any, surface: Surface | str | None = None
     ) -> builtins.list[Reminder]:
+        """Make paused reminders active again, their count starting again from now
+        (:func:`~remindkit.schedules.resume_schedule`). All or nothing: past a limit on
+        active reminders (per session, per project, in all), ``too_many_reminders``."""
         self._modify(
             self._resumed(),
             EventKind.RESUMED,
             surface,
             ids=[check_id(i) for i in ids],
             session=session,
+            limits=self.settings.limits,
         )
         return [self.get(i) for i in ids]
 
     def _resumed(self) -> Any:
+        """The resume of one reminder (the store checks the limits on what it makes
+        active, in the same transaction)."""
         now = self.clock.now()
-        limit = self.settings.limits.per_session
-        active: dict[str, int] = {}  # per session: active now, with the ones resumed here
-
-        def room(session: str) -> None:
-            """Resuming makes a reminder active again: within the session's limit."""
-            if limit is None:
-                return
-            if session not in active:
-                active[session] = self.store.reminders.count_reminders(
-                    session=session, states=[ACTIVE]
-                )
-            if active[session] >= limit:
-                raise LimitExceeded(
-                    f"session {session!r} already has {active[session]} active reminders "
-                    f"(limit {limit}); cancel or pause one first",
-                    code="too_many_reminders",
-                    limit=limit,
-                    scope="session",
-                )
-            active[session] += 1
 
         def fn(r: Reminder) -> Reminder | None:
             if r.state == ACTIVE:
@@ -455,14 +474,14 @@ class Reminders:
                         code="session_deleted",
                         session=r.session,
                     )
-            nxt = resume_next(
+            sched, nxt = resume_schedule(
                 r.schedule, now, next_fire_at=r.next_fire_at, fired_count=r.fired_count
             )
             if nxt is None:
                 return replace(r, state=DONE, next_fire_at=None)
-            if r.session is not None:
-                room(r.session)
-            return replace(r, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False)
+            return replace(
+                r, schedule=sched, state=ACTIVE, next_fire_at=nxt, last_error=None, snoozed=False
+            )
 
         return fn
 
@@ -569,7 +588,14 @@ class Reminders:
                 r = step(r) or r
             return r
 
-        self._modify(fn, steps[-1][0], surface, ids=[check_id(reminder_id)], session=session)
+        self._modify(
+            fn,
+            steps[-1][0],
+            surface,
+            ids=[check_id(reminder_id)],
+            session=session,
+            limits=self.settings.limits if enabled is True else None,
+        )
         return self.get(reminder_id)
 
     def _own(self, reminder_id: str, session: Any) -> Reminder:
@@ -595,13 +621,19 @@ class Reminders:
         return self.store.coordination.paused_all()
 
     def _modify(
-        self, fn: Any, kind: EventKind, surface: Surface | str | None, **select: Any
+        self,
+        fn: Any,
+        kind: EventKind,
+        surface: Surface | str | None,
+        *,
+        limits: Limits | None = None,
+        **select: Any,
     ) -> builtins.list[Reminder]:
         by = self._surface(surface)
         if select.get("session", Any) is not Any:  # a scope is checked like any session id
             select["session"] = check_session_id(select["session"])
         pairs = self.store.reminders.modify(
-            fn, now_us=to_us(self.clock.now()), event=kind, surface=by, **select
+            fn, now_us=to_us(self.clock.now()), event=kind, surface=by, limits=limits, **select
         )
         return [new for _old, new in pairs]
 
@@ -768,6 +800,7 @@ ARMED_FRESH_S = 1.0
 
 
 def _any_alive(engines: Iterable[tuple[str, int]]) -> bool:
+    """Whether any of these (host, pid) engines is alive (see :meth:`Reminders.engines`)."""
     host = socket.gethostname()
     return any(h != host or _process_exists(pid) for h, pid in engines)
 

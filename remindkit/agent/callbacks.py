@@ -52,13 +52,9 @@ def set_callback(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def callbacks(ctx: ToolContext) -> list[Reminder]:
-    """The session's live callbacks, by slot."""
-    rems = [
-        r
-        for r in ctx.api.list(session=ctx.session)
-        if r.source == "callback" and r.slot is not None
-    ]
-    return sorted(rems, key=lambda r: r.slot or 0)
+    """The session's live callbacks, by slot, as of now (the fires that have happened,
+    and the next that has not: :meth:`~remindkit.reminders.Reminders.callbacks`)."""
+    return ctx.api.callbacks(session=ctx.session)
 
 
 def _set(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:

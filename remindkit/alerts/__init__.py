@@ -23,10 +23,13 @@ class Alerter(Protocol):
 
 
 class NullAlerter:
-    """Logs instead of playing (headless servers, tests)."""
+    """Logs instead of playing (tests; ``result``: what it records). An engine with no
+    alerter at all (``serve --no-alerts``, a headless server) records ``muted``:
+    nothing was heard, so a fire for the person alone is not taken as alerted."""
 
-    def __init__(self) -> None:
+    def __init__(self, result: str = "done") -> None:
         self.played: list[str] = []
+        self.result = result
 
     def alert(self, fire: Fire) -> str:
         log.info(
@@ -36,4 +39,4 @@ class NullAlerter:
             fire.announce,
         )
         self.played.append(fire.key)
-        return "done"
+        return self.result

@@ -35,6 +35,8 @@ from ..reminders import Reminders
 from ..store.projects import check_project
 from . import schema
 from . import tokens as tk
+from .chat import MAX_TURNS as CHAT_TURNS
+from .chat import WAIT_S as CHAT_WAIT_S
 from .chat import ChatTurns, last_event, stream_turn
 from .guard import SCOPE_KEY, Guard, HostNames, status_of
 
@@ -225,9 +227,13 @@ def create_app(
     cookie: str = "remindkit",
     instance: str = "",
     adapters: Any = None,
+    chat_wait_s: float = CHAT_WAIT_S,
+    chat_turns: int = CHAT_TURNS,
 ) -> FastAPI:
     """The application over ``api``. Every ``/v1/`` request needs a credential:
-    ``credential`` (the user's own, or its login cookie ``cookie``) or a stored token."""
+    ``credential`` (the user's own, or its login cookie ``cookie``) or a stored token.
+    ``chat_wait_s`` / ``chat_turns``: how long a message waits for its busy session,
+    and how many typed turns run at once (:class:`~remindkit.api.chat.ChatTurns`)."""
     store = api.store
     mcp_app = mcp_over_http(api)
     ReminderIn, ReminderPatch = schema.input_models(api.settings.limits)
@@ -239,7 +245,7 @@ def create_app(
             from ..sessions.registry import default_adapters
 
             adapters = default_adapters(api=api)
-    turns = ChatTurns(adapters)
+    turns = ChatTurns(adapters, wait_s=chat_wait_s, max_turns=chat_turns)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -368,7 +374,7 @@ def create_app(
     )
     def get_status(who: Who) -> dict[str, Any]:
         t = now_us()
-        engines = store.coordination.live_engines(since_us=t - int(api.settings.lease_s * 2e6))
+        engines = api.engines()
         holder = store.coordination.lease_holder("alerter", now_us=t)
         paused = api.paused_all
         return {

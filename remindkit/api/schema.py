@@ -193,6 +193,7 @@ class Fire(BaseModel):
     attempts: int
     error: str | None
     wait_for: str | None
+    alert: str | None  # the alarm and announcement: pending, playing, done, muted, failed
 
 
 class Pill(BaseModel):
@@ -207,6 +208,7 @@ class Pill(BaseModel):
     remaining: int | None
     alarm: bool
     announce: str | None
+    waiting: str | None  # why a fire of it that came due waits (for its session), or null
 
 
 class Line(BaseModel):

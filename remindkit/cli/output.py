@@ -78,6 +78,8 @@ def history(out: TextIO, hist: Sequence[Occurrence]) -> None:
         if o.turn_ms is not None:
             late += f" turn {o.turn_ms}ms"
         missed = f" missed {o.missed}" if o.missed else ""
+        if o.alert is not None:  # the alarm and announcement: done, muted, failed, ...
+            missed += f" alert {o.alert}"
         err = f" ({printable(o.error)})" if o.error and o.state != "delivered" else ""
         out.write(f"{format_utc(o.due_at)}  {o.reminder_id}  {o.state}{late}{missed}{err}\n")
 

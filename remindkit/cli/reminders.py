@@ -87,7 +87,7 @@ def _add_commands(sub: Any, common: argparse.ArgumentParser, *, flat: bool) -> N
 
     for name, helptext in (
         ("pause", "pause reminders (or --all: everything, persisted; with a session: its own)"),
-        ("resume", "resume reminders (or --all); the next fire is computed from now"),
+        ("resume", "resume reminders (or --all); the count starts again from now"),
     ):
         sp = sub.add_parser(name, parents=[common], help=helptext)
         sp.add_argument("ids", nargs="*", metavar="ID")

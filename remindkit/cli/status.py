@@ -42,7 +42,7 @@ def status(cx: Context) -> int:
     now = api.clock.now()
     from ..clock import to_us
 
-    engines = store.coordination.live_engines(since_us=to_us(now) - int(api.settings.lease_s * 2e6))
+    engines = api.engines()
     holder = store.coordination.lease_holder("alerter", now_us=to_us(now))
     quarantined = store.reminders.quarantined() if within is Any else []
     data = {
@@ -55,7 +55,7 @@ def status(cx: Context) -> int:
         ],
         "alerter": holder[0] if holder else None,
         "quarantined": [{"id": rid, "reason": why} for rid, why in quarantined],
-        "armed": api.armed(),
+        "armed": bool(engines),
     }
     if within is not Any:
         data["session"] = within
@@ -175,7 +175,7 @@ def callbacks_now(api: Any, session: str | None) -> dict[str, Any]:
     from ..clock import to_us
 
     now_us = to_us(api.clock.now())
-    live = [r for r in api.list(session=session) if r.source == "callback"]
+    live = api.callbacks(session=Any if session is None else session)
     nxt = [to_us(r.next_fire_at) for r in live if r.state == "active" and r.next_fire_at]
     cb = {
         "active": sum(r.state == "active" for r in live),

@@ -78,7 +78,13 @@ def render(snap: dict[str, Any]) -> Any:
     fires = Table(title="last fires", expand=True, title_justify="left")
     for col in ("DUE", "REMINDER", "OUTCOME", "LATE"):
         fires.add_column(col, no_wrap=True)
-    styles = {"delivered": "green", "failed": "bold red", "waiting": "yellow", "skipped": "dim"}
+    styles = {
+        "delivered": "green",
+        "alerted": "cyan",
+        "failed": "bold red",
+        "waiting": "yellow",
+        "skipped": "dim",
+    }
     for o in snap["fires"]:
         fires.add_row(
             format_utc(o.due_at),

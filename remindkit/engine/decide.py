@@ -12,10 +12,12 @@ Routing (before a turn):
 ====================================  =========================================
 the session                            decision per fire
 ====================================  =========================================
-none (no session id, none active)      WAIT for a session
+none (no session id, none active),     the person was alerted (its alert is
+or one with no adapter at all (a       ``done``): ALERTED, the fire ends; else
+session opened only in a web page)     WAIT for a session
 deleted                                FAIL the fire, PAUSE its reminder
-no adapter / not reachable here        WAIT for a session (another engine may);
-                                       when busy, skip and rebase still apply
+an adapter this process lacks, or      WAIT for a session (another engine may);
+not reachable here                     when busy, skip and rebase still apply
 busy, not by us (external or a turn    policy skip: SKIP; rebase (repeating):
 elsewhere)                             WAIT to be re-based; wait: WAIT for idle
 busy with our own turn                 skip: SKIP; rebase (repeating): WAIT to
@@ -51,6 +53,7 @@ class Action(StrEnum):
     FAIL = "fail"  # record the fire failed; with ``pause`` also pause its reminder (``last_error``)
     FALLBACK = "fallback"  # re-send once into a fresh session
     DELIVERED = "delivered"  # the turn took them
+    ALERTED = "alerted"  # for the person alone: alerted, and no agent to hand them to (they end)
 
 
 @quick_init
@@ -85,17 +88,23 @@ def route(fires: Sequence[Fire], target: Target) -> list[Decision]:
         return []
     group = tuple(fires)
     if sess is None:
-        return [Decision(Action.WAIT, group, "no session to deliver to yet", WaitFor.SESSION)]
+        return _for_person(
+            group,
+            "no agent session to hand it to",
+            "no session to deliver to yet: it goes to the next session that is active",
+        )
     if sess.state == SessionState.DELETED:
         return [Decision(Action.FAIL, group, f"session {sess.id} was deleted", pause=True)]
-    if not target.adapter:
-        why = (
-            f"session {sess.id} has no delivery adapter: its fires wait until it has a way in "
-            f"(remindkit session add {sess.id} --command ...)"
-            if sess.adapter is None
-            else f"no {sess.adapter} adapter in this process"
+    if sess.adapter is None:  # a session of the person's alone (the web page's): no agent
+        return _for_person(
+            group,
+            f"session {sess.id} has no agent to hand it to (no delivery adapter)",
+            f"session {sess.id} has no delivery adapter: its fires wait until it has a way "
+            f"in (remindkit session add {sess.id} --command ...)",
         )
-        return [Decision(Action.WAIT, group, target.why_not or why, WaitFor.SESSION)]
+    if not target.adapter:
+        why = target.why_not or f"no {sess.adapter} adapter in this process"
+        return [Decision(Action.WAIT, group, why, WaitFor.SESSION)]
     out: list[Decision] = []
     busy = target.our_turn or sess.busy or sess.in_turn
     if not target.reachable and not busy:
@@ -238,6 +247,24 @@ def after_turn(t: TurnOutcome) -> TurnDecision:
             )
         return TurnDecision(Action.FALLBACK, why)
     return TurnDecision(Action.FAIL, why, pause=True)
+
+
+def _for_person(group: tuple[Fire, ...], alone: str, waits: str) -> list[Decision]:
+    """Fires with no agent to hand them to: one whose alert reached the person (an alarm
+    or announcement that played: ``done``) ends so, ALERTED; the others (no alert asked
+    for, or it failed or was muted) WAIT for a session, as before."""
+    alerted = tuple(f for f in group if f.alert == "done")
+    rest = tuple(f for f in group if f.alert != "done")
+    out: list[Decision] = []
+    if alerted:
+        out.append(Decision(Action.ALERTED, alerted, f"alerted only: {alone}"))
+    if rest:
+        why = waits
+        failed = {f.alert for f in rest if f.alert in ("failed", "muted")}
+        if failed:
+            why += f" (its alert was {' or '.join(sorted(failed))}: the person was not reached)"
+        out.append(Decision(Action.WAIT, rest, why, WaitFor.SESSION))
+    return out
 
 
 def _rebases(f: Fire) -> bool:

@@ -9,12 +9,17 @@ announcement play (when the reminder asks and this engine alerts), then the
 * a session that is busy (a turn runs through remindkit, or an external agent
   marked it busy) keeps the occurrence ``waiting``, or skips it, or re-bases
   it, per the reminder's ``on_busy`` policy; waiting ones for one session go
-  out together in its next idle turn, ordered by due time. Re-base:
+  out together in its next idle turn, ordered by due time, a repeating
+  reminder's backlog as its latest fire (``missed`` counts the others, which are
+  recorded skipped: superseded). Re-base:
   when the session is idle again, a repeating reminder whose occurrence came
   due during the turn is pushed forward by one full period from then; the
   occurrence is recorded ``skipped`` (re-based) and does not count as a fire;
-* a session this process cannot reach (no adapter, or a python session
+* a session this process cannot reach (an adapter it lacks, or a python session
   registered elsewhere) keeps it ``waiting`` until one that can picks it up;
+* a fire for the person alone (no session and none active, or a session with no
+  adapter at all) ends ``alerted`` once its alert reached the person; one that did
+  not (no alarm asked for, or it failed) waits for a session;
 * fallbacks: a turn that fails at once (the session cannot be
   resumed) is re-sent once into a fresh session of the same adapter, linked to
   the old one by ``parent_id`` (and reused by later fires of that session); if
@@ -47,6 +52,7 @@ from ..clock import Clock, from_us, now_us, to_us
 from ..errors import StoreError
 from ..models import (
     ACTIVE,
+    ALERTED,
     DONE,
     OCC_FAILED,
     SESSION_ACTIVE,
@@ -119,7 +125,7 @@ class Dispatcher:
         self.clock = clock
         self.owner = owner
         self.adapters = adapters
-        self.alerter: Alerter = alerter or NullAlerter()
+        self.alerter: Alerter = alerter or NullAlerter(result="muted")  # none here: none heard
         self.events = events or ev.Events()
         self.settings = settings or store.settings
         self.inline = inline
@@ -609,6 +615,8 @@ class Dispatcher:
                 self.events.emit(ev.WAITING, sess.id, fires)
         elif act == Action.SKIP:
             self._finish(fires, SKIPPED, error=d.reason)
+        elif act == Action.ALERTED:  # the person's alone: the alert reached them, it ends
+            self._finish(fires, ALERTED, error=d.reason)
         elif act == Action.FAIL:
             self._finish(fires, OCC_FAILED, error=d.reason, pause=d.pause)
             self.events.emit(ev.FAILED, sess.id if sess is not None else None, fires, d.reason)
@@ -688,11 +696,24 @@ class Dispatcher:
                         self._turns.discard(target.id)
                         self._recheck = True
                         break
-                fires = sorted(queued, key=lambda f: (f.due_at, f.occurrence_id))
+                fires = self._latest(sorted(queued, key=lambda f: (f.due_at, f.occurrence_id)))
         finally:
             if lease is not None:
                 lease.release()
             self._nudge()
+
+    def _latest(self, fires: list[Fire]) -> list[Fire]:
+        """Fires queued behind our own turn: a reminder's backlog goes as its latest
+        fire (the earlier ones are recorded superseded, in the store). When the store
+        cannot be written now, they all go."""
+        try:
+            going = self.store.waiting.supersede(fires, now_us=now_us(self.clock))
+        except StoreError as exc:
+            log.warning("could not supersede a backlog now (%s); its fires all go", exc)
+            return fires
+        if len(going) != len(fires):
+            self.unhold({f.occurrence_id for f in fires} - {f.occurrence_id for f in going})
+        return going
 
     def _lease(self, session_id: str) -> TurnLease:
         return TurnLease(
@@ -891,6 +912,8 @@ class Dispatcher:
         return self.store.sessions.put_session(fresh, now_us=now_us(self.clock))
 
     def _alert_then_route(self, fires: Sequence[Fire]) -> None:
+        # what each alert did (a fire for the person alone ends once its alert is done)
+        played: dict[int, str] = {}
         for f in fires:
             try:
                 if not self.store.outcomes.set_alert(
@@ -904,10 +927,11 @@ class Dispatcher:
                     log.exception("alerter failed for %s", f.key)
                     state = "failed"
                 self.store.outcomes.set_alert(f.occurrence_id, f.token, expect="playing", to=state)
+                played[f.occurrence_id] = state
                 self.events.emit(ev.ALERTED, f, state)
             except Exception:
                 log.exception("alert bookkeeping failed for %s; delivery goes on", f.key)
-        self.route([replace(f, alert="done") for f in fires])
+        self.route([replace(f, alert=played.get(f.occurrence_id, f.alert)) for f in fires])
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -472,9 +472,8 @@ class RemindkitMcp:
         at, known = self._outliving
         if time.monotonic() - at < ARMED_FRESH_S:
             return known
-        since = now_us(self.api.clock) - int(self.api.settings.lease_s * 2e6)
         try:
-            engines = self.store.coordination.live_engines(since_us=since)
+            engines = self.api.engines()
         except Exception:
             return False
         own = self.engine.id if self.engine is not None else None

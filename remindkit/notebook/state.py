@@ -41,6 +41,7 @@ class Pill:
     remaining: int | None  # fires left, None when forever
     alarm: bool
     announce: str | None
+    waiting: str | None = None  # why a fire of it that came due waits (its session), or None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +56,7 @@ class Pill:
             "remaining": self.remaining,
             "alarm": self.alarm,
             "announce": self.announce,
+            "waiting": self.waiting,
         }
 
 
@@ -71,6 +73,7 @@ def pill(rem: Reminder) -> Pill:
         remaining=rem.remaining,
         alarm=rem.alarm,
         announce=rem.announce,
+        waiting=None if rem.delivery is None else (rem.delivery.reason or "waits for its session"),
     )
 
 

@@ -1,7 +1,8 @@
 """The hidden ``<schedule-fired>`` message handed back to a session.
 
 One user-role message per delivery, one block per occurrence, ordered by due
-time. Dynamic values are escaped so that reminder text can neither close the
+time; a backlog of one reminder goes as its latest occurrence, with ``missed``
+(:func:`latest_per_reminder`). Dynamic values are escaped so that reminder text can neither close the
 block nor open a tag: attribute values are XML-escaped, and the text is JSON
 with ``<``, ``>``, ``&``, DEL, C1 controls and U+2028/2029 as ``\\uXXXX``. The
 model is told the text is untrusted reminder content, not a new instruction.
@@ -31,6 +32,7 @@ import functools
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ..clock import format_utc
@@ -113,6 +115,45 @@ def stop_line(reminder_id: str) -> str:
     return f'Stop it: schedule_delete tool, `remindkit rm` or `<cancel-schedule id="{rid}"/>`.'
 
 
+def latest_per_reminder(
+    fires: Sequence[Fire],
+) -> tuple[list[Fire], list[tuple[Fire, Fire]]]:
+    """A backlog comes as its latest: of several fires of one reminder that wait for one
+    turn (its session was busy, or away, while they came due), only the latest due
+    goes, its ``missed`` counting the earlier ones (and what they had missed). Returns
+    the fires that go (in the given order) and (superseded fire, the fire that goes in
+    its place) pairs; fires of different reminders, and one-shots, all go."""
+    latest: dict[str, Fire] = {}
+    for f in fires:
+        cur = latest.get(f.reminder_id)
+        if cur is None or (f.due_at, f.occurrence_id) > (cur.due_at, cur.occurrence_id):
+            latest[f.reminder_id] = f
+    if len(latest) == len(fires):
+        return list(fires), []
+    superseded: list[tuple[Fire, Fire]] = []
+    extra: dict[str, int] = {}
+    for f in fires:
+        keep = latest[f.reminder_id]
+        if f.occurrence_id != keep.occurrence_id:
+            superseded.append((f, keep))
+            extra[f.reminder_id] = extra.get(f.reminder_id, 0) + f.missed + 1
+    kept = [
+        replace(f, missed=f.missed + extra[f.reminder_id]) if f.reminder_id in extra else f
+        for f in fires
+        if f.occurrence_id == latest[f.reminder_id].occurrence_id
+    ]
+    latest = {f.reminder_id: f for f in kept}
+    return kept, [(old, latest[old.reminder_id]) for old, _keep in superseded]
+
+
+def superseded_note(kept: Fire) -> str:
+    """Why a fire of a backlog was not delivered (its ``skipped`` record)."""
+    return (
+        f"superseded: a backlog goes as its latest fire, the one due "
+        f"{_due_text(kept.due_at)} (missed={kept.missed})"
+    )
+
+
 def frame_fired(fires: Sequence[Fire], fired_at: datetime | None = None) -> str:
     """The user-role message for one delivery (several occurrences ordered by due time)."""
     if not fires:
@@ -148,5 +189,7 @@ __all__ = [
     "frame_feedback",
     "frame_fired",
     "json_text",
+    "latest_per_reminder",
     "stop_line",
+    "superseded_note",
 ]

@@ -5,7 +5,7 @@ Nothing here reads the clock or does I/O; ``now`` is always a parameter.
 
 from .cron import compile_cron, next_cron_time
 from .durations import format_countdown, format_duration, parse_duration
-from .resume import resume_next
+from .resume import resume_next, resume_schedule
 from .spec import (
     KINDS,
     Schedule,
@@ -30,6 +30,7 @@ __all__ = [
     "local_zone_name",
     "next_after",
     "resume_next",
+    "resume_schedule",
     "next_cron_time",
     "parse_duration",
     "parse_repeat",

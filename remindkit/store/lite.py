@@ -48,10 +48,28 @@ SUMMARY_OUTCOMES_SQL = (
     " FROM occurrences WHERE fired_at >= ? GROUP BY session_id"
 )
 PAUSED_ALL_SQL = "SELECT value FROM flags WHERE name = 'paused_all'"
-# set_callback's timers, for the [CB:n m:ss] indicator
-SUMMARY_CALLBACKS_SQL = SUMMARY_COUNTS_SQL.replace(
-    "WHERE state IN ('active', 'paused')",
-    "WHERE state IN ('active', 'paused') AND source = 'callback'",
+# A reminder's fires that its claim has counted (fired_count, next_fire_at moved past
+# them) but that have not happened at the time given (?): claimed ahead of their due
+# time (the engine's look-ahead), or waiting to be re-based (a re-based fire does not
+# count). What a view of the fires so far and the next one takes back (the
+# set_callback list, its popup and its [CB:n m:ss] indicator).
+UNCOUNTED_WHERE = (
+    "((o.state = 'claimed' AND o.due_at > ?) OR (o.state = 'waiting' AND o.wait_for = 'rebase'))"
+)
+UNCOUNTED_SQL = (
+    "SELECT o.reminder_id, COUNT(*), MIN(o.due_at) FROM occurrences o"
+    f" WHERE o.reminder_id IN ({{ids}}) AND {UNCOUNTED_WHERE} GROUP BY o.reminder_id"
+)
+# set_callback's timers, for the [CB:n m:ss] indicator: the next fire is the first that
+# has not happened (UNCOUNTED_WHERE, at the time given)
+SUMMARY_CALLBACKS_SQL = (
+    "SELECT r.session_id,"
+    " SUM(CASE WHEN r.state = 'active' THEN 1 ELSE 0 END),"
+    " SUM(CASE WHEN r.state = 'paused' THEN 1 ELSE 0 END),"
+    " MIN(CASE WHEN r.state = 'active' THEN COALESCE((SELECT MIN(o.due_at) FROM occurrences o"
+    f" WHERE o.reminder_id = r.id AND {UNCOUNTED_WHERE}), r.next_fire_at) END)"
+    " FROM reminders r WHERE r.state IN ('active', 'paused') AND r.source = 'callback'"
+    " GROUP BY r.session_id"
 )
 
 
@@ -187,7 +205,7 @@ class LiteStore:
             counts = self._rows(SUMMARY_COUNTS_SQL)
             outcomes = self._rows(SUMMARY_OUTCOMES_SQL, (now_us - FAILED_WINDOW_US,))
             flag = self._rows(PAUSED_ALL_SQL)
-            callbacks = self._rows(SUMMARY_CALLBACKS_SQL)
+            callbacks = self._rows(SUMMARY_CALLBACKS_SQL, (now_us,))
         return summarize(counts, outcomes, flag[0][0] if flag else None, max_sessions, callbacks)
 
     def close(self) -> None:

@@ -255,6 +255,7 @@ _ENGINE = Surface.ENGINE.value
 _FIRED = EventKind.FIRED.value
 _OUTCOME_KINDS = {
     "delivered": EventKind.DELIVERED.value,
+    "alerted": EventKind.ALERTED.value,
     "failed": EventKind.FAILED.value,
     "skipped": EventKind.SKIPPED.value,
     WAITING: EventKind.WAITING.value,

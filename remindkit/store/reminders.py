@@ -147,6 +147,50 @@ def _check_import_limits(
                 )
 
 
+def _check_active_limits(conn: Connection, activated: Sequence[Reminder], limits: Limits) -> None:
+    """Reminders just made active again (written in this transaction): the active ones
+    now keep every limit, per session, per project and in all, else
+    ``too_many_reminders`` (the caller's transaction rolls back)."""
+    if not activated:
+        return
+    sessions = sorted({r.session for r in activated if r.session is not None})
+    if limits.per_session is not None:
+        for sid in sessions:
+            n = int(conn.execute(_COUNT_LIVE_IN_SESSION, {"sid": sid}).scalar_one())
+            if n > limits.per_session:
+                raise LimitExceeded(
+                    f"session {sid!r} would have {n} active reminders (limit "
+                    f"{limits.per_session}); cancel or pause one first",
+                    code="too_many_reminders",
+                    limit=limits.per_session,
+                    scope="session",
+                )
+    if limits.per_project is not None:
+        projects = sorted(
+            {conn.execute(PROJECT_OF_SESSION, {"sid": sid}).scalar_one() for sid in sessions}
+        )
+        for project in projects:
+            n = int(conn.execute(LIVE_IN_PROJECT, {"p": project}).scalar_one())
+            if n > limits.per_project:
+                raise LimitExceeded(
+                    f"project {project!r} would have {n} active reminders (limit "
+                    f"{limits.per_project}); cancel or pause one first",
+                    code="too_many_reminders",
+                    limit=limits.per_project,
+                    scope="project",
+                )
+    if limits.total is not None:
+        n = int(conn.execute(_COUNT_LIVE).scalar_one())
+        if n > limits.total:
+            raise LimitExceeded(
+                f"the store would have {n} active reminders (limit {limits.total}); "
+                "cancel or pause one first",
+                code="too_many_reminders",
+                limit=limits.total,
+                scope="total",
+            )
+
+
 _BY_ID = select(t.reminders).where(t.reminders.c.id == bindparam("id"))
 
 
@@ -485,6 +529,7 @@ class Reminders(Role):
         require_all: bool = True,
         event: EventKind = EventKind.MODIFIED,
         surface: Surface | str = Surface.ENGINE,
+        limits: Limits | None = None,
     ) -> list[tuple[Reminder, Reminder]]:
         """Apply ``fn`` to each selected reminder under the write lock.
 
@@ -493,7 +538,10 @@ class Reminders(Role):
         pairs of the reminders that changed. With ``ids`` and ``require_all``, an
         unknown id raises ``not_found`` and nothing changes. Each change writes an
         ``event`` (by ``surface``) in the same transaction. A new label that a live
-        reminder of the session has already raises ``already_exists``.
+        reminder of the session has already raises ``already_exists``. With
+        ``limits``, reminders made active again (a resume) must leave every limit on
+        active reminders kept (per session, per project, in all), as a create must;
+        else ``too_many_reminders`` and nothing changes.
         """
         try:
             return self._modify(
@@ -506,6 +554,7 @@ class Reminders(Role):
                 require_all=require_all,
                 event=event,
                 surface=surface,
+                limits=limits,
             )
         except IntegrityError:
             raise Conflict(
@@ -524,8 +573,11 @@ class Reminders(Role):
         require_all: bool,
         event: EventKind,
         surface: Surface | str,
+        limits: Limits | None = None,
     ) -> list[tuple[Reminder, Reminder]]:
         with self.write() as conn:
+            if limits is not None:  # taken first, as a create takes it: no deadlock with one
+                self.dialect.advisory_xact_lock(conn, _LIMIT_LOCK)
             stmt = _filter(
                 select(t.reminders), session=session, states=states, label=label, ids=ids
             )
@@ -557,6 +609,12 @@ class Reminders(Role):
                         f"reminder {old.id} changed concurrently; retry", code="conflict"
                     )
                 changed.append((old, new))
+            if limits is not None:
+                _check_active_limits(
+                    conn,
+                    [new for old, new in changed if new.state == ACTIVE and old.state != ACTIVE],
+                    limits,
+                )
             ended = [
                 new.id for old, new in changed if new.state == CANCELLED and old.state != CANCELLED
             ]

@@ -23,7 +23,7 @@ from .lite import (
 )
 from .role import Role
 
-STATS_STATES = ("delivered", "failed", "waiting", "skipped", "cancelled")
+STATS_STATES = ("delivered", "alerted", "failed", "waiting", "skipped", "cancelled")
 
 
 class Reports(Role):
@@ -44,7 +44,7 @@ class Reports(Role):
                 (now_us - FAILED_WINDOW_US,),
             )
             flag = d.fetch(conn, PAUSED_ALL_SQL, ())
-            callbacks = d.fetch(conn, SUMMARY_CALLBACKS_SQL, ())
+            callbacks = d.fetch(conn, SUMMARY_CALLBACKS_SQL.replace("?", d.placeholder), (now_us,))
         return summarize(counts, outcomes, flag[0][0] if flag else None, max_sessions, callbacks)
 
     def fire_stats(self, *, since_us: int, session: str | None = None) -> dict[str, Any]:

@@ -70,6 +70,7 @@ class ReminderStore(Protocol):
         require_all: bool = ...,
         event: EventKind = ...,
         surface: Surface | str = ...,
+        limits: Limits | None = ...,
     ) -> list[tuple[Reminder, Reminder]]: ...
     def history(
         self,
@@ -160,6 +161,10 @@ class WaitingStore(Protocol):
         sessions: Iterable[str | None] | None,
         limit: int = ...,
     ) -> list[Fire]: ...
+    def supersede(self, fires: Sequence[Fire], *, now_us: int) -> list[Fire]: ...
+    def uncounted(
+        self, reminder_ids: Sequence[str], *, now_us: int
+    ) -> dict[str, tuple[int, int]]: ...
     def waiting_sessions(self) -> list[str | None]: ...
     def waiting_of(
         self, reminder_ids: Sequence[str]

@@ -1,6 +1,7 @@
-"""Fires that wait for their session: taken up again when it can take them, listed
-with their reminders (still the user's until their turn starts), and the re-base
-of a busy session's repeating reminders once it is idle again."""
+"""Fires that wait for their session: taken up again when it can take them (a
+reminder's backlog as its latest fire), listed with their reminders (still the
+user's until their turn starts), and the re-base of a busy session's repeating
+reminders once it is idle again."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from sqlalchemy import Connection, or_, select, update
 
 from ..audit import EventKind, Surface
 from ..models import CLAIMED, OCC_CANCELLED, SKIPPED, WAITING, Fire, Outcome, Reminder, WaitFor
+from ..protocol.framing import latest_per_reminder, superseded_note
 from . import schema as t
 from .dialect import Dialect, chunks
 from .events import event_row, write_events
+from .lite import UNCOUNTED_SQL
 from .outcomes import write_outcomes
 from .quarantine import readable_fire
 from .records import fold_waiting
@@ -78,7 +81,70 @@ class Waiting(Role):
                 f for f in (readable_fire(conn, r, token, now_us) for r in rows) if f is not None
             ]
             write_events(conn, [])  # a quarantine's
-            return fires
+            return self._latest(conn, fires, now_us)
+
+    def supersede(self, fires: Sequence[Fire], *, now_us: int) -> list[Fire]:
+        """Of claimed ``fires`` that go in one turn, a reminder's backlog goes as its
+        latest (:func:`~remindkit.protocol.framing.latest_per_reminder`): the earlier
+        ones are recorded ``skipped`` (superseded) and the latest's ``missed`` counts
+        them, in one transaction. Returns the fires that go."""
+        _kept, superseded = latest_per_reminder([f for f in fires if f.wait_for != WaitFor.REBASE])
+        if not superseded:
+            return list(fires)
+        with self.write() as conn:
+            return self._latest(conn, fires, now_us)
+
+    def _latest(
+        self, conn: Connection, fires: list[Fire] | Sequence[Fire], now_us: int
+    ) -> list[Fire]:
+        """:meth:`supersede` in the caller's transaction (fires waiting to be re-based
+        are left as they are: a re-base skips them all)."""
+        backlog = [f for f in fires if f.wait_for != WaitFor.REBASE]
+        kept, superseded = latest_per_reminder(backlog)
+        if not superseded:
+            return list(fires)
+        o = t.occurrences.c
+        stale = write_outcomes(
+            conn,
+            self.dialect,
+            [
+                Outcome(
+                    occurrence_id=old.occurrence_id,
+                    token=old.token,
+                    state=SKIPPED,
+                    error=superseded_note(new),
+                )
+                for old, new in superseded
+            ],
+            now_us,
+        )
+        if stale:
+            log.warning("superseded fires %s were taken over by another engine", stale)
+        for f in {new.occurrence_id: new for _old, new in superseded}.values():
+            conn.execute(
+                update(t.occurrences)
+                .where(o.id == f.occurrence_id, o.token == f.token, o.state == CLAIMED)
+                .values(missed=f.missed)
+            )
+        going = {f.occurrence_id: f for f in kept}
+        gone = {old.occurrence_id for old, _new in superseded}
+        return [going.get(f.occurrence_id, f) for f in fires if f.occurrence_id not in gone]
+
+    def uncounted(self, reminder_ids: Sequence[str], *, now_us: int) -> dict[str, tuple[int, int]]:
+        """Per reminder, the fires its claim has counted that have not happened at
+        ``now_us`` (:data:`~remindkit.store.lite.UNCOUNTED_WHERE`: claimed ahead of their
+        due time, or waiting to be re-based): how many, and the earliest due (µs)."""
+        ids = sorted(set(reminder_ids))
+        if not ids:
+            return {}
+        d = self.dialect
+        out: dict[str, tuple[int, int]] = {}
+        with self.read() as conn:
+            for chunk in chunks(ids):
+                sql = UNCOUNTED_SQL.format(ids=", ".join(["?"] * len(chunk)))
+                for rid, n, due in d.fetch(conn, sql.replace("?", d.placeholder), (*chunk, now_us)):
+                    out[rid] = (int(n), int(due))
+        return out
 
     def waiting_sessions(self) -> list[str | None]:
         """Sessions that have fired occurrences waiting for delivery."""

@@ -326,3 +326,67 @@ def test_a_store_that_does_not_answer_is_persistence_uncertain_at_once(
         time.sleep(0.05)
     assert {"warm", "Stretch", "poll"} <= prompts, prompts
     store.close()
+
+
+def test_the_callback_views_count_what_has_fired(
+    store: SqlStore, clock: FakeClock, settings: Settings
+) -> None:
+    """The engine claims a fire a moment before it is due (its look-ahead), and counts
+    a fire that waits to be re-based: the list, the popup, the [CB] indicator (status
+    --line --callbacks, from the store's summary) and the stats block show the fires
+    that have happened and the next that has not."""
+    from remindkit import statusfile
+    from remindkit.agent.callbacks import callbacks, popup_lines
+    from remindkit.cli.status import callbacks_now
+    from remindkit.clock import to_us
+    from remindkit.engine import Engine
+    from remindkit.models import Session
+
+    api = Reminders(store, clock=clock, settings=settings)
+    eng = Engine(store, clock=clock, settings=settings, inline=True)
+    store.sessions.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
+    eng.adapters.get("python").register("s1", lambda _m, _f: "ok")
+    t0 = clock.now()
+    try:
+        cb(api, {"action": "set", "message": "poll", "delay_seconds": 5, "repeat_count": 3})
+
+        def views() -> tuple[str, str, str, dict]:
+            now_us = to_us(clock.now())
+            listed = cb(api, {"action": "list"}).splitlines()[-1]
+            popup = popup_lines(callbacks(ToolContext(api, "s1")), clock.now())[-1]
+            summary = store.reports.status_summary(now_us=now_us)
+            line = statusfile.render_line(
+                summary, summary["all"], now_us=now_us, as_json=False, callbacks=True,
+                session="s1",
+            )  # fmt: skip
+            return listed, popup, line, callbacks_now(api, "s1")
+
+        eng.tick(clock.now())
+        clock.advance(4.5)  # the first fire (t+5) is claimed now, not yet due
+        eng.tick(clock.now())
+        assert store.reminders.history(session="s1")[0].state == "claimed"
+        listed, popup, line, block = views()
+        assert listed.endswith("- fires in 0m00s (3 left)"), listed  # was 0m05s (2 left)
+        assert popup.endswith("0m01s (3)") and line == "[CB:1 0:01]", (popup, line)
+        assert block["next_fire_ms"] == to_us(t0) // 1000 + 5000 and block["remaining_s"] == 1
+        clock.advance(0.5)
+        eng.tick(clock.now())
+        listed, popup, line, block = views()
+        assert listed.endswith("- fires in 0m05s (2 left)") and popup.endswith("0m05s (2)")
+        assert line == "[CB:1 0:05]" and block["remaining_s"] == 5
+        # the second fire comes due while the session is busy: it waits to be re-based
+        # and does not count (it fires one full delay after the turn)
+        store.sessions.set_session_busy("s1", True, now_us=clock.now_us())
+        clock.advance(5.5)
+        eng.tick(clock.now())
+        assert store.reminders.history(session="s1")[0].wait_for == "rebase"
+        listed, popup, _line, _block = views()
+        assert listed.endswith("(2 left)") and popup.endswith("(2)"), (listed, popup)
+        store.sessions.set_session_busy("s1", False, now_us=clock.now_us())
+        eng.notice_change()
+        eng.tick(clock.now())
+        listed, popup, line, block = views()
+        assert listed.endswith("- fires in 0m05s (2 left)"), listed
+        assert [o.state for o in store.reminders.history(session="s1")] == ["skipped", "delivered"]
+    finally:
+        eng.shutdown()

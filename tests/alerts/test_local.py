@@ -4,6 +4,8 @@ block or lose the delivery; the notification's buttons snooze and stop."""
 
 from __future__ import annotations
 
+import io
+import json
 import sys
 import time
 import wave
@@ -21,6 +23,7 @@ from remindkit.alerts.config import ALARM_WAV, AlertConfig
 from remindkit.alerts.local import LocalAlerter
 from remindkit.alerts.quiet import QuietHours, Switches
 from remindkit.alerts.speech import Speaker
+from remindkit.cli.main import main
 from remindkit.clock import UTC, SystemClock, to_us
 from remindkit.models import Occurrence, Session
 from remindkit.store import SqlStore
@@ -139,6 +142,62 @@ def test_without_any_sound_device_the_fire_is_delivered_and_the_failure_recorded
     assert any(p.startswith("speech:") and "audio unavailable" in p for p in rec.problems)
     assert len(notification_bus.wait_notifications(1)) == 1  # the person is still told
     assert rig.turns and occ.delivered_at is not None
+    # ... and `history` shows the failed alert, in its text and its --json
+    url = rig.store.url
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--db", url, "history", rem.id], stdout=out, stderr=err) == 0, err.getvalue()
+    assert " delivered " in out.getvalue() and " alert failed" in out.getvalue(), out.getvalue()
+    out = io.StringIO()
+    assert main(["--db", url, "history", rem.id, "--json"], stdout=out, stderr=err) == 0
+    (row,) = json.loads(out.getvalue())
+    assert row["outcome"] == "delivered" and row["alert"] == "failed", row
+
+
+def test_a_reminder_for_the_person_ends_once_the_alarm_played(
+    make_rig: Callable[..., Rig], alsa_capture: Capture, notification_bus: NotificationBus
+) -> None:
+    """A session with no agent (one opened only in the web page): its fire ends
+    ``alerted`` once the alarm played on the sound device; the reminder is done."""
+    rig = make_rig()
+    rem = rig.api.create("Tea", session="page", in_="1s", alarm=True)
+    occ = wait_outcome(rig, rem.id, ("alerted", "waiting"))
+    assert occ.state == "alerted" and occ.alert == "done", occ
+    assert alsa_capture.read().startswith(wav_frames(ALARM_WAV))  # it was heard
+    assert wait_until(lambda: rig.api.get(rem.id).state == "done", 10)
+    assert not rig.turns  # no agent was handed anything
+
+
+def test_a_reminder_for_the_person_whose_alarm_failed_waits(
+    make_rig: Callable[..., Rig], alsa_no_device: None, notification_bus: NotificationBus
+) -> None:
+    rig = make_rig(AlertConfig(players=("simpleaudio", "aplay"), notify=False))
+    rem = rig.api.create("Tea", session="page", in_="1s", alarm=True)
+    occ = wait_outcome(rig, rem.id, ("alerted", "waiting"))
+    assert occ.state == "waiting" and occ.alert == "failed", occ
+    assert "the person was not reached" in (occ.error or "")
+    got = rig.api.get(rem.id)
+    assert got.state == "active" and got.delivery is not None
+
+
+def wait_outcome(rig: Rig, reminder_id: str, states: tuple[str, ...], timeout: float = 30):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        hist = rig.api.history(reminder_id)
+        if hist and hist[0].state in states:
+            return hist[0]
+        time.sleep(0.05)
+    raise AssertionError(
+        f"no outcome in {states} for {reminder_id}: {rig.api.history(reminder_id)}"
+    )
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
 
 
 def test_a_hung_speaker_is_killed_and_delivery_goes_on(

@@ -180,3 +180,129 @@ def test_what_cannot_chat_is_refused(api_server, sqlite_url, tmp_path):
                 assert resp.status_code == 400, (body, resp.text)
                 assert resp.json()["error"]["code"] == "invalid_argument"
         assert model.requests == []  # nothing reached the model
+
+
+def test_a_message_during_a_fired_turn_waits_for_it(api_server, sqlite_url, tmp_path):
+    """The other direction of busy/idle: a message the person sends while a fired turn
+    runs waits for that turn (a ``waiting`` event first), then has the session; the
+    two turns are not interleaved (the person's request reaches the model only after
+    the fired turn's answer), and the transcript has them one after the other."""
+    fired_done: list[float] = []
+    typed_at: list[float] = []
+
+    def respond(body):  # type: ignore[no-untyped-def]
+        if "<schedule-fired" in last_user(body):
+            time.sleep(3)  # the fired turn takes a while
+            fired_done.append(time.monotonic())
+            return text("That was the reminder.")
+        typed_at.append(time.monotonic())
+        return text("And this is my answer to you.")
+
+    with ScriptedOpenAI(respond) as model:
+        add_openai("web", model, sqlite_url, tmp_path)
+        srv = api_server(sqlite_url)
+        store = open_store(sqlite_url, settings=Settings.from_env(env={}, home=tmp_path / "h"))
+        try:
+            with Client(srv.base_url) as client:
+                client.session("default", "web").reminders.create("stretch", name="s", in_="1s")
+            assert wait_for(
+                lambda: any("<schedule-fired" in last_user(r) for r in model.requests), 30
+            )
+            url = f"{srv.base_url}/v1/projects/default/sessions/web/messages"
+            with httpx.Client(headers=srv.headers, timeout=60) as http, http.stream(
+                "POST", url, json={"text": "are you there?"},
+                headers={"Accept": "text/event-stream"},
+            ) as resp:  # fmt: skip
+                assert resp.status_code == 200, resp.read()
+                got = events_of(resp)
+            kinds = [k for k, _ in got]
+            assert kinds[0] == "waiting" and kinds[1] == "started" and kinds[-1] == "reply", kinds
+            assert "another turn" in got[0][1]["reason"]
+            assert got[-1][1]["ok"] and got[-1][1]["text"] == "And this is my answer to you."
+            assert len(fired_done) == 1 and len(typed_at) == 1
+            assert typed_at[0] >= fired_done[0]  # the model saw the person only after
+            users = [
+                (m.kind, m.content)
+                for m in store.transcripts.messages("web")
+                if m.role in ("user", "assistant")
+            ]
+            assert [k for k, _ in users] == [FIRED_TURN, CHAT, CHAT, CHAT], users
+            assert users[1][1] == "That was the reminder." and users[2][1] == "are you there?"
+        finally:
+            store.close()
+
+
+def test_busy_and_full_are_refused_as_the_code_says(sqlite_url, tmp_path):
+    """``409 session_busy``: a message to a session busy past the wait (``chat_wait_s``);
+    ``409 too_many_turns``: one past the server's typed turns (``chat_turns``), at once.
+    A real server on loopback (uvicorn in this process, its bounds made small)."""
+    import threading
+
+    import uvicorn
+
+    from remindkit.api.app import create_app
+    from remindkit.credential import LocalCredential
+    from remindkit.reminders import Reminders
+
+    from .conftest import free_port
+
+    release = threading.Event()
+
+    def respond(body):  # type: ignore[no-untyped-def]
+        if "hold" in last_user(body):
+            release.wait(30)  # the first turn holds its session until the test lets it go
+        return text("done")
+
+    settings = Settings.from_env(env={}, home=tmp_path / "h")
+    store = open_store(sqlite_url, settings=settings)
+    with ScriptedOpenAI(respond) as model:
+        for name in ("a", "b"):
+            add_openai(name, model, sqlite_url, tmp_path)
+        credential = LocalCredential(tmp_path / "h")
+        app = create_app(
+            Reminders(store, settings=settings), credential=credential, chat_wait_s=1.5,
+            chat_turns=2,
+        )  # fmt: skip
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        base = f"http://127.0.0.1:{port}/v1/projects/default/sessions"
+        headers = {"Authorization": f"Bearer {credential.value}"}
+        try:
+            assert wait_for(lambda: server.started, 30)
+            with httpx.Client(headers=headers, timeout=60) as http:
+                first = threading.Thread(
+                    target=lambda: http.post(f"{base}/a/messages", json={"text": "hold on"})
+                )
+                first.start()
+                assert wait_for(lambda: len(model.requests) == 1, 30)  # the first turn runs
+                with http.stream(
+                    "POST", f"{base}/a/messages", json={"text": "me too"},
+                    headers={"Accept": "text/event-stream"},
+                ) as resp:  # fmt: skip
+                    lines = resp.iter_lines()
+                    assert next(lines) == "event: waiting"  # the second waits for the first
+                    # ... meanwhile two turns run or wait: a third is refused at once
+                    full = http.post(f"{base}/b/messages", json={"text": "hello"})
+                    assert full.status_code == 409, full.text
+                    assert full.json()["error"]["code"] == "too_many_turns"
+                    rest = list(lines)
+                (end,) = [
+                    json.loads(x[6:]) for x in rest if x.startswith("data: ") and "status" in x
+                ]
+                assert end["status"] == 409 and end["error"]["code"] == "session_busy", rest
+                busy = http.post(f"{base}/a/messages", json={"text": "and as JSON"})
+                assert busy.status_code == 409 and busy.json()["error"]["code"] == "session_busy"
+                release.set()
+                first.join(30)
+                again = http.post(f"{base}/b/messages", json={"text": "hello again"})
+                assert again.status_code == 200 and again.json()["text"] == "done", again.text
+            assert [last_user(r) for r in model.requests] == ["hold on", "hello again"]
+        finally:
+            release.set()
+            server.should_exit = True
+            thread.join(10)
+            store.close()

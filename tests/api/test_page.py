@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,49 @@ def test_the_page_counts_down_cancels_adds_and_alerts(api_server, sqlite_url, tm
             client.close()
             store.close()
             model.__exit__(None, None, None)
+
+
+def test_a_pill_whose_fire_waits_says_why(api_server, sqlite_url, tmp_path):
+    """A session opened only in the page has no agent: a reminder there with no alarm
+    fires, reaches no one (the server plays no alarms), and waits; its pill reads
+    ``waiting`` and says why rather than ``due``."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (scripts/setup --test does)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+    api_server(sqlite_url)
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1000, "height": 700})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        try:
+            opened = cli("api", "open", "--session", "page", "--json", db=sqlite_url, home=tmp_path)
+            assert opened.returncode == 0, opened.stderr
+            page.goto(json.loads(opened.stdout)["url"])
+            page.wait_for_selector("#live[data-state='live']", timeout=60_000)
+            page.fill("#add input[name='prompt']", "water the plants")
+            page.fill("#add input[name='in']", "2s")
+            page.fill("#add input[name='name']", "water")
+            page.click("#add button[type='submit']")
+            pill = page.locator(".rk-pill[data-label='water']")
+            pill.wait_for(timeout=30_000)
+            why = page.locator(".rk-pill[data-label='water'] .rk-why")
+            why.wait_for(timeout=60_000)  # the fire's waiting outcome, from the event stream
+            assert "no delivery adapter" in (why.text_content() or ""), why.text_content()
+            page.wait_for_function(
+                "() => document.querySelector(\".rk-pill[data-label='water'] .rk-left\")"
+                ".textContent === 'waiting'",
+                timeout=30_000,
+            )
+            assert "waiting: session" in (pill.get_attribute("title") or "")
+            page.screenshot(path=str(ARTIFACTS / "api-page-waiting.png"), full_page=True)
+            assert not errors, errors
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "api-page-waiting-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
 
 
 TEA = (
@@ -266,3 +310,74 @@ def test_the_page_is_a_chat(api_server, sqlite_url, tmp_path):
             finally:
                 browser.close()
                 store.close()
+
+
+def test_a_message_typed_during_a_fired_turn_waits_on_the_page(api_server, sqlite_url, tmp_path):
+    """The person types while the agent answers a fired reminder: the page says so
+    (its waiting line), and the person's turn comes after the fired one, not inside it."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (scripts/setup --test does)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    def respond(body):  # type: ignore[no-untyped-def]
+        if "<schedule-fired" in last_user(body):
+            time.sleep(4)  # the fired turn takes a while
+            return text("Ding! Time to stand up.")
+        return text("Yes, I am here.")
+
+    with ScriptedOpenAI(respond) as model:
+        added = cli(
+            "session", "add", "web", "--openai", "--base-url", model.base_url, "--model", "m",
+            db=sqlite_url, home=tmp_path,
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        srv = api_server(sqlite_url)
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1000, "height": 800})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            try:
+                opened = cli(
+                    "api", "open", "--session", "web", "--json", db=sqlite_url, home=tmp_path
+                )
+                assert opened.returncode == 0, opened.stderr
+                page.goto(json.loads(opened.stdout)["url"])
+                page.wait_for_selector("#live[data-state='live']", timeout=60_000)
+                with Client(srv.base_url) as client:
+                    client.session("default", "web").reminders.create(
+                        "stand up", name="standup", in_="1s"
+                    )
+                assert wait_for(
+                    lambda: any("<schedule-fired" in last_user(r) for r in model.requests), 30
+                )
+                page.fill(".rk-chat-text", "are you there?")
+                page.click(".rk-chat-send")
+                thinking = page.locator(".rk-chat .rk-thinking")
+                page.wait_for_function(
+                    "() => { const e = document.querySelector('.rk-chat .rk-thinking');"
+                    " return e && e.textContent.startsWith('waiting:'); }",
+                    timeout=30_000,
+                )
+                assert "answering a reminder" in (thinking.text_content() or "")
+                page.wait_for_function(
+                    "() => [...document.querySelectorAll('.rk-chat .rk-line.rk-agent')].some("
+                    "l => l.textContent.includes('Yes, I am here.'))",
+                    timeout=60_000,
+                )
+                page.wait_for_selector(".rk-chat .rk-streaming", state="detached", timeout=30_000)
+                whos = page.eval_on_selector_all(
+                    ".rk-chat .rk-line", "ls => ls.map(l => [l.className, l.textContent])"
+                )
+                assert [w for w, _ in whos] == [
+                    "rk-line rk-fired", "rk-line rk-agent", "rk-line rk-you", "rk-line rk-agent",
+                ], whos  # fmt: skip
+                assert "Time to stand up." in whos[1][1] and "are you there?" in whos[2][1]
+                page.screenshot(path=str(ARTIFACTS / "api-page-waits.png"), full_page=True)
+                assert not errors, errors
+            except Exception:
+                page.screenshot(path=str(ARTIFACTS / "api-page-waits-failure.png"), full_page=True)
+                raise
+            finally:
+                browser.close()

@@ -19,6 +19,7 @@ def fire(
     every_s: int | None = None,
     wait_for: str | None = None,
     rid: str | None = None,
+    alert: str | None = None,
 ) -> Fire:
     return Fire(
         occurrence_id=n,
@@ -30,6 +31,7 @@ def fire(
         every_s=every_s,
         wait_for=wait_for,
         position=n,
+        alert=alert,
     )
 
 
@@ -37,13 +39,16 @@ IDLE = Session("s", adapter="command")
 BUSY = Session("s", adapter="command", busy=True)
 IN_TURN = Session("s", adapter="command", in_turn=True)
 DELETED = Session("s", adapter="command", state=SessionState.DELETED)
-NO_ADAPTER = Session("s", adapter=None)
+NO_ADAPTER = Session("s", adapter=None)  # a session of the person's alone (the web page's)
+COMMAND_ELSEWHERE = Session("s", adapter="command")
 FAILING = Session("s", adapter="command", failures=3)
 FAILING_NO_FALLBACK = Session("s", adapter="command", failures=3, fallback="none")
 
 WAIT, REBASE, SKIP = fire(1), fire(2, on_busy="rebase", every_s=5), fire(3, on_busy="skip")
 ONE_SHOT_REBASE = fire(4, on_busy="rebase")  # nothing to re-base by: it just waits
 REBASE_WAITING = fire(5, on_busy="rebase", every_s=5, wait_for=WaitFor.REBASE)
+ALERTED = fire(7, alert="done")  # its alarm or announcement reached the person
+ALERT_FAILED, MUTED = fire(8, alert="failed"), fire(9, alert="muted")
 
 
 def summary(decisions) -> list[tuple[str, list[int], str | None]]:  # type: ignore[no-untyped-def]
@@ -51,9 +56,34 @@ def summary(decisions) -> list[tuple[str, list[int], str | None]]:  # type: igno
 
 
 ROUTE_ROWS = [
-    ("no session", [WAIT], Target(None), [("wait", [1], "session")]),
+    ("no session, no alert", [WAIT], Target(None), [("wait", [1], "session")]),
+    # a fire for the person alone ends once the person was alerted; one not reached waits
+    (
+        "no session: alerted ones end",
+        [ALERTED, WAIT, ALERT_FAILED, MUTED],
+        Target(None),
+        [("alerted", [7], None), ("wait", [1, 8, 9], "session")],
+    ),
     ("deleted session: fail and pause", [WAIT, REBASE], Target(DELETED), [("fail", [1, 2], None)]),
-    ("no adapter here", [WAIT], Target(NO_ADAPTER, adapter=False), [("wait", [1], "session")]),
+    ("no adapter at all", [WAIT], Target(NO_ADAPTER, adapter=False), [("wait", [1], "session")]),
+    (
+        "no adapter at all: alerted ones end",
+        [ALERTED, ALERT_FAILED],
+        Target(NO_ADAPTER, adapter=False),
+        [("alerted", [7], None), ("wait", [8], "session")],
+    ),
+    (
+        "an adapter this process lacks: it waits, alerted or not",
+        [ALERTED, WAIT],
+        Target(COMMAND_ELSEWHERE, adapter=False),
+        [("wait", [7, 1], "session")],
+    ),
+    (
+        "not reachable here (a python session of a process that is gone): it waits",
+        [ALERTED],
+        Target(IDLE, reachable=False, why_not="not registered in this process"),
+        [("wait", [7], "session")],
+    ),
     (
         "not reachable from this process",
         [WAIT],
@@ -117,6 +147,17 @@ ROUTE_ROWS = [
 )
 def test_route(fires, target, expected) -> None:  # type: ignore[no-untyped-def]
     assert summary(route(fires, target)) == expected
+
+
+def test_route_says_why_a_fire_for_the_person_ends_or_waits() -> None:
+    alerted, waits = route([ALERTED, ALERT_FAILED], Target(NO_ADAPTER, adapter=False))
+    assert (
+        alerted.reason == "alerted only: session s has no agent to hand it to (no delivery adapter)"
+    )
+    assert "no delivery adapter" in (waits.reason or "")
+    assert "its alert was failed: the person was not reached" in (waits.reason or "")
+    (alone,) = route([ALERTED], Target(None))
+    assert alone.reason == "alerted only: no agent session to hand it to"
 
 
 def test_route_deleted_pauses_and_breaker_goes_first() -> None:

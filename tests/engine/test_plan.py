@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from remindkit.clock import from_us
 from remindkit.engine.plan import plan_fire
 from remindkit.models import ACTIVE, DONE, Reminder
-from remindkit.schedules import Schedule, resume_next
+from remindkit.schedules import Schedule, next_after, resume_next, resume_schedule
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
@@ -87,13 +88,28 @@ def test_one_shot_overdue_fires_once():
     assert dues(p) == [T0] and p.state == DONE and p.fired_count == 1
 
 
-def test_resume_next():
-    r = every()
-    assert resume_next(r.schedule, T0 + timedelta(minutes=25)) == T0 + timedelta(minutes=30)
+def test_resume_counts_again_from_now():
+    """Resuming starts the count again from now (the fourth seed; ``resume --help``):
+    an interval fires one period after now and its anchor moves there; a delay runs
+    whole from now; a calendar keeps its calendar; a time stays where it was."""
+    now = T0 + timedelta(minutes=25)
+    sched, nxt = resume_schedule(every().schedule, now)
+    assert nxt == now + timedelta(minutes=10) and sched.first_at == nxt
+    assert next_after(sched, nxt) == nxt + timedelta(minutes=10)  # the grid moved with it
+    assert resume_next(every().schedule, now) == now + timedelta(minutes=10)
+    # an interval whose repeat is used up, or whose next fire is past its end: none
+    assert resume_schedule(every(repeat=3).schedule, now, fired_count=3)[1] is None
+    ends = replace(every().schedule, until=now + timedelta(minutes=5))
+    assert resume_schedule(ends, now)[1] is None
+    # a delay: the whole delay from now, due or not while paused
+    delay = Schedule("after", "UTC", first_at=T0, delay_s=300)
+    sched, nxt = resume_schedule(delay, now, next_fire_at=T0)
+    assert nxt == now + timedelta(minutes=5) and sched.first_at == nxt
+    # a calendar: its next match after now
+    hourly = Schedule("cron", "UTC", cron="0 * * * *", repeat=None)
+    assert resume_schedule(hourly, now) == (hourly, T0 + timedelta(hours=1))
+    # a time: kept while ahead, at once once missed
     s = Schedule("at", "UTC", first_at=T0)
-    one = Reminder(id="rem_z", session=None, text="t", schedule=s, next_fire_at=T0)
     assert resume_next(s, T0 - timedelta(minutes=5), next_fire_at=T0) == T0
     late = T0 + timedelta(minutes=5)
-    assert (
-        resume_next(s, late, next_fire_at=one.next_fire_at) == late
-    )  # a missed one-shot fires at once
+    assert resume_next(s, late, next_fire_at=T0) == late

@@ -48,6 +48,7 @@ def test_pills_appear_and_reach_the_browser(runtime: Any, comm_log: CommLog) -> 
             "remaining": 1,
             "alarm": True,
             "announce": "Stretch!",
+            "waiting": None,
         }
     ]
     # the browser counts down from due_ms; nothing more goes over the comm while nothing changes

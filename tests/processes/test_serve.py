@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -204,3 +207,36 @@ def test_sigusr1_prints_every_threads_stack_and_goes_on(url, serves):
     assert wait_for(dumped, 30, step=0.5), engine.log.read_text()[-2000:]
     assert engine.proc.poll() is None
     assert engine.stop() == 0
+
+
+def test_an_engine_killed_with_sigkill_leaves_status_at_once(url, settings, serves, tmp_path):
+    """``status`` lists the engines alive: one killed with SIGKILL goes from the list at
+    once (its heartbeat would count for two leases: a minute here), as ``armed`` does;
+    an engine on another host (a shared PostgreSQL) is listed by its heartbeat alone."""
+    store, api = make_api(url, settings)
+    (engine,) = serves(url, 1, env={"REMINDKIT_LEASE": "30"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REMINDKIT_")}
+    env.update(REMINDKIT_HOME=str(tmp_path), REMINDKIT_LEASE="30")
+
+    def status() -> dict:
+        done = subprocess.run(
+            [sys.executable, "-m", "remindkit", "status", "--db", url, "--json"],
+            capture_output=True, text=True, env=env, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    before = status()
+    assert [e["pid"] for e in before["engines"]] == [engine.pid] and before["armed"], before
+    engine.kill()
+    after = status()
+    assert after["engines"] == [] and after["armed"] is False, after
+    assert api.engines() == [] and not api.armed()
+    # an engine of another host: its process cannot be looked at here, its heartbeat counts
+    store.coordination.heartbeat(
+        engine_id="elsewhere:4242:e1", host="elsewhere", pid=4242, role="engine", priority=0,
+        now_us=to_us(api.clock.now()),
+    )  # fmt: skip
+    assert [e["host"] for e in status()["engines"]] == ["elsewhere"]
+    assert [e["id"] for e in api.engines()] == ["elsewhere:4242:e1"] and api.armed()
+    store.close()

@@ -6,6 +6,7 @@ sharing a store."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -101,6 +102,111 @@ def test_externally_busy_then_several_in_one_turn(store, clock, settings, api) -
     msg = model.last_user()
     assert msg.count("<schedule-fired ") == 2 and msg.index('"first"') < msg.index('"second"')
     assert outcomes(store, first) == [("delivered", "s1")]
+
+
+def test_a_backlog_comes_as_its_latest_fire(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
+    """A repeating reminder that came due five times while its session was busy (policy
+    wait) comes as one block, its latest fire, with missed="4"; the four earlier fires
+    are recorded skipped (superseded), never delivered. Another repeating reminder
+    likewise; a one-shot as ever: one block each, ordered by due time."""
+    eng = engine(store, clock, settings)
+    model = Script("ok")
+    ChatSession(store, session="s1", model=model, engine=eng, clock=clock, settings=settings)
+    store.sessions.set_session_busy("s1", True, now_us=to_us(clock.now()))
+    poll = api.create("poll the build", session="s1", every="1m").id
+    once = api.create("the one-shot", session="s1", in_="150s").id
+    slow = api.create("the slow one", session="s1", every="2m", repeat=10).id
+    for _ in range(5):
+        step(eng, clock, 60)
+    assert model.calls == []
+    store.sessions.set_session_busy("s1", False, now_us=to_us(clock.now()))
+    step(eng, clock, 1)
+    assert len(model.calls) == 1
+    msg = model.last_user()
+    assert msg.count("<schedule-fired ") == 3, msg
+    blocks = re.findall(r"<schedule-fired ([^>]*)>", msg)
+    assert [re.search(r'id="([^"]+)"', b).group(1) for b in blocks] == [once, slow, poll]  # type: ignore[union-attr]
+    assert 'repeat="5/forever"' in blocks[2] and 'missed="4"' in blocks[2], blocks
+    assert 'repeat="2/10"' in blocks[1] and 'missed="1"' in blocks[1], blocks
+    assert "missed=" not in blocks[0]
+    hist = list(reversed(store.reminders.history(reminder_id=poll)))
+    assert [o.state for o in hist] == ["skipped"] * 4 + ["delivered"]
+    assert all(o.error and o.error.startswith("superseded") for o in hist[:4]), hist
+    assert hist[-1].missed == 4 and hist[-1].position == 5
+    assert outcomes(store, once) == [("delivered", "s1")]
+    step(eng, clock, 60)  # the next fires are their own, and nothing of the backlog comes again
+    assert len(model.calls) == 2
+    again = re.findall(r"<schedule-fired ([^>]*)>", model.last_user())
+    assert len(again) == 2 and not any("missed=" in b for b in again), again
+    assert sorted(re.search(r'repeat="([^"]+)"', b).group(1) for b in again) == [  # type: ignore[union-attr]
+        "3/10",
+        "6/forever",
+    ]
+    assert [o.state for o in store.reminders.history(reminder_id=poll)][:2] == [
+        "delivered",
+        "delivered",
+    ]
+
+
+def test_a_backlog_behind_our_own_turn_comes_as_its_latest_fire(store, settings) -> None:  # type: ignore[no-untyped-def]
+    """Fires due while this engine's own fired turn runs go in the next turn: a
+    reminder's backlog there as its latest fire too (a running engine, real time)."""
+    from remindkit.clock import SystemClock
+
+    settings = settings.with_limits(min_period_s=1)
+    clock = SystemClock()
+    api = Reminders(store, clock=clock, settings=settings)
+    store.sessions.put_session(Session("s1", adapter="python"), now_us=to_us(clock.now()))
+    eng = Engine(store, clock=clock, settings=settings)
+    gate = threading.Event()
+    turns: list[str] = []
+
+    def handler(message: str, _fires: object) -> str:
+        turns.append(message)
+        if len(turns) == 1:
+            assert gate.wait(30)
+        return "ok"
+
+    eng.adapters.get("python").register("s1", handler)
+    eng.start()
+    try:
+        rid = api.create("poll", session="s1", every=1, repeat=30).id
+
+        def fired() -> int:
+            return sum(o.fired_at is not None for o in store.reminders.history(reminder_id=rid))
+
+        assert wait_until(lambda: fired() >= 5, 30)  # 1 in the turn, 4 or more behind it
+        gate.set()
+        assert wait_until(lambda: len(turns) >= 2, 30)
+        second = turns[1]
+        assert second.count("<schedule-fired ") == 1, second
+        missed = int(re.search(r'missed="(\d+)"', second).group(1))  # type: ignore[union-attr]
+        assert missed >= 3
+        hist = store.reminders.history(reminder_id=rid, limit=100)
+        assert wait_until(
+            lambda: (
+                sum(
+                    (o.error or "").startswith("superseded")
+                    for o in store.reminders.history(reminder_id=rid, limit=100)
+                )
+                == missed
+            ),
+            10,
+        ), hist
+    finally:
+        eng.stop()
+        eng.close()
+
+
+def wait_until(predicate: Callable[[], object], timeout: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return bool(predicate())
 
 
 def test_rebase_pushes_one_full_delay_after_the_turn(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]

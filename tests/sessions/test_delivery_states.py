@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import replace
+from datetime import timedelta
 
 from remindkit.agent import ToolContext, handle_tool_call, run_reply_tags
 from remindkit.chats import ChatSession
@@ -161,3 +162,65 @@ def test_breaker_tries_the_fresh_session_first(store, clock, settings, tmp_path)
     assert (
         state == "delivered" and to is not None and to.startswith("c~")
     )  # breaker open: fallback first
+
+
+def test_a_reminder_for_the_person_ends_once_alerted(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
+    """A fire with no agent to hand it to (no session and none active, or a session with
+    no adapter at all: one opened only in the web page) ends ``alerted`` once its alarm
+    reached the person, and its reminder goes on (or is done) as after a delivery. One
+    whose alert did not reach the person, or that asked for none, waits and says why;
+    one whose session has an adapter that cannot take it here waits as ever."""
+    from remindkit.alerts import NullAlerter
+    from remindkit.notebook.state import pills
+
+    api = Reminders(store, clock=clock, settings=settings)
+    eng = engine(store, clock, settings, alerter=NullAlerter())  # its alarms "play"
+    alone = api.create("tea", in_="1m", alarm=True).id  # no session, and none active
+    page = api.create("stretch", session="page", every="1m", alarm=True).id  # no adapter
+    quiet = api.create("water", session="page", in_="1m").id  # no alarm asked for
+    step(eng, clock, 60)
+    step(eng, clock, 1)
+    for rid in (alone, page):
+        (occ,) = store.reminders.history(reminder_id=rid)
+        assert occ.state == "alerted" and occ.alert == "done", occ
+        assert occ.error and occ.error.startswith("alerted only:"), occ
+    assert api.get(alone).state == "done"  # a one-shot ends, as after a delivery
+    stretch = api.get(page)
+    assert stretch.state == "active" and stretch.delivery is None  # nothing waits
+    assert stretch.next_fire_at == clock.now() - timedelta(seconds=1) + timedelta(minutes=1)
+    assert outcomes(store, quiet) == [("waiting", None)]
+    water = api.get(quiet)
+    assert water.delivery is not None and "no delivery adapter" in (water.delivery.reason or "")
+    # the pills say why a fire waits; the ended ones wait for nothing
+    by_label = {p.label: p for p in pills(api.list(session="page"))}
+    assert by_label["water"].waiting and "no delivery adapter" in by_label["water"].waiting
+    assert by_label["stretch"].waiting is None
+    # counted as active no more
+    assert store.reminders.count_reminders(states=["active"]) == 2  # stretch, water
+    step(eng, clock, 59)  # the repeating one's next fire ends so too, nothing piles up
+    assert [o.state for o in store.reminders.history(reminder_id=page)] == ["alerted"] * 2
+    # a session with an adapter this process cannot reach (a python session of a process
+    # that is gone) keeps its fires waiting, alerted or not; and, as the most recently
+    # active session with an adapter, it takes a fire of no session too
+    gone = Session("py", adapter="python")
+    store.sessions.put_session(gone, now_us=to_us(clock.now()))
+    away = api.create("call", session="py", in_="1m", alarm=True).id
+    later = api.create("tea again", in_="1m", alarm=True).id
+    step(eng, clock, 60)
+    for rid in (away, later):
+        (occ,) = store.reminders.history(reminder_id=rid)
+        assert occ.state == "waiting" and occ.alert == "done" and occ.session in ("py", None)
+        assert "not registered" in (occ.error or "") or "not reachable" in (occ.error or ""), occ
+
+
+def test_an_engine_with_no_alerter_reaches_no_one(store, clock, settings) -> None:  # type: ignore[no-untyped-def]
+    """An engine with no alerter (``serve --no-alerts``) records an alarm ``muted``:
+    nobody heard it, so a fire for the person alone waits, and says why."""
+    api = Reminders(store, clock=clock, settings=settings)
+    eng = engine(store, clock, settings)  # no alerter
+    rid = api.create("tea", in_="1m", alarm=True).id
+    step(eng, clock, 61)
+    (occ,) = store.reminders.history(reminder_id=rid)
+    assert occ.state == "waiting" and occ.alert == "muted", occ
+    assert "the person was not reached" in (occ.error or "")
+    assert api.get(rid).state == "active"

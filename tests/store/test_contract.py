@@ -114,6 +114,35 @@ def test_the_limit_counts_active_reminders_and_resume_keeps_to_it(store, clock, 
     assert api.get(made[0].id).state == "active"
 
 
+@pytest.mark.parametrize("scope", ["total", "project"])
+def test_resume_keeps_to_every_limit(store, clock, settings, scope):
+    """Resuming makes reminders active again: within the limit in all and the project's
+    as well as the session's, all or nothing, as a create is (``too_many_reminders``)."""
+    limits = {"total": 3} if scope == "total" else {"total": None, "per_project": 3}
+    api = Reminders(store, clock=clock, settings=settings.with_limits(per_session=None, **limits))
+    made = [api.create(f"r{i}", session=f"s{i}", project="p1", in_="5m") for i in range(3)]
+    api.pause([made[0].id])
+    api.create("takes the freed place", session="s9", project="p1", in_="5m")
+    events = len(store.events.events_after(0, limit=1000))
+    with pytest.raises(LimitExceeded) as exc:
+        api.resume([made[0].id])
+    assert exc.value.code == "too_many_reminders" and exc.value.details["scope"] == scope
+    assert api.get(made[0].id).state == PAUSED
+    assert len(store.events.events_after(0, limit=1000)) == events  # nothing was written
+    with pytest.raises(LimitExceeded):  # the same through update(enabled=True)
+        api.update(made[0].id, enabled=True)
+    api.pause([made[1].id, made[2].id])
+    with pytest.raises(LimitExceeded):  # all or nothing: three paused, one place free
+        api.resume([r.id for r in made])
+    assert [api.get(r.id).state for r in made] == [PAUSED] * 3
+    api.resume([made[1].id])
+    assert api.get(made[1].id).state == ACTIVE
+    if scope == "project":  # another project has room of its own
+        other = api.create("elsewhere", session="s1", project="p2", in_="5m")
+        api.pause([other.id])
+        assert api.resume([other.id])[0].state == ACTIVE
+
+
 def test_modify_unknown_id_changes_nothing(api, store):
     a = api.create("a", session="s1", in_="5m")
     with pytest.raises(NotFound):
@@ -244,15 +273,25 @@ def test_paused_all_blocks_claims_and_persists(store_url, settings, clock):
         s2.close()
 
 
-def test_pause_resume_from_now(api, clock):
+def test_pause_resume_from_now(api, store, clock):
+    """``resume`` starts the count again from now: an interval fires one period after
+    the resume, and its later fires keep that grid; a delay runs whole again."""
     r = api.create("rep", session="s1", every="10m")
-    api.pause([r.id])
+    once = api.create("tea", session="s1", in_="5m")
+    api.pause([r.id, once.id])
     assert api.get(r.id).state == PAUSED
     clock.advance(timedelta(minutes=25))
-    (resumed,) = api.resume([r.id])
-    # Anchored to the original first fire (09:10), next after now (09:25): 09:30.
+    now = clock.now()
+    resumed, tea = api.resume([r.id, once.id])
     assert resumed.state == ACTIVE
-    assert resumed.next_fire_at == r.next_fire_at + timedelta(minutes=20)
+    assert resumed.next_fire_at == now + timedelta(minutes=10)  # not 09:30 of the old grid
+    assert resumed.schedule.first_at == resumed.next_fire_at  # the anchor moved with it
+    assert store.reminders.get_reminder(r.id).schedule.first_at == now + timedelta(minutes=10)
+    assert tea.next_fire_at == now + timedelta(minutes=5)
+    clock.advance(timedelta(minutes=10))
+    fires = {f.reminder_id: f.due_at for f in claim(store, clock)}
+    assert fires == {r.id: now + timedelta(minutes=10), once.id: now + timedelta(minutes=5)}
+    assert api.get(r.id).next_fire_at == now + timedelta(minutes=20)
 
 
 def test_snooze_brings_back_a_fired_one_shot(api, store, clock):

@@ -138,7 +138,7 @@ export class Client {
 }
 
 const KINDS = ["created", "modified", "paused", "resumed", "snoozed", "cancelled", "replaced",
-  "fired", "delivered", "failed", "skipped", "waiting"];
+  "fired", "delivered", "alerted", "failed", "skipped", "waiting"];
 
 /** Server-sent events of a fetch body: {id, event, data, retry} each (the WHATWG rules). */
 async function* readEvents(body) {

@@ -282,6 +282,8 @@ export interface components {
             error: string | null;
             /** Wait For */
             wait_for: string | null;
+            /** Alert */
+            alert: string | null;
         };
         /** Health */
         Health: {
@@ -345,6 +347,8 @@ export interface components {
             alarm: boolean;
             /** Announce */
             announce: string | null;
+            /** Waiting */
+            waiting: string | null;
         };
         /**
          * Reminder

@@ -159,7 +159,7 @@ function connect() {
   source.onopen = () => { live.dataset.state = "live"; live.textContent = "live"; refresh(); };
   source.onerror = () => { live.dataset.state = "reconnecting"; live.textContent = "reconnecting…"; };
   const kinds = ["created", "modified", "paused", "resumed", "snoozed", "cancelled", "replaced", "fired",
-    "delivered", "failed", "skipped", "waiting"];
+    "delivered", "alerted", "failed", "skipped", "waiting"];
   for (const kind of kinds) {
     source.addEventListener(kind, (e) => {
       const event = JSON.parse(e.data);

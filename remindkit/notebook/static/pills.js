@@ -7,7 +7,8 @@
 // at once where widget messages run on a kernel subshell (JupyterLab 4.6 with
 // ipykernel 7), only once the cell ends elsewhere, so the page never waits.
 // Alerts come as custom messages: a banner, the alarm through an <audio>
-// element, and `announce` spoken by speechSynthesis.
+// element, and `announce` spoken by speechSynthesis. A pill whose fire waits (for its
+// session) reads "waiting" and says why.
 
 const PLAYED = (globalThis.__remindkitAlerts ??= new Set()); // one page plays an alert once
 const MAX_BANNERS = 5;
@@ -93,6 +94,11 @@ function render({ model, el }) {
     pill.dataset.label = p.label;
     pill.dataset.state = state;
     pill.title = p.text + (p.announce ? `\nannounce: ${p.announce}` : "");
+    // a fire of it came due and waits (for its session): say why, not just "due"
+    if (p.waiting) {
+      pill.dataset.waiting = p.waiting;
+      pill.title += `\nwaiting: ${p.waiting}`;
+    }
     const label = node("span", "rk-label", p.label);
     if (p.alarm) label.prepend(icon("bell"));
     const kind = node("span", "rk-kind", p.schedule);
@@ -101,6 +107,7 @@ function render({ model, el }) {
     pill.append(label, kind);
     if (model.get("show_session") && p.session) pill.append(node("span", "rk-session", p.session));
     pill.append(left);
+    if (p.waiting) pill.append(node("span", "rk-why", `waiting: ${p.waiting}`));
     if (state === "paused") {
       pill.append(button("rk-resume", icon("play"), "Resume", () => {
         optimistic.set(p.id, "active");
@@ -155,7 +162,7 @@ function render({ model, el }) {
       if (left.textContent === "snoozed") continue;
       const due = left.dataset.due === "" ? null : Number(left.dataset.due);
       const secs = secondsLeft(due, now);
-      left.textContent = secs === 0 ? "due" : formatLeft(secs);
+      left.textContent = secs === 0 ? (pill.dataset.waiting ? "waiting" : "due") : formatLeft(secs);
       left.dataset.seconds = secs === null ? "" : String(secs);
       if (secs !== null && (next === null || secs < next.secs)) next = { secs, label: pill.dataset.label };
     }
