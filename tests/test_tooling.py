@@ -37,3 +37,27 @@ def test_mypy_is_clean():
         [sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_package_is_installed_under_remindkit():
+    """pyproject.toml lists the packages (tray/ is mapped to remindkit.tray, which no
+    search finds): each folder of remindkit/ and tray/ is listed, and nothing else,
+    so a new sub-package cannot be left out of the wheel, nor "tray" put in it."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    listed = config["setuptools"]["packages"]
+    mapped = config["setuptools"]["package-dir"]
+    assert mapped == {"remindkit.tray": "tray"}
+
+    def folders(top: str, name: str) -> set[str]:
+        return {
+            ".".join([name, *p.relative_to(ROOT / top).parts])
+            for p in [ROOT / top, *(ROOT / top).rglob("*")]
+            if p.is_dir() and p.name != "__pycache__" and p.name.isidentifier()
+        }
+
+    assert sorted(listed) == sorted(
+        folders("remindkit", "remindkit") | folders("tray", "remindkit.tray")
+    )
+    assert all(name == "remindkit" or name.startswith("remindkit.") for name in listed)

@@ -44,7 +44,7 @@ def serve_command(cx: Context) -> int:
 
 
 def tray_command(cx: Context) -> int:
-    from tray.app import run_tray
+    from ..tray.app import run_tray
 
     with serving_commands(cx.api):
         return run_tray(cx.graph, cx.out, headless=cx.args.headless, verbose=cx.args.verbose)
