@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import builtins
 import json
-import os
 import socket
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -49,6 +48,7 @@ from .models import (
     Reminder,
     Session,
 )
+from .runtime import process_alive
 from .schedules import (
     build_schedule,
     first_fire,
@@ -769,19 +769,8 @@ ARMED_FRESH_S = 1.0
 
 def _any_alive(engines: Iterable[tuple[str, int]]) -> bool:
     host = socket.gethostname()
-    return any(h != host or _process_exists(pid) for h, pid in engines)
-
-
-def _process_exists(pid: int) -> bool:
-    if os.name != "posix":  # signal 0 is CTRL_C_EVENT on Windows: the heartbeat alone decides
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
+    # an engine of another account on this host counts; off POSIX the heartbeat decides
+    return any(h != host or process_alive(pid, others=True) for h, pid in engines)
 
 
 # -- validation (pure) --------------------------------------------------------------------

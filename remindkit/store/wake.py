@@ -32,7 +32,7 @@ import weakref
 from pathlib import Path
 from typing import Protocol
 
-from ..runtime import UnsafeFolder, runtime_dir
+from ..runtime import UnsafeFolder, process_alive, runtime_dir
 from ..wakeup import Hints, hint_payload
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ class SocketWake:
                 except (ConnectionRefusedError, FileNotFoundError):
                     with contextlib.suppress(OSError):
                         pid = int(name.split("-", 1)[0])
-                        if not _alive(pid):
+                        if not process_alive(pid, others=True):
                             os.unlink(path)
                 except (BlockingIOError, OSError):
                     pass  # its buffer is full: it has hints enough
@@ -168,16 +168,6 @@ class SocketWake:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._closer()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class PgListener:
