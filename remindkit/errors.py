@@ -23,7 +23,8 @@
     └── StoreError (RuntimeError)        store_unavailable, schema_too_new, unreadable_row
 
 Adapters (CLI, tools, HTTP) turn these into results: ``error: <code>: <message>``
-or ``{"error": {"code": ..., "message": ...}}``. A refusal never writes anything.
+(``str()`` of the error) or :func:`error_body`, ``{"error": {"code": ..., "message":
+...}}`` (a tool's result puts ``"ok": false`` beside it). A refusal never writes anything.
 """
 
 from __future__ import annotations
@@ -41,14 +42,14 @@ class RemindkitError(Exception):
         self.message = message
         self.details = details
 
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.details:
-            out["details"] = self.details
-        return out
-
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    """A refusal as every adapter sends it: an HTTP body, a line of ``--json``, a
+    server-sent ``error`` event, a tool's result (with ``"ok": false`` beside it)."""
+    return {"error": {"code": code, "message": message}}
 
 
 class InvalidSchedule(RemindkitError, ValueError):

@@ -47,7 +47,7 @@ def set_callback(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         if action == "cancel":
             return _cancel(ctx, args.get("callback_id"))
     except RemindkitError as exc:
-        return _err(exc.code, f"{exc.code}: {exc.message}")
+        return _err(exc.code, str(exc))  # "<code>: <message>"
     return _err("invalid_action", "action must be set, list or cancel")
 
 

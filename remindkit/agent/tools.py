@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..clock import format_utc
-from ..errors import RemindkitError
+from ..errors import RemindkitError, error_body
 from ..models import Reminder
 from ..protocol.tools import TOOL_NAMES
 from .callbacks import set_callback
@@ -296,7 +296,7 @@ def _ok(data: dict[str, Any]) -> ToolResult:
 
 
 def _error(code: str, message: str) -> ToolResult:
-    data = {"ok": False, "error": {"code": code, "message": message}}
+    data = {"ok": False, **error_body(code, message)}
     return ToolResult(json.dumps(data, ensure_ascii=False), ok=False, code=code, data=data)
 
 

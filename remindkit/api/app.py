@@ -29,6 +29,7 @@ from ..errors import (
     NotFound,
     RemindkitError,
     Unauthorized,
+    error_body,
 )
 from ..models import Reminder, Session
 from ..reminders import Reminders
@@ -41,10 +42,6 @@ from .guard import SCOPE_KEY, Guard, HostNames, status_of
 STATIC = FilePath(__file__).with_name("static")
 NOTEBOOK_STATIC = FilePath(__file__).parent.parent / "notebook" / "static"
 ASSETS = FilePath(__file__).parent.parent / "assets"
-
-
-def error_body(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
 
 
 def reminder_out(rem: Reminder) -> dict[str, Any]:
@@ -152,13 +149,11 @@ class McpShares:
                 mine[sid] = now
         elif scope["method"] == "POST" and len(mine) >= self.PER_TOKEN:
             body = json.dumps(
-                {
-                    "error": {
-                        "code": "too_many_sessions",
-                        "message": f"this token has {self.PER_TOKEN} MCP sessions open; "
-                        "end one (DELETE) or wait for an idle one to end",
-                    }
-                }
+                error_body(
+                    "too_many_sessions",
+                    f"this token has {self.PER_TOKEN} MCP sessions open; "
+                    "end one (DELETE) or wait for an idle one to end",
+                )
             ).encode()
             await send(
                 {

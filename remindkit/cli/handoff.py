@@ -55,6 +55,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..errors import error_body
 from .context import REMINDER_COMMANDS, command_of
 
 # the reminder commands and the read-only reports: what an engine may run for a caller
@@ -168,9 +169,7 @@ def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
                 "see `remindkit ls` for what it did"
             )
             if "--json" in argv:
-                out.write(
-                    json.dumps({"error": {"code": "store_unavailable", "message": why}}) + "\n"
-                )
+                out.write(json.dumps(error_body("store_unavailable", why)) + "\n")
             else:
                 err.write(f"error: store_unavailable: {why}\n")
             return 1
