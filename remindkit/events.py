@@ -1,6 +1,6 @@
 """In-process events for UIs (tray, notebook) and tests: ``fired``, ``delivered``,
-``failed``, ``changed``. Subscribers run on the emitting thread and must be quick;
-an exception in one is logged and never reaches the engine."""
+``failed``, ``waiting``, ``alerted``, ``written``. Subscribers run on the emitting
+thread and must be quick; an exception in one is logged and never reaches the engine."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-FIRED, DELIVERED, FAILED, WAITING, CHANGED, ALERTED, WRITTEN = (
+FIRED, DELIVERED, FAILED, WAITING, ALERTED, WRITTEN = (
     "fired",
     "delivered",
     "failed",
     "waiting",
-    "changed",
     "alerted",
     "written",  # the engine committed fire times and outcomes (their audit events are in the store)
 )

@@ -96,7 +96,6 @@ CLAIMED, WAITING, DELIVERED, SKIPPED = (
 OCC_FAILED, OCC_CANCELLED = OccurrenceState.FAILED, OccurrenceState.CANCELLED
 MISFIRE_POLICIES = tuple(MisfirePolicy)
 BUSY_POLICIES = tuple(BusyPolicy)
-FALLBACK_POLICIES = tuple(FallbackPolicy)
 URGENCIES = tuple(Urgency)
 
 
@@ -320,10 +319,6 @@ class Fire:
         new.__dict__.update(self.__dict__)
         new.__dict__["fired_at"] = at
         return new
-
-    @property
-    def wants_alert(self) -> bool:
-        return self.alarm or bool(self.announce)
 
 
 SESSION_ACTIVE, SESSION_CLOSED, SESSION_DELETED = (

@@ -66,7 +66,7 @@ class KernelRuntime:
         return self
 
     def _on_event(self, kind: str, *args: Any, **kwargs: Any) -> None:
-        if kind in (ev.FIRED, ev.DELIVERED, ev.FAILED, ev.WAITING, ev.ALERTED, ev.CHANGED):
+        if kind in (ev.FIRED, ev.DELIVERED, ev.FAILED, ev.WAITING, ev.ALERTED):
             self.hub.refresh()
 
     def alerts_where(self) -> str:
