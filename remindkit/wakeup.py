@@ -29,12 +29,9 @@ import selectors
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .clock import Clock, now_us
-
-if TYPE_CHECKING:
-    from .store.wake import Listener, Wake
 
 log = logging.getLogger(__name__)
 EARLY_WAKE = 0.002  # seconds before a due time that wait_until stops sleeping long
@@ -58,6 +55,26 @@ def parse_hint(payload: str) -> tuple[str, int | None]:
         return origin, int(due)
     except ValueError:
         return origin, None
+
+
+class Listener(Protocol):
+    """Hints of other processes' writes, waited on by file descriptor."""
+
+    def fileno(self) -> int: ...
+    def drain(self) -> set[str]:
+        """Consume pending hints; return their payloads (:func:`parse_hint`)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Wake(Protocol):
+    """What a store offers for hints (``remindkit/store/wake.py``: datagram sockets
+    on SQLite, LISTEN/NOTIFY on PostgreSQL, none elsewhere)."""
+
+    def notify(self, origin: str = "", added_due_us: int | None = None) -> None: ...
+    def listen(self) -> Listener | None: ...
+    def close(self) -> None: ...
 
 
 class Hints:
@@ -305,4 +322,14 @@ def wait_awake(until_us: int, clock: Clock, spin: float = SPIN) -> bool:
     return True
 
 
-__all__ = ["EARLY_WAKE", "SPIN", "Hints", "Waiter", "hint_payload", "parse_hint", "wait_awake"]
+__all__ = [
+    "EARLY_WAKE",
+    "SPIN",
+    "Hints",
+    "Listener",
+    "Wake",
+    "Waiter",
+    "hint_payload",
+    "parse_hint",
+    "wait_awake",
+]
