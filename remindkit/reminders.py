@@ -44,9 +44,13 @@ from .models import (
     PAUSED,
     SESSION_DELETED,
     URGENCIES,
+    BusyPolicy,
+    MisfirePolicy,
     Occurrence,
     Reminder,
     Session,
+    Urgency,
+    member,
 )
 from .runtime import process_alive
 from .schedules import (
@@ -201,10 +205,10 @@ class Reminders:
             next_fire_at=first,
             alarm=bool(alarm),
             announce=announce,
-            urgency=urgency,
-            misfire=misfire,
+            urgency=member(Urgency, urgency),  # checked above
+            misfire=member(MisfirePolicy, misfire),
             catchup_cap=catchup_cap if catchup_cap is not None else self.settings.catchup_cap,
-            on_busy=on_busy,
+            on_busy=member(BusyPolicy, on_busy),
             created_at=now,
             updated_at=now,
             source=source,

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..clock import Clock, now_us
 from ..errors import Conflict, RemindkitError
-from ..models import CHAT, FEEDBACK, FIRED_TURN, TOOL_RESULT, Fire, Message, Session
+from ..models import CHAT, FEEDBACK, FIRED_TURN, TOOL_RESULT, Fire, Message, Role, Session
 from ..protocol.display import strip_assistant_display
 from ..protocol.framing import frame_feedback, frame_fired
 from ..protocol.tools import openai_tools
@@ -155,7 +155,7 @@ class Conversation:
             if on_start is not None:
                 on_start()
             return self._turn(
-                Message(self.session, "user", text, kind=CHAT),
+                Message(self.session, Role.USER, text, kind=CHAT),
                 keys=(),
                 on_text=on_text,
                 on_tool=on_tool,
@@ -176,7 +176,7 @@ class Conversation:
             whole = framed is not None and len(fresh) == len(by_key)
             return Message(
                 self.session,
-                "user",
+                Role.USER,
                 framed if whole and framed is not None else frame_fired([by_key[k] for k in fresh]),
                 kind=FIRED_TURN,
                 hidden=True,
@@ -294,7 +294,7 @@ class Conversation:
                 [
                     Message(
                         self.session,
-                        "user",
+                        Role.USER,
                         frame_feedback(errors),
                         kind=FEEDBACK,
                         hidden=True,
@@ -329,7 +329,7 @@ class Conversation:
         rows = [
             Message(
                 self.session,
-                "assistant",
+                Role.ASSISTANT,
                 content,
                 tool_calls=tuple(
                     ToolCall(
@@ -358,7 +358,7 @@ class Conversation:
             rows.append(
                 Message(
                     self.session,
-                    "tool",
+                    Role.TOOL,
                     truncate(result.content, cap),
                     kind=TOOL_RESULT,
                     tool_call_id=call.id,

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from ..models import Fire
+from ..models import AlertState, Fire
 
 log = logging.getLogger(__name__)
 
 
 class Alerter(Protocol):
-    def alert(self, fire: Fire) -> str:
+    def alert(self, fire: Fire) -> AlertState:
         """Play the alerts for ``fire``; return ``done``, ``muted`` or ``failed``."""
         ...
 
@@ -28,7 +28,7 @@ class NullAlerter:
     def __init__(self) -> None:
         self.played: list[str] = []
 
-    def alert(self, fire: Fire) -> str:
+    def alert(self, fire: Fire) -> AlertState:
         log.info(
             "alert for %s (alarm=%s announce=%r): no alert devices here",
             fire.key,
@@ -36,4 +36,4 @@ class NullAlerter:
             fire.announce,
         )
         self.played.append(fire.key)
-        return "done"
+        return AlertState.DONE

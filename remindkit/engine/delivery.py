@@ -53,8 +53,10 @@ from ..models import (
     SESSION_DELETED,
     SKIPPED,
     WAITING,
+    AlertState,
     FallbackPolicy,
     Fire,
+    OccurrenceState,
     Outcome,
     Reminder,
     Session,
@@ -178,8 +180,8 @@ class Dispatcher:
             self.poke()
         for f in stamped:
             self.events.emit(ev.FIRED, f)
-        plain = [f for f in stamped if f.alert != "pending"]
-        alerting = [f for f in stamped if f.alert == "pending"]
+        plain = [f for f in stamped if f.alert != AlertState.PENDING]
+        alerting = [f for f in stamped if f.alert == AlertState.PENDING]
         if plain:
             self.route(plain)
         if alerting:
@@ -832,7 +834,7 @@ class Dispatcher:
         for f in fires:
             try:
                 if not self.store.outcomes.set_alert(
-                    f.occurrence_id, f.token, expect="pending", to="playing"
+                    f.occurrence_id, f.token, expect=AlertState.PENDING, to=AlertState.PLAYING
                 ):
                     continue  # another engine has it, or it already played
                 try:
@@ -840,19 +842,21 @@ class Dispatcher:
                     state = self.alerter.alert(f)
                 except Exception:
                     log.exception("alerter failed for %s", f.key)
-                    state = "failed"
-                self.store.outcomes.set_alert(f.occurrence_id, f.token, expect="playing", to=state)
+                    state = AlertState.FAILED
+                self.store.outcomes.set_alert(
+                    f.occurrence_id, f.token, expect=AlertState.PLAYING, to=state
+                )
                 self.events.emit(ev.ALERTED, f, state)
             except Exception:
                 log.exception("alert bookkeeping failed for %s; delivery goes on", f.key)
-        self.route([replace(f, alert="done") for f in fires])
+        self.route([replace(f, alert=AlertState.DONE) for f in fires])
 
     # -- helpers -------------------------------------------------------------------------
 
     def _finish(
         self,
         fires: Sequence[Fire],
-        state: str,
+        state: OccurrenceState,
         *,
         error: str | None = None,
         delivered_us: int | None = None,
