@@ -20,7 +20,8 @@
     ├── Conflict                         not_active, already_exists, session_deleted, conflict
     ├── Unauthorized                     unauthorized
     ├── Forbidden (PermissionError)      forbidden, read_only, feature_disabled
-    └── StoreError (RuntimeError)        store_unavailable, schema_too_new, unreadable_row
+    ├── StoreError (RuntimeError)        store_unavailable, schema_too_new, unreadable_row
+    └── PlanRefused (ValueError)         plan_refused
 
 Adapters (CLI, tools, HTTP) turn these into results: ``error: <code>: <message>``
 (``str()`` of the error) or :func:`error_body`, ``{"error": {"code": ..., "message":
@@ -91,3 +92,11 @@ class Forbidden(RemindkitError, PermissionError):
 
 class StoreError(RemindkitError, RuntimeError):
     code = "store_unavailable"
+
+
+class PlanRefused(RemindkitError, ValueError):
+    """A stored reminder whose plan an engine will not carry out, whoever wrote the row
+    (past the engine's own bounds: ``remindkit.engine.plan.guarded_plan``); the claim
+    quarantines it."""
+
+    code = "plan_refused"

@@ -87,6 +87,14 @@ class SessionState(StrEnum):
     DELETED = "deleted"
 
 
+class Quarantine(StrEnum):
+    """Why a reminder was set aside (``failed``, with the reason in ``last_error``) by
+    an engine that would not carry it out (``remindkit/store/quarantine.py``)."""
+
+    UNREADABLE_ROW = "unreadable_row"  # a hand edit, a newer remindkit, damage
+    REFUSED_PLAN = "refused_plan"  # past the engine's own bounds (errors.PlanRefused)
+
+
 class AlertState(StrEnum):
     """The alert of a fired occurrence (alarm, speech), which plays once: ``None`` when
     its reminder asks for none."""
@@ -207,6 +215,7 @@ class Reminder:
     snoozed: bool = False
     version: int = 1
     delivery: Delivery | None = None  # a fire of it that waits for its session (read with lists)
+    quarantine: Quarantine | None = None  # set aside by an engine (state failed): why
 
     @property
     def kind(self) -> Kind:

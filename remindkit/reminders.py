@@ -493,7 +493,9 @@ class Reminders:
         def fn(r: Reminder) -> Reminder:
             if r.state in (CANCELLED,):
                 raise Conflict(f"reminder {r.id} is cancelled", code="not_active", reminder_id=r.id)
-            return replace(r, state=ACTIVE, next_fire_at=when, snoozed=True, last_error=None)
+            return replace(
+                r, state=ACTIVE, next_fire_at=when, snoozed=True, last_error=None, quarantine=None
+            )
 
         return fn
 

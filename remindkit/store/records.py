@@ -20,6 +20,7 @@ from ..models import (
     BusyPolicy,
     Delivery,
     MisfirePolicy,
+    Quarantine,
     Reminder,
     ReminderState,
     Source,
@@ -57,6 +58,7 @@ REMINDER_FIELDS: tuple[str, ...] = tuple(
         "created_at",
         "updated_at",
         "version",
+        "quarantine",
     ]
 )
 REMINDER_COLUMNS = ", ".join(REMINDER_FIELDS)  # for statements run through the driver
@@ -75,6 +77,7 @@ _MISFIRE = by_value(MisfirePolicy)
 _ON_BUSY = by_value(BusyPolicy)
 _SOURCE = by_value(Source)
 _WAIT_FOR = by_value(WaitFor)
+_QUARANTINE = by_value(Quarantine)
 
 
 def wait_for_of(value: str | None) -> WaitFor | None:
@@ -109,6 +112,9 @@ def _reminder_of_mapping(m: Any) -> Reminder:
         slot=m["slot"],
         snoozed=bool(m["snoozed"]),
         version=m["version"],
+        quarantine=None
+        if m["quarantine"] is None
+        else _QUARANTINE.get(m["quarantine"], m["quarantine"]),
     )
 
 
@@ -141,6 +147,7 @@ def reminder_values(r: Reminder) -> tuple[Any, ...]:
         None if r.created_at is None else to_us(r.created_at),
         None if r.updated_at is None else to_us(r.updated_at),
         r.version,
+        r.quarantine,
     )
 
 
