@@ -20,7 +20,6 @@ LAYERS: list[set[str]] = [
         "clock",
         "errors",
         "failpoints",
-        "events",
         "statusfile",
         "credential",
         "wakeup",
@@ -30,9 +29,10 @@ LAYERS: list[set[str]] = [
         "schedules",
         "models",
         "audit",
+        "events",
         "settings",
         "checks",
-    },  # pure domain, configuration, input checks
+    },  # pure domain, its in-process events, configuration, input checks
     {"protocol"},  # tags, framing, tool schemas: pure
     {"store", "imports"},  # SQLAlchemy, the only package that knows rows; import lines checked
     {"reminders"},  # the reminders API over the store

@@ -126,10 +126,11 @@ class LocalAlerter:
         self.switches = Switches(engine.store.coordination, env=self.switches.env)
         if self.notifier is not None and self._plain is None:
             self._plain = ThreadPoolExecutor(1, thread_name_prefix="remindkit-notify")
-            self._unsubscribe.append(engine.events.subscribe(ev.FIRED, self._on_fired))
+            self._unsubscribe.append(engine.events.subscribe(ev.Fired, self._on_fired))
         return self
 
-    def _on_fired(self, fire: Fire) -> None:
+    def _on_fired(self, event: ev.Fired) -> None:
+        fire = event.fire
         if fire.alert is None and self._plain is not None and self.notifier is not None:
             self._plain.submit(self.notifier.notify, fire)
 

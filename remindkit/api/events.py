@@ -3,7 +3,7 @@
 One thread per server tails the trail by id and hands each new event to the
 connected streams (a bounded queue each). It reads at once when a wake-up hint
 comes (a change through any process on the store) or this process's engine says
-it committed fires or outcomes (``events.WRITTEN``), and otherwise every
+it committed fires or outcomes (``events.Written``), and otherwise every
 ``POLL_S``, so fires made by another engine on a shared store reach the stream too. A stream that resumes (``Last-Event-ID``)
 reads what it missed from the store, so resuming works across restarts; a
 stream whose queue overflows does the same instead of dropping events.

@@ -179,7 +179,7 @@ class Dispatcher:
             self.urgent = True
             self.poke()
         for f in stamped:
-            self.events.emit(ev.FIRED, f)
+            self.events.emit(ev.Fired, f)
         plain = [f for f in stamped if f.alert != AlertState.PENDING]
         alerting = [f for f in stamped if f.alert == AlertState.PENDING]
         if plain:
@@ -213,7 +213,7 @@ class Dispatcher:
         try:
             if fired or outcomes:
                 stale = self.store.outcomes.finish(outcomes, fired=fired, now_us=now_us(self.clock))
-                self.events.emit(ev.WRITTEN)
+                self.events.emit(ev.Written)
         except Exception:
             self._outcomes.extendleft(reversed(outcomes))  # keep them for the next flush
             self._fired.extendleft(reversed(fired))
@@ -546,12 +546,12 @@ class Dispatcher:
                     self._lock
                 ):  # look again, in the store, once these are written (the cache may be stale)
                     self._recheck = True
-                self.events.emit(ev.WAITING, sess.id, fires)
+                self.events.emit(ev.Waiting, sess.id, fires)
         elif act == Action.SKIP:
             self._finish(fires, SKIPPED, error=d.reason)
         elif act == Action.FAIL:
             self._finish(fires, OCC_FAILED, error=d.reason, pause=d.pause)
-            self.events.emit(ev.FAILED, sess.id if sess is not None else None, fires, d.reason)
+            self.events.emit(ev.Failed, sess.id if sess is not None else None, fires, d.reason)
         elif act == Action.REBASE:
             self._rebase(fires, d.reason or "re-based")
         elif act in (Action.QUEUE, Action.DELIVER):
@@ -684,7 +684,7 @@ class Dispatcher:
                     handed_us=handed,
                 )
                 if verdict.wait_for == WaitFor.RETRY:
-                    self.events.emit(ev.WAITING, target.id, list(fires))
+                    self.events.emit(ev.Waiting, target.id, list(fires))
             elif verdict.action == Action.DELIVERED:
                 note = (
                     "already taken by an earlier turn of the session" if result.duplicate else None
@@ -701,14 +701,14 @@ class Dispatcher:
                 )
                 if target.failures and took == target.id:
                     self._record_turn(target.id, ok=True)
-                self.events.emit(ev.DELIVERED, took, list(fires), result)
+                self.events.emit(ev.Delivered, took, list(fires), result)
             else:
                 why = verdict.reason or "turn failed"
                 self._finish(
                     fires, OCC_FAILED, error=why, urgent=slow, handed_us=handed, pause=verdict.pause
                 )
                 self._record_turn(target.id, ok=False, error=why)
-                self.events.emit(ev.FAILED, target.id, list(fires), why)
+                self.events.emit(ev.Failed, target.id, list(fires), why)
         except StoreError as exc:  # the turn could not record itself: retry later, never fail
             log.warning("turn in %s hit a store error (%s); the fires wait", target.id, exc)
             self._finish(
@@ -721,7 +721,7 @@ class Dispatcher:
             log.exception("delivery to %s failed", target.id)
             why = f"{type(exc).__name__}: {exc}"
             self._finish(fires, OCC_FAILED, error=why, pause=True)
-            self.events.emit(ev.FAILED, target.id, list(fires), str(exc))
+            self.events.emit(ev.Failed, target.id, list(fires), str(exc))
 
     def _record_turn(self, session_id: str, *, ok: bool, error: str | None = None) -> None:
         try:
@@ -846,7 +846,7 @@ class Dispatcher:
                 self.store.outcomes.set_alert(
                     f.occurrence_id, f.token, expect=AlertState.PLAYING, to=state
                 )
-                self.events.emit(ev.ALERTED, f, state)
+                self.events.emit(ev.Alerted, f, state)
             except Exception:
                 log.exception("alert bookkeeping failed for %s; delivery goes on", f.key)
         self.route([replace(f, alert=AlertState.DONE) for f in fires])
