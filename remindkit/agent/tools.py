@@ -274,10 +274,10 @@ def _arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any] | To
         try:
             parsed = json.loads(arguments)
         except ValueError as exc:
-            return _error("invalid_arguments", f"the arguments are not JSON: {exc}")
+            return _error("invalid_argument", f"the arguments are not JSON: {exc}")
         arguments = parsed
     if not isinstance(arguments, Mapping):
-        return _error("invalid_arguments", "the arguments must be a JSON object")
+        return _error("invalid_argument", "the arguments must be a JSON object")
     return dict(arguments)
 
 
