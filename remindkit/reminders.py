@@ -178,9 +178,9 @@ class Reminders:
             session = session_key(check_project(project), session)
         label = check_label(label, limits.label_max)
         announce = check_announce(announce, limits.announce_max)
-        _choice("urgency", urgency, URGENCIES)
-        _choice("misfire", misfire, MISFIRE_POLICIES)
-        _choice("on_busy", on_busy, BUSY_POLICIES)
+        _choice("urgency", urgency, URGENCIES, "invalid_urgency")
+        _choice("misfire", misfire, MISFIRE_POLICIES, "invalid_misfire")
+        _choice("on_busy", on_busy, BUSY_POLICIES, "invalid_on_busy")
         sched = build_schedule(
             now=now,
             default_tz=self.default_tz,
@@ -782,8 +782,6 @@ def _any_alive(engines: Iterable[tuple[str, int]]) -> bool:
 # -- validation (pure) --------------------------------------------------------------------
 
 
-def _choice(name: str, value: object, allowed: Sequence[str]) -> None:
+def _choice(name: str, value: object, allowed: Sequence[str], code: str) -> None:
     if value not in allowed:
-        raise InvalidInput(
-            f"{name} must be one of {', '.join(allowed)} (got {value!r})", code=f"invalid_{name}"
-        )
+        raise InvalidInput(f"{name} must be one of {', '.join(allowed)} (got {value!r})", code=code)

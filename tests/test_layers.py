@@ -19,6 +19,7 @@ LAYERS: list[set[str]] = [
         "_compat",
         "clock",
         "errors",
+        "error_codes",
         "failpoints",
         "statusfile",
         "credential",

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..audit import Surface
+from ..error_codes import ErrorCode
 from ..errors import RemindkitError
 from ..models import Reminder
 from ..protocol.tags import CancelTag, Command, ParsedTags, ScheduleTag, parse_tags
 from ..reminders import Reminders
 
-NOT_FOUND = "schedule_not_found"
-ECHOED = "echoed_reminder_tag"
+NOT_FOUND = ErrorCode.SCHEDULE_NOT_FOUND
+ECHOED = ErrorCode.ECHOED_REMINDER_TAG
 
 
 @dataclass(frozen=True)

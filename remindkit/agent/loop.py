@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import Clock, now_us
-from ..errors import Conflict, RemindkitError
+from ..errors import ModelError, RemindkitError, SessionBusy
 from ..models import CHAT, FEEDBACK, FIRED_TURN, TOOL_RESULT, Fire, Message, Role, Session
 from ..protocol.display import strip_assistant_display
 from ..protocol.framing import frame_feedback, frame_fired
@@ -38,7 +38,7 @@ from ..settings import Settings
 from ..store import SqlStore
 from .actions import TagOutcome, feedback_errors, run_reply_tags
 from .budget import estimate_tokens, fit_turns, prompt_budget
-from .model import ChatModel, Completion, ModelError, ToolCall
+from .model import ChatModel, Completion, ToolCall
 from .tools import ToolContext, ToolResult, handle_tool_call, tool_error
 
 log = logging.getLogger(__name__)
@@ -80,10 +80,6 @@ class TurnReply:
     messages: tuple[Message, ...] = ()  # what this turn appended
     tags: tuple[TagOutcome, ...] = ()
     tools: tuple[tuple[str, ToolResult], ...] = field(default=(), compare=False)
-
-
-class SessionBusy(Conflict):
-    code = "session_busy"
 
 
 def session_system(session: Session | None) -> str | None:

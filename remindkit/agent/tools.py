@@ -19,14 +19,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..clock import format_utc
+from ..error_codes import ErrorCode
 from ..errors import RemindkitError, error_body
 from ..models import Reminder
 from ..protocol.tools import TOOL_NAMES
 from .callbacks import set_callback
 from .context import ToolContext, ToolResult, not_given_dropped
 
-NOT_FOUND = "schedule_not_found"
-PERSISTENCE_UNCERTAIN = "persistence_uncertain"
+NOT_FOUND = ErrorCode.SCHEDULE_NOT_FOUND
+PERSISTENCE_UNCERTAIN = ErrorCode.PERSISTENCE_UNCERTAIN
 _SELECTORS = ("after", "at", "every", "cron")
 
 

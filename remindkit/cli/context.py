@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from ..errors import RemindkitError
+from ..errors import CliError
 
 if TYPE_CHECKING:
     from ..reminders import Reminders
@@ -50,10 +50,6 @@ def command_of(argv: Sequence[str]) -> str | None:
         elif not arg.startswith("-"):
             return arg
     return None
-
-
-class CliError(RemindkitError):
-    code = "invalid_argument"
 
 
 class Parser(argparse.ArgumentParser):

@@ -22,8 +22,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from ..errors import RemindkitError, error_body
-from .context import REMINDER_COMMANDS, CliError, Context, Parser, command_of
+from ..errors import CliError, RemindkitError, error_body
+from .context import REMINDER_COMMANDS, Context, Parser, command_of
 from .output import printable
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .context import CliError, Context
+from ..errors import CliError
+from .context import Context
 from .output import history as print_history
 from .output import printable, table, when
 from .scope import scope, session_or_none

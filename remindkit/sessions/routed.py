@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import select
 
 from .. import failpoints
-from ..agent.model import Completion, ModelError
+from ..agent.model import Completion
 from ..clock import Clock, SystemClock, now_us
+from ..errors import ModelError
 from ..models import FIRED_TURN, Fire, Session
 from ..protocol.display import strip_assistant_display
 from ..store import schema as t
