@@ -16,9 +16,10 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from .models import AlertState, Fire
+if TYPE_CHECKING:  # names in annotations only: importing the bus stays cheap (wiring.py)
+    from .models import AlertState, Fire
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
