@@ -14,6 +14,7 @@ reminder's source (an import keeps the one it carries).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -115,6 +116,7 @@ class Source(StrEnum):
     TAG = "tag"  # a <schedule> tag in an agent's reply
     CALLBACK = "callback"  # set_callback
     HTTP = "http"
+    NOTEBOOK = "notebook"  # the notebook panel's form
     IMPORT = "import"
 
 
@@ -188,6 +190,56 @@ OCC_FAILED, OCC_CANCELLED = OccurrenceState.FAILED, OccurrenceState.CANCELLED
 MISFIRE_POLICIES = tuple(MisfirePolicy)
 BUSY_POLICIES = tuple(BusyPolicy)
 URGENCIES = tuple(Urgency)
+
+
+@quick_init
+@dataclass(frozen=True)
+class ReminderSpec:
+    """A request for one reminder, as :meth:`remindkit.reminders.Reminders.add` takes
+    it. Each surface parses its own spelling into it, in one function, and leaves the
+    checks to the reminders API:
+
+    * the command line, ``TEXT --label --in --tz``: ``cli.reminders.reminder_spec``;
+    * the HTTP API, ``prompt name in timezone``: ``api.schema.reminder_spec``;
+    * the tools, ``prompt label after time_zone``: ``agent.tools.reminder_spec``;
+    * the tags, ``label delay tz``: ``agent.actions.reminder_spec``;
+    * ``set_callback``, ``message delay_seconds repeat_count``:
+      ``agent.callbacks.reminder_spec``;
+    * the notebook's form: ``notebook.form.Form.spec``.
+
+    Python callers may give the fields as keywords instead:
+    ``api.add("Check the deploy", session="s1", in_="5m")``.
+
+    ``in_`` / ``at`` / ``every`` / ``cron`` say when (``tz`` for local times, else the
+    configured zone); ``repeat`` (a count, or -1 / ``forever``) and ``until`` bound a
+    repeating one. ``project``: the session is that project's. ``replace_label``: a
+    live reminder with the label is replaced (else the label must be free).
+    ``min_period_s``: a shortest period other than the settings' (set_callback's 1 s).
+    ``words``: how the surface names ``in``, ``at``, ``every``, ``cron``, ``repeat``
+    and ``until`` in refusals (the command line's flags when not given)."""
+
+    text: str
+    session: str | None = None
+    label: str | None = None
+    in_: str | int | None = None
+    at: str | datetime | None = None
+    every: str | int | None = None
+    cron: str | None = None
+    tz: str | None = None
+    repeat: object = None
+    until: str | datetime | None = None
+    alarm: bool = False
+    announce: str | None = None
+    urgency: str = Urgency.NORMAL
+    misfire: str = MisfirePolicy.LATEST
+    catchup_cap: int | None = None
+    on_busy: str = BusyPolicy.WAIT
+    source: Source | str = Source.API
+    slot: int | None = None
+    replace_label: bool = True
+    min_period_s: int | None = None
+    project: str | None = None
+    words: Mapping[str, str] | None = None
 
 
 @quick_init

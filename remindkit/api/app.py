@@ -523,25 +523,7 @@ def create_app(
         b: Any = body
         sid, _sess = in_project(who, project, session, write=True)
         assert sid is not None
-        created = api.add(
-            b.prompt,
-            session=sid,
-            label=b.name,
-            in_=b.in_,
-            at=b.at,
-            every=b.every,
-            cron=b.cron,
-            tz=b.timezone,
-            repeat=b.repeat,
-            until=b.until,
-            alarm=b.alarm,
-            announce=b.announce,
-            urgency=b.urgency,
-            misfire=b.misfire,
-            on_busy=b.on_busy,
-            source="http",
-            project=project,
-        )
+        created = api.add(schema.reminder_spec(b, session=sid, project=project))
         rem = created.reminder
         data = reminder_out(rem)
         data["replaced"] = list(created.replaced)
