@@ -134,9 +134,10 @@ class Context:
             return self.api
         if self._reader is None:
             from ..audit import Surface
-            from ..reminders import Reminders
+            from ..wiring import build
 
-            self._reader = Reminders(cast(Any, store), settings=self.settings, surface=Surface.CLI)
+            reader = build(self.settings, store=cast(Any, store), surface=Surface.CLI)
+            self._reader = reader.api
         return self._reader
 
     def close(self) -> None:
