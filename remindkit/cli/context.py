@@ -133,11 +133,13 @@ class Context:
         if self._lent is not None or self._graph is not None or not self._lite:
             return self.api
         if self._reader is None:
+            # The API alone over the driver-only reader, not a graph: ls with no engine is
+            # timed against `python -c pass` (bench/cli_speed.py), and a graph's event bus
+            # and wiring cost it milliseconds for nothing a read uses.
             from ..audit import Surface
-            from ..wiring import build
+            from ..reminders import Reminders
 
-            reader = build(self.settings, store=cast(Any, store), surface=Surface.CLI)
-            self._reader = reader.api
+            self._reader = Reminders(cast(Any, store), settings=self.settings, surface=Surface.CLI)
         return self._reader
 
     def close(self) -> None:
