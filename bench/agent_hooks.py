@@ -180,12 +180,11 @@ def main() -> None:
         # each server as its host starts it (the host's clientInfo name: its hooks hand in)
         servers = [serve_mcp(rk, INPUTS[h]["sid"], HOSTS[h].MCP_CLIENT, env) for h in hosts]  # type: ignore[arg-type]
         time.sleep(1.5)  # their hand-off socket is up
-        from remindkit.reminders import Reminders
+        from remindkit import build
         from remindkit.settings import Settings
-        from remindkit.store import open_store
 
         settings = Settings.from_env({"REMINDKIT_HOME": str(home)})
-        api = Reminders(open_store(None, settings=settings), settings=settings)
+        api = build(settings).api
         floor: list[float] = []
         times: dict[str, list[float]] = {h: [] for h in hosts}
         handed = dict.fromkeys(hosts, 0)

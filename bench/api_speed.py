@@ -63,7 +63,7 @@ from bench.common import (  # noqa: E402
 )
 from remindkit.reminders import Reminders  # noqa: E402
 from remindkit.settings import Settings  # noqa: E402
-from remindkit.store import open_store  # noqa: E402
+from remindkit.wiring import build  # noqa: E402
 
 UNLIMITED = {
     "REMINDKIT_MAX_PER_SESSION": "none",
@@ -306,8 +306,8 @@ def main() -> None:
             proc.terminate()
             raise
         settings = Settings.from_env(env=UNLIMITED, home=home / "local")
-        store = open_store(f"sqlite:///{home / 'local.db'}", settings=settings)
-        api = Reminders(store, settings=settings)
+        graph = build(settings, db=f"sqlite:///{home / 'local.db'}")
+        store, api = graph.store, graph.api
         try:
             at = load()
             create = bench_create(url, floor_url, (proc.pid, floor.pid), api, n)

@@ -60,8 +60,8 @@ def open_bench(
     folder: Path, url: str | None = None
 ) -> tuple[rk.SqlStore, rk.Reminders, rk.Settings]:
     settings = settings_for(folder, url)
-    store = rk.open_store(url or f"sqlite:///{folder / 'remindkit.db'}", settings=settings)
-    return store, rk.Reminders(store, settings=settings), settings
+    graph = rk.build(settings, db=url or f"sqlite:///{folder / 'remindkit.db'}")
+    return graph.store, graph.api, settings
 
 
 def bulk(api: rk.Reminders, dues_us: Sequence[int], sessions: int) -> None:
@@ -100,7 +100,8 @@ def bulk(api: rk.Reminders, dues_us: Sequence[int], sessions: int) -> None:
 
 def engine_for(store: rk.SqlStore, settings: rk.Settings) -> tuple[rk.Engine, NoopSessions]:
     noop = NoopSessions()
-    return rk.Engine(store, settings=settings, adapters=Adapters(noop), can_alert=False), noop
+    graph = rk.build(settings, store=store, adapters=Adapters(noop))
+    return graph.engine(can_alert=False), noop
 
 
 def spread(folder: Path, n: int, span: float, sessions: int) -> dict:

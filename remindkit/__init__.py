@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         StoreError,
     )
     from .events import Events
-    from .models import Fire, Occurrence, Reminder, Session
+    from .models import Fire, Occurrence, Reminder, ReminderSpec, Session
     from .notebook.panels import Panel
     from .reminders import Reminders
     from .schedules import Schedule, parse_duration
@@ -69,6 +69,7 @@ _LAZY = {
     "Fire": "models",
     "Occurrence": "models",
     "Reminder": "models",
+    "ReminderSpec": "models",
     "Session": "models",
     "Reminders": "reminders",
     "Schedule": "schedules",
@@ -131,6 +132,7 @@ __all__ = [
     "NotFound",
     "Occurrence",
     "Reminder",
+    "ReminderSpec",
     "Reminders",
     "RemindkitError",
     "Schedule",

@@ -1,6 +1,6 @@
 """What the standard library lacks or does slowly: ``enum.StrEnum`` on Python 3.10
 too (members are ``str``, so they compare equal to the strings stored in the
-database and print as their value), a faster ``__init__`` for frozen
+database and print and repr as their value), a faster ``__init__`` for frozen
 dataclasses (:func:`quick_init`), and a pause of the cyclic garbage collector
 (:func:`collector_paused`)."""
 
@@ -15,16 +15,25 @@ from enum import Enum
 from typing import Any, TypeVar
 
 if sys.version_info >= (3, 11):
-    from enum import StrEnum
+    from enum import StrEnum as _StrEnum
 else:  # pragma: no cover - exercised on 3.10 only
 
-    class StrEnum(str, Enum):
+    class _StrEnum(str, Enum):
         def __str__(self) -> str:
             return str(self.value)
 
         @staticmethod
         def _generate_next_value_(name: str, start: int, count: int, last_values: list[str]) -> str:
             return name.lower()
+
+
+class StrEnum(_StrEnum):
+    """A ``str`` enum whose members also *repr* as their value (``'active'``): a state
+    read from the store shows in a tuple, a dataclass's repr or a log line as the
+    plain string it was before these fields were typed."""
+
+    def __repr__(self) -> str:
+        return repr(self._value_)
 
 
 C = TypeVar("C", bound=type)

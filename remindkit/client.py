@@ -34,6 +34,7 @@ from .errors import (
     InvalidInput,
     InvalidSchedule,
     LimitExceeded,
+    ModelError,
     NotFound,
     RemindkitError,
     StoreError,
@@ -77,8 +78,6 @@ def error_from_response(response: httpx.Response) -> RemindkitError:
         code, message = "store_unavailable", f"HTTP {response.status_code}: {response.text[:200]}"
     cls: type[RemindkitError] = _BY_STATUS.get(response.status_code, StoreError)
     if response.status_code == 502:  # the session's agent failed
-        from .agent.model import ModelError
-
         cls = ModelError
     if code in SCHEDULE_CODES:
         cls = InvalidSchedule

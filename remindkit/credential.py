@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .runtime import process_alive
 from .statusfile import home_from_env
 
 CREDENTIAL_FILE = "api-credential"
@@ -220,16 +221,6 @@ def remove_server(path: Path) -> None:
         os.unlink(path)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process has that pid now
-        return False
-    return True
-
-
 def live_servers(home: Path) -> list[dict[str, Any]]:
     """The servers of this home that are running, newest first."""
     found = []
@@ -245,7 +236,7 @@ def live_servers(home: Path) -> list[dict[str, Any]]:
             continue
         if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
             continue
-        if not _alive(info["pid"]):
+        if not process_alive(info["pid"], others=False):  # of another user: not ours
             remove_server(path)
             continue
         found.append(info)

@@ -17,25 +17,30 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from ._compat import StrEnum
 from .checks import check_announce, check_id, check_label, check_session_id, check_text
 from .clock import parse_utc
 from .errors import InvalidInput, InvalidSchedule
 from .models import (
     ACTIVE,
-    BUSY_POLICIES,
     LIVE_STATES,
-    MISFIRE_POLICIES,
-    REMINDER_STATES,
-    URGENCIES,
+    BusyPolicy,
+    MisfirePolicy,
     Reminder,
+    ReminderState,
     Session,
+    Source,
+    Urgency,
+    by_value,
 )
 from .protocol.tools import CALLBACK_SLOTS
 from .schedules import Schedule, compile_cron, get_zone
 from .schedules.spec import cron_min_gap
 from .settings import Settings
+
+E = TypeVar("E", bound=StrEnum)
 
 MAX_COUNT = 1_000_000_000  # fired_count, repeat: far beyond any real series, well inside 64 bits
 MAX_CONFIG = 64 * 1024  # characters of a session's config as JSON
@@ -116,20 +121,10 @@ def check_schedule(
 
 def check_reminder(d: dict[str, Any], settings: Settings, now: datetime) -> Reminder:
     limits = settings.limits
-    state = d.get("state", ACTIVE)
-    if state not in REMINDER_STATES:
-        raise InvalidInput(
-            f"state must be one of {', '.join(REMINDER_STATES)}", code="invalid_state"
-        )
-    for name, allowed, default in (
-        ("urgency", URGENCIES, "normal"),
-        ("misfire", MISFIRE_POLICIES, "latest"),
-        ("on_busy", BUSY_POLICIES, "wait"),
-    ):
-        if d.get(name, default) not in allowed:
-            raise InvalidInput(
-                f"{name} must be one of {', '.join(allowed)}", code=f"invalid_{name}"
-            )
+    state = _one_of(d, "state", ReminderState, ACTIVE, "invalid_state")
+    urgency = _one_of(d, "urgency", Urgency, "normal", "invalid_urgency")
+    misfire = _one_of(d, "misfire", MisfirePolicy, "latest", "invalid_misfire")
+    on_busy = _one_of(d, "on_busy", BusyPolicy, "wait", "invalid_on_busy")
     live = state in LIVE_STATES
     nxt = _time(d, "next_fire_at")
     if state == ACTIVE and nxt is None:
@@ -138,7 +133,7 @@ def check_reminder(d: dict[str, Any], settings: Settings, now: datetime) -> Remi
     assert created is not None
     sched = check_schedule(d.get("schedule"), settings, live=live, now=now, next_fire=nxt)
     last_error = _str(d, "last_error")
-    source = _str(d, "source") or "import"
+    source = _str(d, "source") or Source.IMPORT
     for key, value, most in (("last_error", last_error, 2_000), ("source", source, 40)):
         if value is not None and len(value) > most:
             raise InvalidInput(f"{key} is longer than {most} characters", code="invalid_import")
@@ -160,17 +155,26 @@ def check_reminder(d: dict[str, Any], settings: Settings, now: datetime) -> Remi
         fired_count=fired,
         alarm=bool(d.get("alarm", False)),
         announce=check_announce(d.get("announce"), limits.announce_max),
-        urgency=d.get("urgency", "normal"),
-        misfire=d.get("misfire", "latest"),
+        urgency=urgency,
+        misfire=misfire,
         catchup_cap=cap,
-        on_busy=d.get("on_busy", "wait"),
+        on_busy=on_busy,
         last_error=last_error,
-        source=source,
+        source=by_value(Source).get(source, source),
         slot=slot,
         snoozed=bool(d.get("snoozed", False)),
         created_at=created,
         updated_at=_time(d, "updated_at") or created,
     )
+
+
+def _one_of(d: dict[str, Any], name: str, enum: type[E], default: str, code: str) -> E:
+    """The member of ``enum`` that the line's ``name`` (or ``default``) is."""
+    value = d.get(name, default)
+    members = by_value(enum)
+    if not isinstance(value, str) or value not in members:
+        raise InvalidInput(f"{name} must be one of {', '.join(members)}", code=code)
+    return members[value]
 
 
 def check_session(d: dict[str, Any], *, trust: bool) -> tuple[Session, list[str]]:

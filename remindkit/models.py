@@ -3,18 +3,29 @@
 Frozen dataclasses; the store maps its rows to these, so nothing outside
 ``remindkit.store`` imports SQLAlchemy. ``to_dict`` gives the stable ``--json``
 shapes (times RFC 3339 UTC with ``Z``).
+
+States and policies are ``StrEnum`` members (they compare equal to, and print as,
+the strings stored in the database). The store's row mappers turn what they read
+into members with :func:`member`; a value this remindkit does not know (written by
+a newer one, or by hand) stays the string it is. Two vocabularies are open and
+typed as the enum or a string: a session's adapter (plugins name their own) and a
+reminder's source (an import keeps the one it carries).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ._compat import StrEnum, quick_init
 from .clock import format_utc
 from .schedules import Schedule
+from .schedules.spec import Kind
 from .schedules.zones import get_zone
+
+E = TypeVar("E", bound=StrEnum)
 
 
 class ReminderState(StrEnum):
@@ -78,6 +89,88 @@ class SessionState(StrEnum):
     DELETED = "deleted"
 
 
+class Quarantine(StrEnum):
+    """Why a reminder was set aside (``failed``, with the reason in ``last_error``) by
+    an engine that would not carry it out (``remindkit/store/quarantine.py``)."""
+
+    UNREADABLE_ROW = "unreadable_row"  # a hand edit, a newer remindkit, damage
+    REFUSED_PLAN = "refused_plan"  # past the engine's own bounds (errors.PlanRefused)
+
+
+class AlertState(StrEnum):
+    """The alert of a fired occurrence (alarm, speech), which plays once: ``None`` when
+    its reminder asks for none."""
+
+    PENDING = "pending"  # to play: an engine that may alert takes it pending -> playing
+    PLAYING = "playing"
+    DONE = "done"
+    FAILED = "failed"  # no sound device, a speaker that failed (the delivery goes on)
+    MUTED = "muted"  # the person muted alerts, or quiet hours
+
+
+class Source(StrEnum):
+    """What made a reminder (an import keeps the source it carries, known here or not)."""
+
+    API = "api"  # the reminders API in Python (a notebook, the tray)
+    CLI = "cli"
+    TOOL = "tool"  # schedule_create
+    TAG = "tag"  # a <schedule> tag in an agent's reply
+    CALLBACK = "callback"  # set_callback
+    HTTP = "http"
+    NOTEBOOK = "notebook"  # the notebook panel's form
+    IMPORT = "import"
+
+
+class AdapterName(StrEnum):
+    """The built-in session adapters (a plugin named in ``REMINDKIT_ADAPTERS`` brings
+    its own name)."""
+
+    COMMAND = "command"
+    PYTHON = "python"
+    OPENAI = "openai"
+    MCP = "mcp"
+    TELEGRAM = "telegram"
+    WEBHOOK = "webhook"
+
+
+class Role(StrEnum):
+    """The role of a transcript's message (OpenAI chat roles)."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class MessageKind(StrEnum):
+    """Where a message of a transcript came from."""
+
+    CHAT = "chat"  # typed by the person, or the agent's reply
+    FIRED_TURN = "fired"  # a fired reminder's <schedule-fired> turn (hidden)
+    FEEDBACK = "feedback"  # the report of tags that were not carried out (hidden)
+    TOOL_RESULT = "tool"
+
+
+_BY_VALUE: dict[type, dict[Any, Any]] = {}
+
+
+def by_value(enum: type[E]) -> dict[str, E]:
+    """``enum``'s members by value (made once). The store's row mappers look values up
+    here, ``by_value(Urgency).get(v, v)``: a dict lookup, a tenth of ``Urgency(v)``,
+    on every row a claim or a listing reads; a value the enum does not have (a newer
+    remindkit, or a hand edit, wrote it) stays the string the row had."""
+    by = _BY_VALUE.get(enum)
+    if by is None:
+        by = _BY_VALUE[enum] = {m.value: m for m in enum}
+    return by
+
+
+def member(enum: type[E], value: Any) -> E:
+    """The member of ``enum`` whose value ``value`` is (see :func:`by_value`); a value
+    it does not have comes back as it is. For input already checked against it."""
+    return by_value(enum).get(value, value)
+
+
 # Short names used across the package.
 ACTIVE, PAUSED, DONE, CANCELLED, FAILED = (
     ReminderState.ACTIVE,
@@ -98,8 +191,57 @@ OCC_FAILED, OCC_CANCELLED = OccurrenceState.FAILED, OccurrenceState.CANCELLED
 ALERTED = OccurrenceState.ALERTED
 MISFIRE_POLICIES = tuple(MisfirePolicy)
 BUSY_POLICIES = tuple(BusyPolicy)
-FALLBACK_POLICIES = tuple(FallbackPolicy)
 URGENCIES = tuple(Urgency)
+
+
+@quick_init
+@dataclass(frozen=True)
+class ReminderSpec:
+    """A request for one reminder, as :meth:`remindkit.reminders.Reminders.add` takes
+    it. Each surface parses its own spelling into it, in one function, and leaves the
+    checks to the reminders API:
+
+    * the command line, ``TEXT --label --in --tz``: ``cli.reminders.reminder_spec``;
+    * the HTTP API, ``prompt name in timezone``: ``api.schema.reminder_spec``;
+    * the tools, ``prompt label after time_zone``: ``agent.tools.reminder_spec``;
+    * the tags, ``label delay tz``: ``agent.actions.reminder_spec``;
+    * ``set_callback``, ``message delay_seconds repeat_count``:
+      ``agent.callbacks.reminder_spec``;
+    * the notebook's form: ``notebook.form.Form.spec``.
+
+    Python callers may give the fields as keywords instead:
+    ``api.add("Check the deploy", session="s1", in_="5m")``.
+
+    ``in_`` / ``at`` / ``every`` / ``cron`` say when (``tz`` for local times, else the
+    configured zone); ``repeat`` (a count, or -1 / ``forever``) and ``until`` bound a
+    repeating one. ``project``: the session is that project's. ``replace_label``: a
+    live reminder with the label is replaced (else the label must be free).
+    ``min_period_s``: a shortest period other than the settings' (set_callback's 1 s).
+    ``words``: how the surface names ``in``, ``at``, ``every``, ``cron``, ``repeat``
+    and ``until`` in refusals (the command line's flags when not given)."""
+
+    text: str
+    session: str | None = None
+    label: str | None = None
+    in_: str | int | None = None
+    at: str | datetime | None = None
+    every: str | int | None = None
+    cron: str | None = None
+    tz: str | None = None
+    repeat: object = None
+    until: str | datetime | None = None
+    alarm: bool = False
+    announce: str | None = None
+    urgency: str = Urgency.NORMAL
+    misfire: str = MisfirePolicy.LATEST
+    catchup_cap: int | None = None
+    on_busy: str = BusyPolicy.WAIT
+    source: Source | str = Source.API
+    slot: int | None = None
+    replace_label: bool = True
+    min_period_s: int | None = None
+    project: str | None = None
+    words: Mapping[str, str] | None = None
 
 
 @quick_init
@@ -109,27 +251,28 @@ class Reminder:
     session: str | None
     text: str
     schedule: Schedule
-    state: str = ACTIVE
+    state: ReminderState = ACTIVE
     label: str | None = None
     next_fire_at: datetime | None = None
     fired_count: int = 0
     alarm: bool = False
     announce: str | None = None
-    urgency: str = "normal"
-    misfire: str = "latest"
+    urgency: Urgency = Urgency.NORMAL
+    misfire: MisfirePolicy = MisfirePolicy.LATEST
     catchup_cap: int = 10
-    on_busy: str = "wait"
+    on_busy: BusyPolicy = BusyPolicy.WAIT
     last_error: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
-    source: str = "api"
+    source: Source | str = Source.API
     slot: int | None = None
     snoozed: bool = False
     version: int = 1
     delivery: Delivery | None = None  # a fire of it that waits for its session (read with lists)
+    quarantine: Quarantine | None = None  # set aside by an engine (state failed): why
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> Kind:
         return self.schedule.kind
 
     @property
@@ -193,8 +336,8 @@ class Delivery:
     """Fires of a reminder that have fired but wait for their session: still the
     user's (listed, cancellable) until their turn starts."""
 
-    state: str  # "waiting"
-    wait_for: str | None  # WaitFor
+    state: OccurrenceState  # waiting
+    wait_for: WaitFor | None
     reason: str | None
     due_at: datetime
     count: int = 1
@@ -217,7 +360,7 @@ class Occurrence:
     id: int
     reminder_id: str
     due_at: datetime
-    state: str
+    state: OccurrenceState
     session: str | None = None
     fired_at: datetime | None = None
     delivered_at: datetime | None = None
@@ -226,9 +369,9 @@ class Occurrence:
     attempts: int = 0
     error: str | None = None
     delivered_to: str | None = None
-    alert: str | None = None
+    alert: AlertState | None = None
     owner: str | None = None
-    wait_for: str | None = None  # WaitFor, while waiting
+    wait_for: WaitFor | None = None  # while waiting
     handed_at: datetime | None = None  # the turn that carries it started
 
     @property
@@ -251,7 +394,7 @@ class Occurrence:
         return _ms(self.handed_at, self.delivered_at)
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> OccurrenceState:
         return self.state
 
     def to_dict(self) -> dict[str, Any]:
@@ -298,19 +441,19 @@ class Fire:
     due_at: datetime
     text: str
     label: str | None = None
-    kind: str = "after"
+    kind: Kind = "after"
     position: int = 1
     repeat: int | None = 1
     missed: int = 0
     alarm: bool = False
     announce: str | None = None
-    urgency: str = "normal"
-    on_busy: str = "wait"
+    urgency: Urgency = Urgency.NORMAL
+    on_busy: BusyPolicy = BusyPolicy.WAIT
     token: str = ""
     fired_at: datetime | None = None
-    alert: str | None = None
+    alert: AlertState | None = None
     every_s: int | None = None
-    wait_for: str | None = None  # WaitFor of a waiting occurrence taken up again
+    wait_for: WaitFor | None = None  # of a waiting occurrence taken up again
 
     @property
     def key(self) -> str:
@@ -324,10 +467,6 @@ class Fire:
         new.__dict__["fired_at"] = at
         return new
 
-    @property
-    def wants_alert(self) -> bool:
-        return self.alarm or bool(self.announce)
-
 
 SESSION_ACTIVE, SESSION_CLOSED, SESSION_DELETED = (
     SessionState.ACTIVE,
@@ -340,9 +479,9 @@ SESSION_ACTIVE, SESSION_CLOSED, SESSION_DELETED = (
 @dataclass(frozen=True)
 class Session:
     id: str
-    adapter: str | None = None  # "command", "python", "openai", or None (no delivery yet)
+    adapter: AdapterName | str | None = None  # None: no delivery yet
     config: dict[str, Any] = field(default_factory=dict)
-    state: str = SESSION_ACTIVE
+    state: SessionState = SESSION_ACTIVE
     created_at: datetime | None = None
     last_active_at: datetime | None = None
     busy: bool = False  # marked busy by an external agent (`remindkit session busy`)
@@ -350,7 +489,7 @@ class Session:
     in_turn: bool = False  # a turn runs through remindkit (lease held)
     parent_id: str | None = None  # fresh-session fallback: the session it replaced
     title: str | None = None
-    fallback: str = FallbackPolicy.FRESH  # FallbackPolicy: what a turn that fails at once does
+    fallback: FallbackPolicy = FallbackPolicy.FRESH  # what a turn that fails at once does
     failures: int = 0  # failed turns in a row (reset by a delivered one)
     last_error: str | None = None  # why the last turn failed
 
@@ -392,7 +531,7 @@ class Plan:
     fires: tuple[PlannedFire, ...]
     skipped: tuple[PlannedFire, ...]
     next_fire_us: int | None
-    state: str
+    state: ReminderState
     fired_count: int
     snoozed: bool = False
 
@@ -404,13 +543,13 @@ class Outcome:
 
     occurrence_id: int
     token: str
-    state: str  # OccurrenceState: delivered | waiting | failed | skipped | cancelled
+    state: OccurrenceState  # delivered | waiting | failed | skipped | cancelled
     fired_at_us: int | None = None
     delivered_at_us: int | None = None
     delivered_to: str | None = None
     error: str | None = None
-    alert: str | None = None
-    wait_for: str | None = None  # WaitFor, with state waiting
+    alert: AlertState | None = None
+    wait_for: WaitFor | None = None  # with state waiting
     handed_at_us: int | None = None  # the turn that carried it started
     pause: bool = (
         False  # with state failed: pause its reminder (a one-shot ends failed), last_error = error
@@ -421,7 +560,12 @@ class Outcome:
 
 
 # Message kinds in a transcript
-CHAT, FIRED_TURN, FEEDBACK, TOOL_RESULT = "chat", "fired", "feedback", "tool"
+CHAT, FIRED_TURN, FEEDBACK, TOOL_RESULT = (
+    MessageKind.CHAT,
+    MessageKind.FIRED_TURN,
+    MessageKind.FEEDBACK,
+    MessageKind.TOOL_RESULT,
+)
 
 
 @quick_init
@@ -434,9 +578,9 @@ class Message:
     out (``feedback``, hidden)."""
 
     session: str
-    role: str  # system | user | assistant | tool
+    role: Role
     content: str | None = None
-    kind: str = CHAT
+    kind: MessageKind = CHAT
     hidden: bool = False
     tool_calls: tuple[dict[str, Any], ...] = ()
     tool_call_id: str | None = None

@@ -3,15 +3,18 @@ export and import. The CLI, the agent tools, the widgets and the tray all go
 through it. Input is validated before anything is written; a refusal raises a
 :class:`~remindkit.errors.RemindkitError` with a stable code and writes nothing.
 
->>> rk = Reminders(open_store())                                  # doctest: +SKIP
+>>> rk = remindkit.build().api                                            # doctest: +SKIP
 >>> rk.create("Check the deploy", session="s1", label="deploy", in_="5m")  # doctest: +SKIP
+>>> rk.add(ReminderSpec("Stretch", session="s1", every="1h"))              # doctest: +SKIP
+
+Every surface parses its own spelling into a :class:`~remindkit.models.ReminderSpec`
+(its one request value) and hands it to :meth:`Reminders.add`.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
-import os
 import socket
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -45,10 +48,16 @@ from .models import (
     PAUSED,
     SESSION_DELETED,
     URGENCIES,
+    BusyPolicy,
+    MisfirePolicy,
     Occurrence,
     Reminder,
+    ReminderSpec,
     Session,
+    Urgency,
+    member,
 )
+from .runtime import process_alive
 from .schedules import (
     build_schedule,
     first_fire,
@@ -136,59 +145,51 @@ class Reminders:
 
     # -- create --------------------------------------------------------------------------
 
-    def create(self, text: str, **kwargs: Any) -> Reminder:
-        return self.add(text, **kwargs).reminder
+    def create(self, spec: ReminderSpec | str, /, **fields: Any) -> Reminder:
+        return self.add(spec, **fields).reminder
 
     def add(
         self,
-        text: str,
+        spec: ReminderSpec | str,
+        /,
         *,
-        session: str | None = None,
-        label: str | None = None,
-        in_: str | int | None = None,
-        at: str | datetime | None = None,
-        every: str | int | None = None,
-        cron: str | None = None,
-        tz: str | None = None,
-        repeat: object = None,
-        until: str | datetime | None = None,
-        alarm: bool = False,
-        announce: str | None = None,
-        urgency: str = "normal",
-        misfire: str = "latest",
-        catchup_cap: int | None = None,
-        on_busy: str = "wait",
-        source: str = "api",
-        slot: int | None = None,
-        replace_label: bool = True,
-        min_period_s: int | None = None,
         surface: Surface | str | None = None,
-        project: str | None = None,
+        **fields: Any,
     ) -> Created:
+        """Make the reminder ``spec`` asks for (a :class:`~remindkit.models.ReminderSpec`,
+        or its text with the other fields as keywords: ``add("Stretch", in_="5m")``).
+        ``surface``: what asked (the audit trail's); by default this API's."""
+        if isinstance(spec, str):
+            spec = ReminderSpec(spec, **fields)
+        elif fields:
+            raise TypeError(f"add() takes a ReminderSpec or keywords, not both ({sorted(fields)})")
         limits = self.settings.limits
         by = self._surface(surface)
         now = self.clock.now()
-        text = check_text(text, limits.text_max)
-        session = check_session_id(session)
+        text = check_text(spec.text, limits.text_max)
+        session = check_session_id(spec.session)
+        project = spec.project
         if session is not None and project is not None:  # the session of that project
             session = session_key(check_project(project), session)
-        label = check_label(label, limits.label_max)
-        announce = check_announce(announce, limits.announce_max)
-        _choice("urgency", urgency, URGENCIES)
-        _choice("misfire", misfire, MISFIRE_POLICIES)
-        _choice("on_busy", on_busy, BUSY_POLICIES)
+        label = check_label(spec.label, limits.label_max)
+        announce = check_announce(spec.announce, limits.announce_max)
+        _choice("urgency", spec.urgency, URGENCIES, "invalid_urgency")
+        _choice("misfire", spec.misfire, MISFIRE_POLICIES, "invalid_misfire")
+        _choice("on_busy", spec.on_busy, BUSY_POLICIES, "invalid_on_busy")
+        min_period_s = spec.min_period_s
         sched = build_schedule(
             now=now,
             default_tz=self.default_tz,
-            tz=tz,
-            in_=in_,
-            at=at,
-            every=every,
-            cron=cron,
-            repeat=repeat,
-            until=until,
+            tz=spec.tz,
+            in_=spec.in_,
+            at=spec.at,
+            every=spec.every,
+            cron=spec.cron,
+            repeat=spec.repeat,
+            until=spec.until,
             min_period_s=limits.min_period_s if min_period_s is None else min_period_s,
             horizon_s=limits.horizon_s,
+            words=spec.words,
         )
         first = first_fire(sched, now)
         rem = Reminder(
@@ -199,23 +200,23 @@ class Reminders:
             schedule=sched,
             state=ACTIVE,
             next_fire_at=first,
-            alarm=bool(alarm),
+            alarm=bool(spec.alarm),
             announce=announce,
-            urgency=urgency,
-            misfire=misfire,
-            catchup_cap=catchup_cap if catchup_cap is not None else self.settings.catchup_cap,
-            on_busy=on_busy,
+            urgency=member(Urgency, spec.urgency),  # checked above
+            misfire=member(MisfirePolicy, spec.misfire),
+            catchup_cap=self.settings.catchup_cap if spec.catchup_cap is None else spec.catchup_cap,
+            on_busy=member(BusyPolicy, spec.on_busy),
             created_at=now,
             updated_at=now,
-            source=source,
-            slot=slot,
+            source=spec.source,
+            slot=spec.slot,
         )
         fresh = time.monotonic() - self._armed_seen < ARMED_FRESH_S
         added = self.store.reminders.add_reminder(
             rem,
             limits=limits,
             now_us=to_us(now),
-            replace_label=replace_label,
+            replace_label=spec.replace_label,
             surface=by,
             alive_since_us=None if fresh else self._alive_since(now),
             project=project,
@@ -236,8 +237,7 @@ class Reminders:
         recent for two leases). An engine on another host (PostgreSQL) counts by its
         heartbeat alone. What ``status``, ``/v1/status`` and :meth:`armed` say."""
         engines = self.store.coordination.live_engines(since_us=self._alive_since(self.clock.now()))
-        host = socket.gethostname()
-        return [e for e in engines if e["host"] != host or _process_exists(e["pid"])]
+        return [e for e in engines if _any_alive([(e["host"], e["pid"])])]
 
     def _alive_since(self, now: datetime) -> int:
         return to_us(now) - int(
@@ -508,7 +508,9 @@ class Reminders:
         def fn(r: Reminder) -> Reminder:
             if r.state in (CANCELLED,):
                 raise Conflict(f"reminder {r.id} is cancelled", code="not_active", reminder_id=r.id)
-            return replace(r, state=ACTIVE, next_fire_at=when, snoozed=True, last_error=None)
+            return replace(
+                r, state=ACTIVE, next_fire_at=when, snoozed=True, last_error=None, quarantine=None
+            )
 
         return fn
 
@@ -802,26 +804,13 @@ ARMED_FRESH_S = 1.0
 def _any_alive(engines: Iterable[tuple[str, int]]) -> bool:
     """Whether any of these (host, pid) engines is alive (see :meth:`Reminders.engines`)."""
     host = socket.gethostname()
-    return any(h != host or _process_exists(pid) for h, pid in engines)
-
-
-def _process_exists(pid: int) -> bool:
-    if os.name != "posix":  # signal 0 is CTRL_C_EVENT on Windows: the heartbeat alone decides
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
+    # an engine of another account on this host counts; off POSIX the heartbeat decides
+    return any(h != host or process_alive(pid, others=True) for h, pid in engines)
 
 
 # -- validation (pure) --------------------------------------------------------------------
 
 
-def _choice(name: str, value: object, allowed: Sequence[str]) -> None:
+def _choice(name: str, value: object, allowed: Sequence[str], code: str) -> None:
     if value not in allowed:
-        raise InvalidInput(
-            f"{name} must be one of {', '.join(allowed)} (got {value!r})", code=f"invalid_{name}"
-        )
+        raise InvalidInput(f"{name} must be one of {', '.join(allowed)} (got {value!r})", code=code)

@@ -1,5 +1,6 @@
 """The runtime folder: where one user's remindkit processes keep their sockets and
-lock files (the wake-up sockets, the engines' liveness locks, the command hand-off).
+lock files (the wake-up sockets, the engines' liveness locks, the command hand-off),
+and whether the process that left one is still running (:func:`process_alive`).
 
 It is ``$XDG_RUNTIME_DIR/remindkit-UID`` when ``XDG_RUNTIME_DIR`` names a folder of
 ours that no one else may write to (the login manager makes it 0700), else
@@ -22,6 +23,26 @@ import tempfile
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+
+def process_alive(pid: int, *, others: bool) -> bool:
+    """Whether a process with this id runs on this machine (signal 0: checked, nothing
+    sent). ``others``: whether a process of another user, which we may not signal,
+    counts (an engine of another account on a shared store does; the server that left
+    a file in our own home does not: its id was taken by someone else's process).
+    Where it cannot be told (not POSIX: signal 0 is ``CTRL_C_EVENT`` on Windows) it
+    counts as running, and the caller's own evidence (a heartbeat, a lease) decides."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return others
+    except OSError:
+        return True
+    return True
 
 
 class UnsafeFolder(OSError):

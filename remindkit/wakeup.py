@@ -29,12 +29,9 @@ import selectors
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .clock import Clock, now_us
-
-if TYPE_CHECKING:
-    from .store.wake import Listener, Wake
 
 log = logging.getLogger(__name__)
 EARLY_WAKE = 0.002  # seconds before a due time that wait_until stops sleeping long
@@ -58,6 +55,26 @@ def parse_hint(payload: str) -> tuple[str, int | None]:
         return origin, int(due)
     except ValueError:
         return origin, None
+
+
+class Listener(Protocol):
+    """Hints of other processes' writes, waited on by file descriptor."""
+
+    def fileno(self) -> int: ...
+    def drain(self) -> set[str]:
+        """Consume pending hints; return their payloads (:func:`parse_hint`)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Wake(Protocol):
+    """What a store offers for hints (``remindkit/store/wake.py``: datagram sockets
+    on SQLite, LISTEN/NOTIFY on PostgreSQL, none elsewhere)."""
+
+    def notify(self, origin: str = "", added_due_us: int | None = None) -> None: ...
+    def listen(self) -> Listener | None: ...
+    def close(self) -> None: ...
 
 
 class Hints:
@@ -102,8 +119,11 @@ class Waiter:
         self._wake: Wake | None = None
         self._listener: Listener | None = None
         self._ignore: str | None = None
+        self._retry = False  # see listening()
+        self._listens = False  # the store offered a listener once (or failed to)
         self._hint_at = 0.0  # monotonic time of the last hint reported
         self.added_due_us: int | None = None  # see wait()
+        self.poked = False  # see wait()
         self._closed = False
 
     # -- waking it -----------------------------------------------------------------------
@@ -142,11 +162,15 @@ class Waiter:
     # -- hints ---------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def listening(self, wake: Wake | None, *, ignore: str | None = None) -> Iterator[Waiter]:
+    def listening(
+        self, wake: Wake | None, *, ignore: str | None = None, retry: bool = False
+    ) -> Iterator[Waiter]:
         """Within the block, a hint from ``wake`` (another process's write; not one
         sent with origin ``ignore``) ends a wait too. Without hints (none offered,
-        or listening failed) waits end at their deadlines only."""
-        self._wake, self._ignore = wake, ignore
+        or listening failed) waits end at their deadlines only; with ``retry``, each
+        wait first tries again to listen to a store that listens but could not now."""
+        self._wake, self._ignore, self._retry = wake, ignore, retry
+        self._listens = False
         self._sel = selectors.SelectSelector()
         self._sel.register(self.r, selectors.EVENT_READ, "poke")
         self._listen()
@@ -172,9 +196,13 @@ class Waiter:
         try:
             listener = self._wake.listen()
         except Exception as exc:
-            log.warning("no wake-up hints from the store (%s); waking at deadlines only", exc)
+            (log.debug if self._listens else log.warning)(
+                "no wake-up hints from the store (%s); waking at deadlines only", exc
+            )
+            self._listens = True  # it does listen: a retry may get one later
             return
         if listener is not None:
+            self._listens = True
             self._sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
             self._listener = listener
 
@@ -184,8 +212,12 @@ class Waiter:
         """Sleep up to ``timeout`` seconds, less when poked or hinted (hints are read
         even with no time left). Returns whether another process hinted a change;
         then :attr:`added_due_us` is set when all it did was add reminders: the
-        earliest of their first fires (else None)."""
+        earliest of their first fires (else None). :attr:`poked`: whether a poke
+        ended it."""
         self.added_due_us = None
+        self.poked = False
+        if self._retry and self._listens and self._listener is None:
+            self._listen()
         sel = self._sel
         if sel is None:
             if timeout <= 0:
@@ -193,12 +225,14 @@ class Waiter:
             ready, _, _ = select.select([self.r], [], [], timeout)  # keeps microseconds
             if ready:
                 self.drain()
+                self.poked = True
             return False
         hinted = False
         anything = False  # a hint of another's write that may have changed anything
         for key, _mask in sel.select(max(0.0, timeout)):
             if key.data == "poke":
                 self.drain()
+                self.poked = True
                 continue
             try:
                 assert self._listener is not None
@@ -288,4 +322,14 @@ def wait_awake(until_us: int, clock: Clock, spin: float = SPIN) -> bool:
     return True
 
 
-__all__ = ["EARLY_WAKE", "SPIN", "Hints", "Waiter", "hint_payload", "parse_hint", "wait_awake"]
+__all__ = [
+    "EARLY_WAKE",
+    "SPIN",
+    "Hints",
+    "Listener",
+    "Wake",
+    "Waiter",
+    "hint_payload",
+    "parse_hint",
+    "wait_awake",
+]

@@ -97,3 +97,16 @@ def test_the_collector_is_paused_inside_and_restored_after():
         assert not gc.isenabled()  # the host had it off: it stays off
     finally:
         gc.enable()
+
+
+def test_a_str_enum_member_is_its_string_in_every_spelling():
+    """Typed fields read from the store show as they did when they were strings: in a
+    tuple, a dataclass's repr, JSON, an f-string."""
+    import json
+
+    from remindkit.models import ReminderState
+
+    done = ReminderState.DONE
+    assert done == "done" and str(done) == "done" and f"{done}" == "done"
+    assert repr(done) == "'done'" and repr(("x", done)) == "('x', 'done')"
+    assert json.dumps([done]) == '["done"]' and ReminderState("done") is done

@@ -1,7 +1,9 @@
 """The layout shows the architecture: a module imports only from its own layer or
-the layers below it (function-level imports count too; imports for type hints
-only do not), and there are no import cycles between modules. Read statically
-with ``ast``: nothing is imported."""
+the layers below it (function-level imports and imports for type hints only count
+too: a type named across layers is a dependency all the same), and there are no
+import cycles between modules. The desktop app in ``tray/`` is installed as
+``remindkit.tray`` and is checked under that name. Read statically with ``ast``:
+nothing is imported."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ LAYERS: list[set[str]] = [
         "_compat",
         "clock",
         "errors",
+        "error_codes",
         "failpoints",
-        "events",
         "statusfile",
         "credential",
         "wakeup",
@@ -28,9 +30,10 @@ LAYERS: list[set[str]] = [
         "schedules",
         "models",
         "audit",
+        "events",
         "settings",
         "checks",
-    },  # pure domain, configuration, input checks
+    },  # pure domain, its in-process events, configuration, input checks
     {"protocol"},  # tags, framing, tool schemas: pure
     {"store", "imports"},  # SQLAlchemy, the only package that knows rows; import lines checked
     {"reminders"},  # the reminders API over the store
@@ -68,16 +71,29 @@ def _layer_of(module: str) -> int:
     )
 
 
+# Folders of the repository and the package names they are installed under
+# (pyproject.toml's package-dir).
+SOURCES = {"remindkit": "remindkit", "tray": "remindkit.tray"}
+
+
+def _sources() -> list[tuple[Path, str]]:
+    """Every module file with its dotted name as installed (a package by its own name)."""
+    found = []
+    for folder, package in SOURCES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            found.append((path, ".".join([package, *parts])))
+    return found
+
+
 def _imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = defaultdict(set)
-    for path in sorted((ROOT / "remindkit").rglob("*.py")):
-        rel = path.relative_to(ROOT).with_suffix("")
-        module = ".".join(rel.parts)
+    known = {name for _, name in _sources()}
+    for path, module in _sources():
         is_pkg = path.name == "__init__.py"
-        if is_pkg:
-            module = module[: -len(".__init__")]
         package = module if is_pkg else module.rsplit(".", 1)[0]
-        for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
@@ -86,33 +102,12 @@ def _imports() -> dict[str, set[str]]:
                     target = node.module or ""
                 if not target.startswith("remindkit"):
                     continue
-                if node.module is None:  # from . import x: each name is a module
-                    graph[module].update(f"{target}.{a.name}" for a in node.names)
-                else:
-                    graph[module].add(target)
+                for alias in node.names:  # from pkg import mod: the module itself
+                    sub = f"{target}.{alias.name}"
+                    graph[module].add(sub if sub in known or node.module is None else target)
             elif isinstance(node, ast.Import):
                 graph[module].update(a.name for a in node.names if a.name.startswith("remindkit"))
     return graph
-
-
-def _runtime_nodes(tree: ast.AST):  # type: ignore[no-untyped-def]
-    """Every node, except those under ``if TYPE_CHECKING:`` (imports for type hints only
-    never run, so they make no runtime dependency)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child.test):
-                stack.extend(child.orelse)
-                continue
-            stack.append(child)
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
 
 
 def test_no_module_imports_a_higher_layer() -> None:
@@ -131,14 +126,12 @@ def test_no_module_imports_a_higher_layer() -> None:
 
 def test_no_import_cycles_between_modules() -> None:
     graph = _imports()
-    modules = set(graph) | {t for ts in graph.values() for t in ts}
+    known = {name for _, name in _sources()}
 
     def resolve(name: str) -> str | None:
-        while name and name not in graph and name.count("."):
-            if name in modules and (ROOT / (name.replace(".", "/") + ".py")).exists():
-                return name
+        while name not in known and "." in name:
             name = name.rsplit(".", 1)[0]  # ``from pkg.mod import Name``
-        return name if name in graph else None
+        return name if name in known else None
 
     edges = {
         m: {r for t in ts if (r := resolve(t)) is not None and r != m and not _is_parent(r, m)}

@@ -65,3 +65,27 @@ def test_tests_that_cannot_run_fail_where_they_are_required(monkeypatch):
     script = (ROOT / "scripts" / "test").read_text()
     for name in ("REMINDKIT_REQUIRE_USERS", "REMINDKIT_REQUIRE_CLIENTS"):
         assert f'export {name}="${{{name}:-1}}"' in script, name
+
+
+def test_every_package_is_installed_under_remindkit():
+    """pyproject.toml lists the packages (tray/ is mapped to remindkit.tray, which no
+    search finds): each folder of remindkit/ and tray/ is listed, and nothing else,
+    so a new sub-package cannot be left out of the wheel, nor "tray" put in it."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    listed = config["setuptools"]["packages"]
+    mapped = config["setuptools"]["package-dir"]
+    assert mapped == {"remindkit.tray": "tray"}
+
+    def folders(top: str, name: str) -> set[str]:
+        return {
+            ".".join([name, *p.relative_to(ROOT / top).parts])
+            for p in [ROOT / top, *(ROOT / top).rglob("*")]
+            if p.is_dir() and p.name != "__pycache__" and p.name.isidentifier()
+        }
+
+    assert sorted(listed) == sorted(
+        folders("remindkit", "remindkit") | folders("tray", "remindkit.tray")
+    )
+    assert all(name == "remindkit" or name.startswith("remindkit.") for name in listed)

@@ -90,8 +90,8 @@ class TrayApp:
         self._waiter = Waiter(stop=self._stop)  # kicks, the store's hints, the next second
         self._work = ThreadPoolExecutor(1, thread_name_prefix="remindkit-tray-action")
         self._unsubscribe = [
-            self.engine.events.subscribe(kind, lambda *_a, **_k: self.kick())
-            for kind in (ev.FIRED, ev.DELIVERED, ev.FAILED, ev.WAITING, ev.ALERTED)
+            self.engine.events.subscribe(kind, lambda _event: self.kick())
+            for kind in (ev.Fired, ev.Delivered, ev.Failed, ev.Waiting, ev.Alerted)
         ]
 
     # -- what to show --------------------------------------------------------------------

@@ -21,13 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from remindkit.errors import RemindkitError
+from remindkit.errors import TrayUnavailable
 
 GTK_BACKENDS = ("appindicator", "gtk")
-
-
-class TrayUnavailable(RemindkitError, RuntimeError):
-    code = "tray_unavailable"
 
 
 @dataclass(frozen=True)

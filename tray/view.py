@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from remindkit.models import ACTIVE, PAUSED, Occurrence, Reminder
+from remindkit.models import ACTIVE, PAUSED, AlertState, Occurrence, Reminder
 from remindkit.schedules import format_countdown
 from remindkit.schedules.zones import get_zone
 
@@ -98,13 +98,13 @@ def fire_line(occ: Occurrence, name: str, tz: str | None = None) -> str:
     """``09:00:05 deploy — delivered`` (local time of the fire)."""
     when = occ.fired_at or occ.due_at
     local = when.astimezone(get_zone(tz)) if tz else when.astimezone()
-    outcome = occ.state
+    outcome: str = occ.state
     if occ.state == "failed" and occ.error:
         reason = occ.error if len(occ.error) <= 40 else occ.error[:39] + "…"
         outcome = f"failed: {reason}"
     elif occ.state == "waiting":
         outcome = "waiting for the session"
-    if occ.alert == "failed":
+    if occ.alert == AlertState.FAILED:
         outcome += " (no sound)"
     return f"{local:%H:%M:%S} {name} — {outcome}"
 

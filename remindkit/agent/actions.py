@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..audit import Surface
+from ..error_codes import ErrorCode
 from ..errors import RemindkitError
-from ..models import Reminder
+from ..models import BusyPolicy, Reminder, ReminderSpec, Source
 from ..protocol.tags import CancelTag, Command, ParsedTags, ScheduleTag, parse_tags
 from ..reminders import Reminders
 
-NOT_FOUND = "schedule_not_found"
-ECHOED = "echoed_reminder_tag"
+NOT_FOUND = ErrorCode.SCHEDULE_NOT_FOUND
+ECHOED = ErrorCode.ECHOED_REMINDER_TAG
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,11 @@ def feedback_errors(outcomes: list[TagOutcome]) -> list[tuple[str, str, str]]:
     return [(o.code or "error", o.message or "", o.snippet) for o in outcomes if not o.ok]
 
 
-def _schedule(api: Reminders, session: str | None, tag: ScheduleTag, snippet: str) -> TagOutcome:
-    created = api.add(
+def reminder_spec(tag: ScheduleTag, session: str | None) -> ReminderSpec:
+    """A ``<schedule label delay at every cron tz repeat until alarm announce
+    on_busy>`` tag (read by :func:`remindkit.protocol.parse_tags`) as the request the
+    reminders API takes, in ``session``."""
+    return ReminderSpec(
         tag.text,
         session=session,
         label=tag.label,
@@ -113,10 +117,13 @@ def _schedule(api: Reminders, session: str | None, tag: ScheduleTag, snippet: st
         until=tag.until,
         alarm=tag.alarm,
         announce=tag.announce,
-        on_busy=tag.on_busy or "wait",
-        source="tag",
-        surface=Surface.TAG,
+        on_busy=tag.on_busy or BusyPolicy.WAIT,
+        source=Source.TAG,
     )
+
+
+def _schedule(api: Reminders, session: str | None, tag: ScheduleTag, snippet: str) -> TagOutcome:
+    created = api.add(reminder_spec(tag, session), surface=Surface.TAG)
     return TagOutcome(
         True, "schedule", snippet, reminder=created.reminder, replaced=created.replaced
     )

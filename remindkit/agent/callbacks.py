@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Conflict, RemindkitError
-from ..models import ACTIVE, Reminder
+from ..models import ACTIVE, BusyPolicy, Reminder, ReminderSpec, Source
 from ..protocol.tools import CALLBACK_DELAY_MAX, CALLBACK_DELAY_MIN, CALLBACK_SLOTS
 from .context import ToolContext, ToolResult, not_given_dropped
 
@@ -47,8 +47,28 @@ def set_callback(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         if action == "cancel":
             return _cancel(ctx, args.get("callback_id"))
     except RemindkitError as exc:
-        return _err(exc.code, f"{exc.code}: {exc.message}")
+        return _err(exc.code, str(exc))  # "<code>: <message>"
     return _err("invalid_action", "action must be set, list or cancel")
+
+
+def reminder_spec(
+    ctx: ToolContext, message: str, delay: int, repeat: int | None, slot: int
+) -> ReminderSpec:
+    """A callback (``message``, every ``delay`` seconds, ``repeat`` fires or None for
+    forever, in slot ``slot``) as the request the reminders API takes: a re-basing
+    reminder labelled ``callback-N``, with seed 003's own shortest period."""
+    return ReminderSpec(
+        message,
+        session=ctx.session,
+        label=f"callback-{slot}",
+        every=delay,
+        repeat=repeat,
+        on_busy=BusyPolicy.REBASE,
+        source=Source.CALLBACK,
+        slot=slot,
+        replace_label=False,
+        min_period_s=CALLBACK_DELAY_MIN,
+    )
 
 
 def callbacks(ctx: ToolContext) -> list[Reminder]:
@@ -84,17 +104,7 @@ def _set(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     for slot in (s for s in range(CALLBACK_SLOTS) if s not in used):
         try:
             created = ctx.api.add(
-                message,
-                session=ctx.session,
-                label=f"callback-{slot}",
-                every=delay,
-                repeat=repeat,
-                on_busy="rebase",
-                source="callback",
-                slot=slot,
-                replace_label=False,
-                min_period_s=CALLBACK_DELAY_MIN,
-                surface=ctx.surface,
+                reminder_spec(ctx, message, delay, repeat, slot), surface=ctx.surface
             )
         except Conflict as exc:
             if exc.code == "conflict":

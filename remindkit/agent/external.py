@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..clock import Clock, now_us
-from ..models import FEEDBACK, FIRED_TURN, Fire, Message
+from ..models import FEEDBACK, FIRED_TURN, Fire, Message, Role
 from ..protocol.framing import frame_feedback, frame_fired
 from ..reminders import Reminders
 from ..store import SqlStore
@@ -65,7 +65,7 @@ class ExternalTurns:
             whole = handover.framed and len(fresh) == len(by_key)
             return Message(
                 session,
-                "user",
+                Role.USER,
                 handover.framed if whole else frame_fired([by_key[k] for k in fresh]),
                 kind=FIRED_TURN,
                 hidden=True,
@@ -74,7 +74,7 @@ class ExternalTurns:
         self.store.transcripts.append_fired(session, list(by_key), build, now_us=now_us(self.clock))
         if reply is None:
             return []
-        rows = [Message(session, "assistant", reply)]
+        rows = [Message(session, Role.ASSISTANT, reply)]
         echoed_from = [f.text for f in handover.fires]
         outcomes = (
             run_reply_tags(self.api, session, reply, echoed_from=echoed_from) if reply else []
@@ -82,7 +82,7 @@ class ExternalTurns:
         errors = feedback_errors(outcomes)
         if errors:
             rows.append(
-                Message(session, "user", frame_feedback(errors), kind=FEEDBACK, hidden=True)
+                Message(session, Role.USER, frame_feedback(errors), kind=FEEDBACK, hidden=True)
             )
         self.store.transcripts.append_messages(session, rows, now_us=now_us(self.clock))
         return outcomes

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import Clock, now_us
-from ..errors import Conflict, RemindkitError
-from ..models import CHAT, FEEDBACK, FIRED_TURN, TOOL_RESULT, Fire, Message, Session
+from ..errors import ModelError, RemindkitError, SessionBusy
+from ..models import CHAT, FEEDBACK, FIRED_TURN, TOOL_RESULT, Fire, Message, Role, Session
 from ..protocol.display import strip_assistant_display
 from ..protocol.framing import frame_feedback, frame_fired
 from ..protocol.tools import openai_tools
@@ -38,7 +38,7 @@ from ..settings import Settings
 from ..store import SqlStore
 from .actions import TagOutcome, feedback_errors, run_reply_tags
 from .budget import estimate_tokens, fit_turns, prompt_budget
-from .model import ChatModel, Completion, ModelError, ToolCall
+from .model import ChatModel, Completion, ToolCall
 from .tools import ToolContext, ToolResult, handle_tool_call, tool_error
 
 log = logging.getLogger(__name__)
@@ -80,10 +80,6 @@ class TurnReply:
     messages: tuple[Message, ...] = ()  # what this turn appended
     tags: tuple[TagOutcome, ...] = ()
     tools: tuple[tuple[str, ToolResult], ...] = field(default=(), compare=False)
-
-
-class SessionBusy(Conflict):
-    code = "session_busy"
 
 
 def session_system(session: Session | None) -> str | None:
@@ -155,7 +151,7 @@ class Conversation:
             if on_start is not None:
                 on_start()
             return self._turn(
-                Message(self.session, "user", text, kind=CHAT),
+                Message(self.session, Role.USER, text, kind=CHAT),
                 keys=(),
                 on_text=on_text,
                 on_tool=on_tool,
@@ -176,7 +172,7 @@ class Conversation:
             whole = framed is not None and len(fresh) == len(by_key)
             return Message(
                 self.session,
-                "user",
+                Role.USER,
                 framed if whole and framed is not None else frame_fired([by_key[k] for k in fresh]),
                 kind=FIRED_TURN,
                 hidden=True,
@@ -294,7 +290,7 @@ class Conversation:
                 [
                     Message(
                         self.session,
-                        "user",
+                        Role.USER,
                         frame_feedback(errors),
                         kind=FEEDBACK,
                         hidden=True,
@@ -329,7 +325,7 @@ class Conversation:
         rows = [
             Message(
                 self.session,
-                "assistant",
+                Role.ASSISTANT,
                 content,
                 tool_calls=tuple(
                     ToolCall(
@@ -358,7 +354,7 @@ class Conversation:
             rows.append(
                 Message(
                     self.session,
-                    "tool",
+                    Role.TOOL,
                     truncate(result.content, cap),
                     kind=TOOL_RESULT,
                     tool_call_id=call.id,

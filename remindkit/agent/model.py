@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import RemindkitError
+from ..errors import ModelError  # its error, in errors.py
 
 
 @dataclass(frozen=True)
@@ -34,27 +34,6 @@ class ToolCall:
 class Completion:
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
-
-
-class ModelError(RemindkitError):
-    """The model call failed. ``instant``: it failed at once for this
-    conversation (a fresh session may succeed), as opposed to a model that is
-    down or slow."""
-
-    code = "model_error"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str | None = None,
-        instant: bool = False,
-        retry_after: float | None = None,
-        **details: Any,
-    ) -> None:
-        super().__init__(message, code=code, **details)
-        self.instant = instant
-        self.retry_after = retry_after  # seconds the server asked us to wait (Retry-After)
 
 
 class ChatModel(Protocol):

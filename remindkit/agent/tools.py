@@ -19,14 +19,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..clock import format_utc
-from ..errors import RemindkitError
-from ..models import Reminder
+from ..error_codes import ErrorCode
+from ..errors import RemindkitError, error_body
+from ..models import BusyPolicy, Reminder, ReminderSpec, Source
 from ..protocol.tools import TOOL_NAMES
 from .callbacks import set_callback
 from .context import ToolContext, ToolResult, not_given_dropped
 
-NOT_FOUND = "schedule_not_found"
-PERSISTENCE_UNCERTAIN = "persistence_uncertain"
+NOT_FOUND = ErrorCode.SCHEDULE_NOT_FOUND
+PERSISTENCE_UNCERTAIN = ErrorCode.PERSISTENCE_UNCERTAIN
 _SELECTORS = ("after", "at", "every", "cron")
 
 
@@ -129,7 +130,16 @@ def _dispatch(session: ToolContext, name: str, args: dict[str, Any]) -> ToolResu
 # -- schedule_create / list / delete ----------------------------------------------------------
 
 
-def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+# how the tools name the schedule's fields in the reminders API's refusals
+TOOL_WORDS = {"in": "after", **{k: k for k in ("at", "every", "cron", "repeat", "until")}}
+
+
+def reminder_spec(ctx: ToolContext, args: dict[str, Any]) -> ReminderSpec | ToolResult:
+    """``schedule_create``'s arguments (``prompt``, ``label``, ``after``, ``at``,
+    ``every``, ``cron``, ``time_zone``, …) as the request the reminders API takes, or
+    the refusal of what only a tool call can get wrong: arguments it does not take or
+    of the wrong JSON type, more than one of after / at / every / cron (seed 002: one
+    selector), a local ``at`` without ``time_zone``. The reminders API checks the rest."""
     allowed = {
         "prompt",
         "label",
@@ -154,8 +164,6 @@ def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             "conflicting_schedule",
             f"give exactly one of after, at, every or cron (got {', '.join(chosen)})",
         )
-    if not chosen:
-        return _error("missing_schedule", "say when: give one of after, at, every or cron")
     for key in ("prompt", "label", "at", "cron", "time_zone", "until", "announce", "on_busy"):
         if args.get(key) is not None and not isinstance(args[key], str):
             return _error("invalid_argument", f"{key} must be a string")
@@ -171,7 +179,7 @@ def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             f"at {args['at']!r} is a local date-time: give time_zone (an IANA zone such as "
             "Europe/Berlin) or an offset (2026-09-01T15:00:00+08:00)",
         )
-    created = ctx.api.add(
+    return ReminderSpec(
         args["prompt"],
         session=ctx.session,
         label=args.get("label"),
@@ -184,10 +192,17 @@ def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         until=args.get("until"),
         alarm=alarm,
         announce=args.get("announce"),
-        on_busy=args.get("on_busy") or "wait",
-        source="tool",
-        surface=ctx.surface,
+        on_busy=args.get("on_busy") or BusyPolicy.WAIT,
+        source=Source.TOOL,
+        words=TOOL_WORDS,
     )
+
+
+def _create(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    spec = reminder_spec(ctx, args)
+    if isinstance(spec, ToolResult):
+        return spec
+    created = ctx.api.add(spec, surface=ctx.surface)
     data = {"ok": True, "reminder": reminder_view(created.reminder), "armed": created.armed}
     if created.replaced:
         data["replaced"] = list(created.replaced)
@@ -274,10 +289,10 @@ def _arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any] | To
         try:
             parsed = json.loads(arguments)
         except ValueError as exc:
-            return _error("invalid_arguments", f"the arguments are not JSON: {exc}")
+            return _error("invalid_argument", f"the arguments are not JSON: {exc}")
         arguments = parsed
     if not isinstance(arguments, Mapping):
-        return _error("invalid_arguments", "the arguments must be a JSON object")
+        return _error("invalid_argument", "the arguments must be a JSON object")
     return dict(arguments)
 
 
@@ -296,7 +311,7 @@ def _ok(data: dict[str, Any]) -> ToolResult:
 
 
 def _error(code: str, message: str) -> ToolResult:
-    data = {"ok": False, "error": {"code": code, "message": message}}
+    data = {"ok": False, **error_body(code, message)}
     return ToolResult(json.dumps(data, ensure_ascii=False), ok=False, code=code, data=data)
 
 

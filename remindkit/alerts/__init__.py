@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from ..models import Fire
+from ..models import AlertState, Fire
 
 log = logging.getLogger(__name__)
 
 
 class Alerter(Protocol):
-    def alert(self, fire: Fire) -> str:
+    def alert(self, fire: Fire) -> AlertState:
         """Play the alerts for ``fire``; return ``done``, ``muted`` or ``failed``."""
         ...
 
@@ -27,11 +27,11 @@ class NullAlerter:
     alerter at all (``serve --no-alerts``, a headless server) records ``muted``:
     nothing was heard, so a fire for the person alone is not taken as alerted."""
 
-    def __init__(self, result: str = "done") -> None:
+    def __init__(self, result: AlertState = AlertState.DONE) -> None:
         self.played: list[str] = []
         self.result = result
 
-    def alert(self, fire: Fire) -> str:
+    def alert(self, fire: Fire) -> AlertState:
         log.info(
             "alert for %s (alarm=%s announce=%r): no alert devices here",
             fire.key,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..clock import Clock, SystemClock
-from ..models import Fire
+from ..models import AlertState, Fire
 from .alarm import AlarmPlayer, PlayResult
 from .config import AlertConfig
 from .notify import Notifier, NotifyResult
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..reminders import Reminders
 
 log = logging.getLogger(__name__)
-DONE, MUTED, FAILED = "done", "muted", "failed"
+DONE, MUTED, FAILED = AlertState.DONE, AlertState.MUTED, AlertState.FAILED
 
 
 @dataclass(frozen=True)
@@ -126,16 +126,17 @@ class LocalAlerter:
         self.switches = Switches(engine.store.coordination, env=self.switches.env)
         if self.notifier is not None and self._plain is None:
             self._plain = ThreadPoolExecutor(1, thread_name_prefix="remindkit-notify")
-            self._unsubscribe.append(engine.events.subscribe(ev.FIRED, self._on_fired))
+            self._unsubscribe.append(engine.events.subscribe(ev.Fired, self._on_fired))
         return self
 
-    def _on_fired(self, fire: Fire) -> None:
+    def _on_fired(self, event: ev.Fired) -> None:
+        fire = event.fire
         if fire.alert is None and self._plain is not None and self.notifier is not None:
             self._plain.submit(self.notifier.notify, fire)
 
     # -- the alert -----------------------------------------------------------------------
 
-    def alert(self, fire: Fire) -> str:
+    def alert(self, fire: Fire) -> AlertState:
         """Notify, then alarm and speech unless silenced; ``done``/``muted``/``failed``."""
         self._halt.clear()
         marks: list[tuple[str, datetime]] = [("start", self.clock.now())]
@@ -230,13 +231,13 @@ class LocalAlerter:
     def _record(
         self,
         fire: Fire,
-        state: str,
+        state: AlertState,
         silence: Silence,
         note: NotifyResult | None,
         alarm: PlayResult | None,
         speech: SpeechResult | None,
         marks: list[tuple[str, datetime]],
-    ) -> str:
+    ) -> AlertState:
         marks.append(("end", self.clock.now()))
         rec = AlertRecord(
             fire.key,

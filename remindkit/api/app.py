@@ -29,6 +29,7 @@ from ..errors import (
     NotFound,
     RemindkitError,
     Unauthorized,
+    error_body,
 )
 from ..models import Reminder, Session
 from ..reminders import Reminders
@@ -43,10 +44,6 @@ from .guard import SCOPE_KEY, Guard, HostNames, status_of
 STATIC = FilePath(__file__).with_name("static")
 NOTEBOOK_STATIC = FilePath(__file__).parent.parent / "notebook" / "static"
 ASSETS = FilePath(__file__).parent.parent / "assets"
-
-
-def error_body(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
 
 
 def reminder_out(rem: Reminder) -> dict[str, Any]:
@@ -162,13 +159,11 @@ class McpShares:
             and headers.get(b"mcp-protocol-version", b"2025-11-25") in self._handshakes
         ):
             body = json.dumps(
-                {
-                    "error": {
-                        "code": "too_many_sessions",
-                        "message": f"this token has {self.PER_TOKEN} MCP sessions open; "
-                        "end one (DELETE) or wait for an idle one to end",
-                    }
-                }
+                error_body(
+                    "too_many_sessions",
+                    f"this token has {self.PER_TOKEN} MCP sessions open; "
+                    "end one (DELETE) or wait for an idle one to end",
+                )
             ).encode()
             await send(
                 {
@@ -542,25 +537,7 @@ def create_app(
         b: Any = body
         sid, _sess = in_project(who, project, session, write=True)
         assert sid is not None
-        created = api.add(
-            b.prompt,
-            session=sid,
-            label=b.name,
-            in_=b.in_,
-            at=b.at,
-            every=b.every,
-            cron=b.cron,
-            tz=b.timezone,
-            repeat=b.repeat,
-            until=b.until,
-            alarm=b.alarm,
-            announce=b.announce,
-            urgency=b.urgency,
-            misfire=b.misfire,
-            on_busy=b.on_busy,
-            source="http",
-            project=project,
-        )
+        created = api.add(schema.reminder_spec(b, session=sid, project=project))
         rem = created.reminder
         data = reminder_out(rem)
         data["replaced"] = list(created.replaced)

@@ -34,7 +34,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..errors import Conflict, RemindkitError
+from ..errors import Conflict, RemindkitError, error_body
 from ..models import SESSION_DELETED, Session
 from ..protocol.streaming import DisplayStream
 from .guard import status_of
@@ -58,15 +58,15 @@ def reply_body(reply: Any) -> dict[str, Any]:
         }
         for o in reply.tags
     ]
-    error = (
-        None if reply.ok else {"code": reply.code or "turn_failed", "message": reply.error or ""}
-    )
-    return {
+    body: dict[str, Any] = {
         "ok": bool(reply.ok),
         "text": reply.text if reply.ok else "",
         "tags": tags,
-        "error": error,
+        "error": None,
     }
+    if not reply.ok:
+        body.update(error_body(reply.code or "turn_failed", reply.error or ""))
+    return body
 
 
 class ChatTurns:
@@ -147,12 +147,10 @@ class ChatTurns:
                 )
                 put(("reply", reply_body(reply)))
             except RemindkitError as exc:
-                error = {"code": exc.code, "message": exc.message}
-                put(("refused", {"error": error, "status": status_of(exc)}))
+                put(("refused", {**error_body(exc.code, exc.message), "status": status_of(exc)}))
             except Exception as exc:  # a bug is a failed turn, never a hung stream
                 log.exception("the turn of %s failed", sess.id)
-                error = {"code": "turn_failed", "message": repr(exc)[:500]}
-                put(("refused", {"error": error, "status": 500}))
+                put(("refused", {**error_body("turn_failed", repr(exc)[:500]), "status": 500}))
             finally:
                 self._give()
                 put(None)
@@ -186,10 +184,7 @@ async def last_event(
     events: AsyncIterator[tuple[str, dict[str, Any]]],
 ) -> tuple[str, dict[str, Any]]:
     """The turn's end: ``("reply", body)`` or ``("refused", error body)``."""
-    last: tuple[str, dict[str, Any]] = (
-        "refused",
-        {"error": {"code": "turn_failed", "message": ""}},
-    )
+    last: tuple[str, dict[str, Any]] = ("refused", error_body("turn_failed", ""))
     async for kind, data in events:
         if kind in ("reply", "refused"):
             last = (kind, data)

@@ -3,7 +3,7 @@
 One thread per server tails the trail by id and hands each new event to the
 connected streams (a bounded queue each). It reads at once when a wake-up hint
 comes (a change through any process on the store) or this process's engine says
-it committed fires or outcomes (``events.WRITTEN``), and otherwise every
+it committed fires or outcomes (``events.Written``), and otherwise every
 ``POLL_S``, so fires made by another engine on a shared store reach the stream too. A stream that resumes (``Last-Event-ID``)
 reads what it missed from the store, so resuming works across restarts; a
 stream whose queue overflows does the same instead of dropping events.
@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import selectors
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 from ..checks import session_name
 from ..errors import LimitExceeded
 from ..store import SqlStore
+from ..wakeup import Waiter
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,9 @@ class EventFeed:
         self._streams: set[_Stream] = set()
         self._lock = threading.Lock()
         self._projects: dict[str, str | None] = {}
-        self._stop = threading.Event()
+        self._waiter = Waiter()  # pokes, the store's hints, the stop
         self._behind = False  # reads were left out while no stream was open
         self._thread: threading.Thread | None = None
-        self._poke_r, self._poke_w = _pipe()
         self.last_id = 0
 
     # -- the tail ----------------------------------------------------------------------
@@ -77,44 +76,28 @@ class EventFeed:
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self.poke()
+        self._waiter.stop()
         if self._thread is not None:
             self._thread.join(5)
+            if self._thread.is_alive():
+                return
+        self._waiter.close()
 
     def poke(self) -> None:
-        with contextlib.suppress(OSError):
-            import os
-
-            os.write(self._poke_w, b"x")
+        """Read now, and again soon (a write that raced the read): this process's
+        engine committed fires or outcomes, or a stream opened."""
+        self._waiter.poke()
 
     def _run(self) -> None:
-        import os
-
-        sel = selectors.DefaultSelector()
-        sel.register(self._poke_r, selectors.EVENT_READ, "poke")
-        listener = self._listen(sel)
+        waiter = self._waiter
         burst = 0
-        try:
-            while not self._stop.is_set():
-                ready = sel.select(BURST_S if burst else self.poll_s)
-                for key, _ in ready:
-                    if key.data == "poke":  # this engine committed fires or outcomes
-                        with contextlib.suppress(OSError):
-                            os.read(self._poke_r, 4096)
-                        burst = BURST_READS
-                    elif listener is not None:  # a write committed: one read finds it
-                        try:
-                            listener.drain()
-                        except Exception:  # a dropped PostgreSQL LISTEN: listen again
-                            log.warning("event feed: the store's listener dropped; listening again")
-                            sel.unregister(key.fileobj)
-                            with contextlib.suppress(Exception):
-                                listener.close()
-                            listener = None
-                            burst = BURST_READS  # what was written meanwhile: read it now
-                if listener is None and self._store_listens:
-                    listener = self._listen(sel)  # else read every poll_s until it can
+        # retry: a store that listens but cannot now (a PostgreSQL LISTEN that dropped)
+        # is listened to again each round; meanwhile the feed reads every poll_s
+        with waiter.listening(self.store.wake, retry=True):
+            while not waiter.stopped:
+                waiter.wait(BURST_S if burst else self.poll_s)
+                if waiter.poked:
+                    burst = BURST_READS
                 self._recheck()
                 if not self._catch_up_to_streams():
                     burst = 0
@@ -125,30 +108,6 @@ class EventFeed:
                     log.warning("event feed: reading the store failed", exc_info=True)
                     got = 0
                 burst = BURST_READS if got and burst else max(0, burst - 1)
-        finally:
-            sel.close()
-            if listener is not None:
-                with contextlib.suppress(Exception):
-                    listener.close()
-
-    _store_listens = False  # the store offers a listener (PostgreSQL LISTEN, a socket)
-
-    def _listen(self, sel: selectors.BaseSelector) -> Any:
-        """The store's wake-up listener, registered with ``sel``; None when the store
-        offers none or cannot give one now (the feed then reads every ``poll_s``)."""
-        try:
-            listener = self.store.wake.listen()
-        except Exception as exc:
-            (log.debug if self._store_listens else log.warning)(
-                "event feed: no wake-up hints from the store for now (%s)", exc
-            )
-            self._store_listens = True  # it does listen: try again at the next round
-            return None
-        if listener is None:
-            return None
-        self._store_listens = True
-        sel.register(listener.fileno(), selectors.EVENT_READ, "hint")
-        return listener
 
     def _recheck(self) -> None:
         """End the streams whose token was revoked or whose project's feature was
@@ -401,12 +360,3 @@ def _drain(q: asyncio.Queue[Any]) -> None:
 
 
 CONNECTED = format_sse_event(comment="connected", retry=1000)
-
-
-def _pipe() -> tuple[int, int]:
-    import os
-
-    r, w = os.pipe()
-    os.set_blocking(r, False)
-    os.set_blocking(w, False)
-    return r, w

@@ -37,6 +37,7 @@ from ..errors import (
     RemindkitError,
     StoreError,
     Unauthorized,
+    error_body,
 )
 from . import tokens as tk
 
@@ -128,7 +129,7 @@ def _same_origin(origin: str, host: str, scheme: str) -> bool:
 
 
 def _json(status: int, code: str, message: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    body = json.dumps(error_body(code, message)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))

@@ -26,6 +26,8 @@ import json
 import logging
 from typing import Any
 
+from ..errors import error_body
+
 log = logging.getLogger(__name__)
 
 HEAD_S = 10.0
@@ -36,7 +38,7 @@ CONNECTIONS_MAX = 4096
 
 
 def _raw(status: bytes, code: str, message: str) -> bytes:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    body = json.dumps(error_body(code, message)).encode()
     return (
         b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\nconnection: close\r\n"
         b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body

@@ -13,7 +13,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from ..models import BUSY_POLICIES, MISFIRE_POLICIES, REMINDER_STATES, URGENCIES
+from ..models import (
+    BUSY_POLICIES,
+    MISFIRE_POLICIES,
+    REMINDER_STATES,
+    URGENCIES,
+    ReminderSpec,
+    Source,
+)
 from ..schedules import KINDS
 from ..settings import Limits
 
@@ -82,6 +89,35 @@ def input_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
         version: int | None = Field(None, ge=1, le=2**62)
 
     return ReminderIn, ReminderPatch
+
+
+# how a body names the schedule's fields in the reminders API's refusals
+BODY_WORDS = {k: f'"{k}"' for k in ("in", "at", "every", "cron", "repeat", "until")}
+
+
+def reminder_spec(body: Any, *, session: str, project: str) -> ReminderSpec:
+    """A ``ReminderIn`` body (``prompt``, ``name``, ``in``, ``timezone``, …) as the
+    request the reminders API takes, for ``session`` of ``project``."""
+    return ReminderSpec(
+        body.prompt,
+        session=session,
+        label=body.name,
+        in_=body.in_,
+        at=body.at,
+        every=body.every,
+        cron=body.cron,
+        tz=body.timezone,
+        repeat=body.repeat,
+        until=body.until,
+        alarm=body.alarm,
+        announce=body.announce,
+        urgency=body.urgency,
+        misfire=body.misfire,
+        on_busy=body.on_busy,
+        source=Source.HTTP,
+        project=project,
+        words=BODY_WORDS,
+    )
 
 
 def message_model(limits: Limits, max_chars: int) -> type[BaseModel]:

@@ -113,7 +113,7 @@ def run_api(
     )
     if eng is not None and feed is not None:
         # this engine's fires and outcomes, once committed: read them at once
-        eng.events.subscribe(ev.WRITTEN, lambda *_a, **_k: feed.poke())
+        eng.events.subscribe(ev.Written, lambda _event: feed.poke())
     cookie = f"remindkit-{where[1]}"
     app = create_app(
         api,

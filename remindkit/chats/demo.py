@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from .. import events as ev
 from ..agent.scripted import SCRIPT_LABEL, ScriptedModel
 from ..clock import format_utc
-from ..models import Fire
+from ..models import AlertState
 
 
 def run_demo(
@@ -53,17 +53,19 @@ def run_demo(
             out.write(line + "\n")
             out.flush()
 
-    def on_fired(fire: Fire) -> None:
+    def on_fired(event: ev.Fired) -> None:
+        fire = event.fire
         say(f"⏰ fired: {fire.label or fire.reminder_id} (due {format_utc(fire.due_at)})")
 
-    def on_alerted(fire: Fire, state: str) -> None:
-        if state == "failed" and getattr(alerter, "no_audio", False):
+    def on_alerted(event: ev.Alerted) -> None:
+        state: str = event.state
+        if state == AlertState.FAILED and getattr(alerter, "no_audio", False):
             state = "not heard: there is no audio device"
-        say(f"🔔 alarm and speech ({fire.announce!r}): {state}")
+        say(f"🔔 alarm and speech ({event.fire.announce!r}): {state}")
 
-    engine.events.subscribe(ev.FIRED, on_fired)
+    engine.events.subscribe(ev.Fired, on_fired)
     if alerter is not None:
-        engine.events.subscribe(ev.ALERTED, on_alerted)
+        engine.events.subscribe(ev.Alerted, on_alerted)
     try:
         engine.start()
         chat = ChatSession(

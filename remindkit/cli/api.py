@@ -95,7 +95,7 @@ def run_api_command(args: argparse.Namespace, graph: Graph, out: TextIO) -> int:
     from .engines import serving_commands
 
     try:
-        with serving_commands(graph.api):
+        with serving_commands(graph):
             return run_api(
                 graph,
                 out,

@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from ..errors import RemindkitError
+from ..errors import CliError
 
 if TYPE_CHECKING:
     from ..reminders import Reminders
@@ -50,10 +50,6 @@ def command_of(argv: Sequence[str]) -> str | None:
         elif not arg.startswith("-"):
             return arg
     return None
-
-
-class CliError(RemindkitError):
-    code = "invalid_argument"
 
 
 class Parser(argparse.ArgumentParser):
@@ -137,6 +133,9 @@ class Context:
         if self._lent is not None or self._graph is not None or not self._lite:
             return self.api
         if self._reader is None:
+            # The API alone over the driver-only reader, not a graph: ls with no engine is
+            # timed against `python -c pass` (bench/cli_speed.py), and a graph's event bus
+            # and wiring cost it milliseconds for nothing a read uses.
             from ..audit import Surface
             from ..reminders import Reminders
 

@@ -33,7 +33,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def serve_command(cx: Context) -> int:
-    with serving_commands(cx.api):  # `remindkit remind …` and the like run in this process
+    with serving_commands(cx.graph):  # `remindkit remind …` and the like run in this process
         return serve(
             cx.graph,
             cx.out,
@@ -44,9 +44,9 @@ def serve_command(cx: Context) -> int:
 
 
 def tray_command(cx: Context) -> int:
-    from tray.app import run_tray
+    from ..tray.app import run_tray
 
-    with serving_commands(cx.api):
+    with serving_commands(cx.graph):
         return run_tray(cx.graph, cx.out, headless=cx.args.headless, verbose=cx.args.verbose)
 
 
@@ -95,8 +95,8 @@ def serve(
 
 
 @contextlib.contextmanager
-def serving_commands(api: Any) -> Iterator[HandoffServer | None]:
-    """Serve handed-over commands (:mod:`remindkit.cli.handoff`) for ``api``'s store
+def serving_commands(graph: Graph) -> Iterator[HandoffServer | None]:
+    """Serve handed-over commands (:mod:`remindkit.cli.handoff`) for ``graph``'s store
     while the block runs (not with ``REMINDKIT_HANDOFF=0``)."""
     if os.environ.get("REMINDKIT_HANDOFF", "1") == "0":
         yield None
@@ -104,7 +104,7 @@ def serving_commands(api: Any) -> Iterator[HandoffServer | None]:
     from .handoff import HandoffServer
     from .main import main  # the engine's process has it loaded already
 
-    server = HandoffServer(api, main).start()
+    server = HandoffServer(graph, main).start()
     try:
         yield server
     finally:

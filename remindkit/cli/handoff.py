@@ -53,9 +53,13 @@ import struct
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from ..errors import error_body
 from .context import REMINDER_COMMANDS, command_of
+
+if TYPE_CHECKING:
+    from ..wiring import Graph
 
 # the reminder commands and the read-only reports: what an engine may run for a caller
 HANDED = REMINDER_COMMANDS | {"status", "stats", "log"}
@@ -168,9 +172,7 @@ def try_handoff(argv: Sequence[str], out: TextIO, err: TextIO) -> int | None:
                 "see `remindkit ls` for what it did"
             )
             if "--json" in argv:
-                out.write(
-                    json.dumps({"error": {"code": "store_unavailable", "message": why}}) + "\n"
-                )
+                out.write(json.dumps(error_body("store_unavailable", why)) + "\n")
             else:
                 err.write(f"error: store_unavailable: {why}\n")
             return 1
@@ -275,19 +277,18 @@ def _read_all(sock: socket.socket, limit: int) -> bytes:
 
 
 class HandoffServer:
-    """Serves :func:`try_handoff` callers for the store of ``api`` until :meth:`close`.
+    """Serves :func:`try_handoff` callers for the store of ``graph`` until :meth:`close`.
 
     Only one engine per store serves: it holds ``<socket>.lock`` (``flock``) while it
     does; another engine on the same store keeps trying, every few seconds, to take
     over when that one stops."""
 
-    def __init__(self, api: Any, run: Callable[..., int]) -> None:
+    def __init__(self, graph: Graph, run: Callable[..., int]) -> None:
         from ..audit import Surface
-        from ..reminders import Reminders
 
-        # the commands' own view of the store: the engine's store, as the CLI surface
-        self.api = Reminders(api.store, clock=api.clock, settings=api.settings, surface=Surface.CLI)
-        self.url = api.store.url
+        # the commands' own view of the store: the engine's graph, as the CLI surface
+        self.api = graph.reminders(Surface.CLI)
+        self.url = graph.store.url
         self.path: Path | None = None
         self.env = env_digest(os.environ)
         self._run = run

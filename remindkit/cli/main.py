@@ -22,8 +22,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from ..errors import RemindkitError
-from .context import REMINDER_COMMANDS, CliError, Context, Parser, command_of
+from ..errors import CliError, RemindkitError, error_body
+from .context import REMINDER_COMMANDS, Context, Parser, command_of
 from .output import printable
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ def _print_error(exc: RemindkitError, want_json: bool, out: TextIO, err: TextIO)
     if want_json:  # ASCII: a message may quote undecodable bytes from the command line
         import json
 
-        out.write(json.dumps({"error": {"code": exc.code, "message": exc.message}}) + "\n")
+        out.write(json.dumps(error_body(exc.code, exc.message)) + "\n")
         out.flush()
     else:  # one line, whatever the message quotes from the command line (a newline, an escape)
         err.write(f"error: {exc.code}: {printable(exc.message)}\n")

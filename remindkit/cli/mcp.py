@@ -279,7 +279,7 @@ def run(args: argparse.Namespace, graph: Any, out: TextIO) -> int:
         from .handoff import HandoffServer
         from .main import main
 
-        served = HandoffServer(graph.api, main).start()
+        served = HandoffServer(graph, main).start()
     return run_stdio(
         graph,
         also_close=served.close if served is not None else None,

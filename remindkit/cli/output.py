@@ -39,7 +39,8 @@ def table(out: TextIO, rems: Sequence[Reminder], now: datetime) -> None:
     rows = [("ID", "STATE", "NEXT", "SCHEDULE", "SESSION", "LABEL", "TEXT")]
     for r in rems:
         text = r.text if len(r.text) <= 40 else r.text[:39] + "…"
-        state, nxt = r.state, when(r, now) if r.state == "active" else "-"
+        state: str = r.state
+        nxt = when(r, now) if r.state == "active" else "-"
         if r.delivery is not None:  # fired, waiting for its session: still cancellable
             state, nxt = "waiting", f"({r.delivery.wait_for or 'session'})"
         if r.last_error:

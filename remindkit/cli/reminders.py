@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .context import CliError, Context
+from ..errors import CliError
+from ..models import ReminderSpec, Source
+from .context import Context
 from .output import history as print_history
 from .output import printable, table, when
 from .scope import scope, session_or_none
@@ -122,9 +124,10 @@ def _add_commands(sub: Any, common: argparse.ArgumentParser, *, flat: bool) -> N
     h.set_defaults(func=history)
 
 
-def remind(cx: Context) -> int:
-    args, api = cx.args, cx.api
-    created = api.add(
+def reminder_spec(args: argparse.Namespace) -> ReminderSpec:
+    """``remind TEXT --label --in/--at/--every/--cron --tz --repeat --until …`` as the
+    request the reminders API takes (it checks every value)."""
+    return ReminderSpec(
         args.text,
         session=session_or_none(args),
         label=args.label,
@@ -140,8 +143,13 @@ def remind(cx: Context) -> int:
         urgency=args.urgency,
         misfire=args.misfire,
         on_busy=args.on_busy,
-        source="cli",
+        source=Source.CLI,
     )
+
+
+def remind(cx: Context) -> int:
+    args, api = cx.args, cx.api
+    created = api.add(reminder_spec(args))
     rem = created.reminder
     if args.json:
         data = rem.to_dict()

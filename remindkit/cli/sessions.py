@@ -8,6 +8,7 @@ import math
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import Forbidden, InvalidInput, NotFound
+from ..models import FallbackPolicy
 from .context import Context
 from .inert import one_line
 from .scope import env_scope, refuse_in_scope
@@ -148,7 +149,13 @@ def run(args: argparse.Namespace, api: Reminders, out: TextIO) -> int:
             raise InvalidInput(
                 f"session {sid!r} was deleted; use another id", code="session_deleted"
             )
-        fallback = args.fallback or (existing.fallback if existing is not None else "fresh")
+        fallback = (
+            FallbackPolicy(args.fallback)
+            if args.fallback
+            else existing.fallback
+            if existing is not None
+            else FallbackPolicy.FRESH
+        )
         sess = store.sessions.put_session(
             Session(sid, adapter=adapter, config=config, title=args.title, fallback=fallback),
             now_us=now_us,

@@ -2,18 +2,18 @@
 ones marked) and the last fires with their outcome, drawn with Rich.
 
 It reads the store every second, and at once when another process signals a change
-(the store's wake-up hints). Ctrl-C leaves the alternate screen and ends with the
+(the store's wake-up hints, waited for with :class:`remindkit.wakeup.Waiter`). Ctrl-C leaves the alternate screen and ends with the
 terminal as it was. Rich is imported here only (``pip install remindkit[watch]``).
 """
 
 from __future__ import annotations
 
 import argparse
-import select
 from datetime import datetime
 from typing import Any
 
 from ..errors import InvalidInput
+from ..wakeup import Waiter
 from .context import Context
 from .output import printable
 from .scope import scope
@@ -112,55 +112,44 @@ def watch(cx: Context) -> int:
     if cx.args.once:
         console.print(render(snapshot(cx, within)))
         return 0
-    listener = cx.api.store.wake.listen()
+    waiter = Waiter()
     try:
-        with Live(
-            render(snapshot(cx, within)), console=console, screen=True, auto_refresh=False
-        ) as live:
+        with (
+            waiter.listening(cx.api.store.wake),
+            Live(
+                render(snapshot(cx, within)), console=console, screen=True, auto_refresh=False
+            ) as live,
+        ):
             while True:
-                _wait(listener)
+                waiter.wait(REFRESH_S)
                 live.update(render(snapshot(cx, within)), refresh=True)
     except KeyboardInterrupt:
         return 0
     finally:
-        if listener is not None:
-            listener.close()
+        waiter.close()
 
 
 def _watch_json(cx: Context, within: Any) -> int:
     from ..clock import format_utc
 
-    listener = cx.api.store.wake.listen()
+    waiter = Waiter()
     try:
-        while True:
-            snap = snapshot(cx, within)
-            cx.json(
-                {
-                    "now": format_utc(snap["now"]),
-                    "paused_all": snap["paused_all"],
-                    "reminders": [r.to_dict() for r in snap["reminders"]],
-                    "fires": [o.to_dict() for o in snap["fires"]],
-                }
-            )
-            cx.out.flush()
-            if cx.args.once:
-                return 0
-            _wait(listener)
+        with waiter.listening(cx.api.store.wake):
+            while True:
+                snap = snapshot(cx, within)
+                cx.json(
+                    {
+                        "now": format_utc(snap["now"]),
+                        "paused_all": snap["paused_all"],
+                        "reminders": [r.to_dict() for r in snap["reminders"]],
+                        "fires": [o.to_dict() for o in snap["fires"]],
+                    }
+                )
+                cx.out.flush()
+                if cx.args.once:
+                    return 0
+                waiter.wait(REFRESH_S)  # a second, or less when another process wrote
     except KeyboardInterrupt:
         return 0
     finally:
-        if listener is not None:
-            listener.close()
-
-
-def _wait(listener: Any) -> None:
-    """A second, or less when another process signals a change."""
-    if listener is None:
-        select.select([], [], [], REFRESH_S)
-        return
-    ready, _w, _x = select.select([listener.fileno()], [], [], REFRESH_S)
-    if ready:
-        try:
-            listener.drain()
-        except Exception:  # a broken hint socket: the one-second refresh goes on
-            select.select([], [], [], REFRESH_S)
+        waiter.close()

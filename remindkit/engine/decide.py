@@ -41,7 +41,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._compat import StrEnum, quick_init
-from ..models import BusyPolicy, FallbackPolicy, Fire, Session, SessionState, WaitFor
+from ..models import (
+    AlertState,
+    BusyPolicy,
+    FallbackPolicy,
+    Fire,
+    Session,
+    SessionState,
+    WaitFor,
+)
 
 
 class Action(StrEnum):
@@ -253,14 +261,14 @@ def _for_person(group: tuple[Fire, ...], alone: str, waits: str) -> list[Decisio
     """Fires with no agent to hand them to: one whose alert reached the person (an alarm
     or announcement that played: ``done``) ends so, ALERTED; the others (no alert asked
     for, or it failed or was muted) WAIT for a session, as before."""
-    alerted = tuple(f for f in group if f.alert == "done")
-    rest = tuple(f for f in group if f.alert != "done")
+    alerted = tuple(f for f in group if f.alert == AlertState.DONE)
+    rest = tuple(f for f in group if f.alert != AlertState.DONE)
     out: list[Decision] = []
     if alerted:
         out.append(Decision(Action.ALERTED, alerted, f"alerted only: {alone}"))
     if rest:
         why = waits
-        failed = {f.alert for f in rest if f.alert in ("failed", "muted")}
+        failed = {f.alert for f in rest if f.alert in (AlertState.FAILED, AlertState.MUTED)}
         if failed:
             why += f" (its alert was {' or '.join(sorted(failed))}: the person was not reached)"
         out.append(Decision(Action.WAIT, rest, why, WaitFor.SESSION))

@@ -59,8 +59,10 @@ from ..models import (
     SESSION_DELETED,
     SKIPPED,
     WAITING,
+    AlertState,
     FallbackPolicy,
     Fire,
+    OccurrenceState,
     Outcome,
     Reminder,
     Session,
@@ -125,7 +127,9 @@ class Dispatcher:
         self.clock = clock
         self.owner = owner
         self.adapters = adapters
-        self.alerter: Alerter = alerter or NullAlerter(result="muted")  # none here: none heard
+        self.alerter: Alerter = alerter or NullAlerter(
+            result=AlertState.MUTED
+        )  # none here: none heard
         self.events = events or ev.Events()
         self.settings = settings or store.settings
         self.inline = inline
@@ -192,9 +196,9 @@ class Dispatcher:
             self.urgent = True
             self.poke()
         for f in stamped:
-            self.events.emit(ev.FIRED, f)
-        plain = [f for f in stamped if f.alert != "pending"]
-        alerting = [f for f in stamped if f.alert == "pending"]
+            self.events.emit(ev.Fired, f)
+        plain = [f for f in stamped if f.alert != AlertState.PENDING]
+        alerting = [f for f in stamped if f.alert == AlertState.PENDING]
         if plain:
             self.route(plain)
         if alerting:
@@ -226,7 +230,7 @@ class Dispatcher:
         try:
             if fired or outcomes:
                 stale = self.store.outcomes.finish(outcomes, fired=fired, now_us=now_us(self.clock))
-                self.events.emit(ev.WRITTEN)
+                self.events.emit(ev.Written)
         except Exception:
             self._outcomes.extendleft(reversed(outcomes))  # keep them for the next flush
             self._fired.extendleft(reversed(fired))
@@ -612,14 +616,14 @@ class Dispatcher:
                     self._lock
                 ):  # look again, in the store, once these are written (the cache may be stale)
                     self._recheck = True
-                self.events.emit(ev.WAITING, sess.id, fires)
+                self.events.emit(ev.Waiting, sess.id, fires)
         elif act == Action.SKIP:
             self._finish(fires, SKIPPED, error=d.reason)
         elif act == Action.ALERTED:  # the person's alone: the alert reached them, it ends
             self._finish(fires, ALERTED, error=d.reason)
         elif act == Action.FAIL:
             self._finish(fires, OCC_FAILED, error=d.reason, pause=d.pause)
-            self.events.emit(ev.FAILED, sess.id if sess is not None else None, fires, d.reason)
+            self.events.emit(ev.Failed, sess.id if sess is not None else None, fires, d.reason)
         elif act == Action.REBASE:
             self._rebase(fires, d.reason or "re-based")
         elif act in (Action.QUEUE, Action.DELIVER):
@@ -765,7 +769,7 @@ class Dispatcher:
                     handed_us=handed,
                 )
                 if verdict.wait_for == WaitFor.RETRY:
-                    self.events.emit(ev.WAITING, target.id, list(fires))
+                    self.events.emit(ev.Waiting, target.id, list(fires))
             elif verdict.action == Action.DELIVERED:
                 note = (
                     "already taken by an earlier turn of the session" if result.duplicate else None
@@ -782,14 +786,14 @@ class Dispatcher:
                 )
                 if target.failures and took == target.id:
                     self._record_turn(target.id, ok=True)
-                self.events.emit(ev.DELIVERED, took, list(fires), result)
+                self.events.emit(ev.Delivered, took, list(fires), result)
             else:
                 why = verdict.reason or "turn failed"
                 self._finish(
                     fires, OCC_FAILED, error=why, urgent=slow, handed_us=handed, pause=verdict.pause
                 )
                 self._record_turn(target.id, ok=False, error=why)
-                self.events.emit(ev.FAILED, target.id, list(fires), why)
+                self.events.emit(ev.Failed, target.id, list(fires), why)
         except StoreError as exc:  # the turn could not record itself: retry later, never fail
             log.warning("turn in %s hit a store error (%s); the fires wait", target.id, exc)
             self._finish(
@@ -802,7 +806,7 @@ class Dispatcher:
             log.exception("delivery to %s failed", target.id)
             why = f"{type(exc).__name__}: {exc}"
             self._finish(fires, OCC_FAILED, error=why, pause=True)
-            self.events.emit(ev.FAILED, target.id, list(fires), str(exc))
+            self.events.emit(ev.Failed, target.id, list(fires), str(exc))
 
     def _record_turn(self, session_id: str, *, ok: bool, error: str | None = None) -> None:
         try:
@@ -913,11 +917,11 @@ class Dispatcher:
 
     def _alert_then_route(self, fires: Sequence[Fire]) -> None:
         # what each alert did (a fire for the person alone ends once its alert is done)
-        played: dict[int, str] = {}
+        played: dict[int, AlertState] = {}
         for f in fires:
             try:
                 if not self.store.outcomes.set_alert(
-                    f.occurrence_id, f.token, expect="pending", to="playing"
+                    f.occurrence_id, f.token, expect=AlertState.PENDING, to=AlertState.PLAYING
                 ):
                     continue  # another engine has it, or it already played
                 try:
@@ -925,10 +929,12 @@ class Dispatcher:
                     state = self.alerter.alert(f)
                 except Exception:
                     log.exception("alerter failed for %s", f.key)
-                    state = "failed"
-                self.store.outcomes.set_alert(f.occurrence_id, f.token, expect="playing", to=state)
+                    state = AlertState.FAILED
+                self.store.outcomes.set_alert(
+                    f.occurrence_id, f.token, expect=AlertState.PLAYING, to=state
+                )
                 played[f.occurrence_id] = state
-                self.events.emit(ev.ALERTED, f, state)
+                self.events.emit(ev.Alerted, f, state)
             except Exception:
                 log.exception("alert bookkeeping failed for %s; delivery goes on", f.key)
         self.route([replace(f, alert=played.get(f.occurrence_id, f.alert)) for f in fires])
@@ -938,7 +944,7 @@ class Dispatcher:
     def _finish(
         self,
         fires: Sequence[Fire],
-        state: str,
+        state: OccurrenceState,
         *,
         error: str | None = None,
         delivered_us: int | None = None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..clock import to_us
+from ..errors import PlanRefused
 from ..models import ACTIVE, DONE, Plan, PlannedFire, Reminder
 from ..schedules import due_between, next_after
 from ..schedules.spec import previous_before
@@ -26,10 +27,6 @@ GRACE = timedelta(seconds=60)
 COUNT_STEPS = (
     400  # missed occurrences counted one by one at most (beyond: "at least"), inside the claim
 )
-
-
-class PlanRefused(ValueError):
-    """A row whose plan this engine will not carry out (the claim quarantines it)."""
 
 
 def guarded_plan(rem: Reminder, now: datetime, *, catchup_max: int) -> Plan:

@@ -277,7 +277,9 @@ class Hooks:
             push=lambda r, pos: rebased(r, now, pos),
         )
 
-    def _give_back(self, fires: Sequence[Fire], why: str, wait_for: str = WaitFor.SESSION) -> None:
+    def _give_back(
+        self, fires: Sequence[Fire], why: str, wait_for: WaitFor = WaitFor.SESSION
+    ) -> None:
         self.store.outcomes.finish(
             [
                 Outcome(

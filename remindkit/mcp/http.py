@@ -43,6 +43,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from ..errors import error_body
 from ..reminders import Reminders
 from ..wiring import build
 from .server import RemindkitMcp
@@ -191,7 +192,7 @@ async def _answer(
     message: str,
     headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    body = json.dumps(error_body(code, message)).encode()
     await send(
         {
             "type": "http.response.start",

@@ -34,7 +34,6 @@ from ..checks import check_session_id
 from ..errors import InvalidInput
 
 MAX_BINDINGS = 16  # per project; the oldest go first
-MAX_HOOK_INPUT = 1 << 20  # bytes of hook JSON read from stdin
 
 
 def project_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -160,27 +159,10 @@ def resolve(
     return project_session_id(project), "project"
 
 
-def hook_input(stream: Any) -> dict[str, Any]:
-    """The JSON object a Claude Code hook gets on stdin (bounded)."""
-    raw = stream.read(MAX_HOOK_INPUT + 1)
-    if isinstance(raw, bytes):
-        raw = raw.decode("utf-8", "replace")
-    if len(raw) > MAX_HOOK_INPUT:
-        raise InvalidInput("hook input is larger than 1 MiB", code="invalid_argument")
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInput(f"hook input is not JSON: {exc}", code="invalid_argument") from None
-    if not isinstance(data, dict) or not isinstance(data.get("session_id"), str):
-        raise InvalidInput("hook input has no session_id", code="invalid_argument")
-    return data
-
-
 __all__ = [
     "Binding",
     "ancestors",
     "bindings_file",
-    "hook_input",
     "project_dir",
     "project_session_id",
     "read_bindings",

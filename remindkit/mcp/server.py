@@ -54,7 +54,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from ..agent.tools import ToolContext, ToolResult, handle_tool_call
 from ..clock import format_utc, now_us
 from ..engine import Engine
-from ..errors import RemindkitError
+from ..errors import RemindkitError, error_body
 from ..models import Fire, Session
 from ..protocol import frame_fired
 from ..protocol.tools import mcp_tools
@@ -438,10 +438,7 @@ class RemindkitMcp:
                     code="unauthorized",
                     data={
                         "ok": False,
-                        "error": {
-                            "code": "unauthorized",
-                            "message": "this token reaches no session",
-                        },
+                        **error_body("unauthorized", "this token reaches no session"),
                     },
                 )
             )

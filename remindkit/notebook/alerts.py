@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..clock import format_utc
-from ..models import Fire
+from ..models import AlertState, Fire
 
 log = logging.getLogger(__name__)
 MAX_ASSET_BYTES = 2_000_000  # larger files are not inlined into the page
@@ -89,7 +89,7 @@ class BrowserAlerter:
         with self._lock:
             return len(self._targets)
 
-    def alert(self, fire: Fire) -> str:
+    def alert(self, fire: Fire) -> AlertState:
         with self._lock:
             targets = list(self._targets)
         if not targets:
@@ -97,7 +97,7 @@ class BrowserAlerter:
                 "alert for %s: no remindkit panel is shown in this kernel, nothing to play it",
                 fire.key,
             )
-            return "muted"
+            return AlertState.MUTED
         payload = alert_payload(fire)
         took = 0
         for target in targets:
@@ -108,8 +108,8 @@ class BrowserAlerter:
                 log.exception("a panel could not show the alert for %s", fire.key)
         if took:
             self.sent.append(fire.key)
-            return "done"
-        return "failed"
+            return AlertState.DONE
+        return AlertState.FAILED
 
 
 def alert_payload(fire: Fire) -> dict[str, Any]:

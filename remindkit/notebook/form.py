@@ -14,7 +14,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..errors import RemindkitError
-from ..models import Reminder
+from ..models import Reminder, ReminderSpec, Source
 from ..reminders import Reminders
 from ..schedules.zones import get_zone
 from .hub import Hub
@@ -76,22 +76,27 @@ class ReminderForm(widgets.VBox):
         self.value.placeholder = PLACEHOLDERS.get(change["new"], "")
         self.repeat.disabled = change["new"] not in ("every", "cron")
 
+    def spec(self) -> ReminderSpec:
+        """The reminder the form describes, as the request the reminders API takes."""
+        when = self.when.value
+        fields: dict[str, Any] = {ARGUMENT[when]: self.value.value.strip() or None}
+        if when in ("every", "cron") and self.repeat.value.strip():
+            fields["repeat"] = self.repeat.value.strip()
+        return ReminderSpec(
+            self.text.value,
+            session=self.session,
+            label=self.label.value or None,
+            tz=self.zone.value.strip() or None,
+            alarm=bool(self.alarm.value),
+            announce=self.announce.value or None,
+            source=Source.NOTEBOOK,
+            **fields,
+        )
+
     def submit(self) -> Reminder | None:
         """Create the reminder the form describes; show what happened under it."""
-        when = self.when.value
-        args: dict[str, Any] = {
-            "session": self.session,
-            "label": self.label.value or None,
-            "tz": self.zone.value.strip() or None,
-            "alarm": bool(self.alarm.value),
-            "announce": self.announce.value or None,
-            "source": "notebook",
-            ARGUMENT[when]: self.value.value.strip() or None,
-        }
-        if when in ("every", "cron") and self.repeat.value.strip():
-            args["repeat"] = self.repeat.value.strip()
         try:
-            rem = self.api.create(self.text.value, **args)
+            rem = self.api.add(self.spec()).reminder
         except RemindkitError as exc:
             message = f"<span style='color:#c62828'>{html.escape(exc.code)}: {html.escape(exc.message)}</span>"
             self.hub.post(lambda: setattr(self.status, "value", message))

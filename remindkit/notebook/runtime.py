@@ -20,7 +20,6 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from typing import Any
 
 from .. import events as ev
 from ..clock import Clock, now_us
@@ -58,15 +57,15 @@ class KernelRuntime:
             alert_priority=NOTEBOOK_ALERT_PRIORITY,
             inline=inline,
         )
-        self.engine.events.subscribe("*", self._on_event)
+        self.engine.events.subscribe(ev.EngineEvent, self._on_event)
         self._closed = False
 
     def start(self) -> KernelRuntime:
         self.engine.start()
         return self
 
-    def _on_event(self, kind: str, *args: Any, **kwargs: Any) -> None:
-        if kind in (ev.FIRED, ev.DELIVERED, ev.FAILED, ev.WAITING, ev.ALERTED, ev.CHANGED):
+    def _on_event(self, event: ev.EngineEvent) -> None:
+        if isinstance(event, (ev.Fired, ev.Delivered, ev.Failed, ev.Waiting, ev.Alerted)):
             self.hub.refresh()
 
     def alerts_where(self) -> str:

@@ -413,11 +413,6 @@ def _weekdays(
     return frozenset(plain), frozenset(last), frozenset(nth)
 
 
-def next_wall_match(rule: CronRule, wall: datetime) -> datetime | None:
-    """The first naive wall time strictly after ``wall`` that matches."""
-    return rule.next_wall(wall)
-
-
 def _to_instant(wall: datetime, zone: tzinfo) -> tuple[datetime, bool]:
     """``wall`` as an instant by our rules, and whether it is a repeated wall time."""
     off0 = zone.utcoffset(wall)
@@ -479,4 +474,4 @@ def _bad(expr: object, why: str) -> InvalidSchedule:
     )
 
 
-__all__ = ["MACROS", "CronRule", "compile_cron", "next_cron_time", "next_wall_match"]
+__all__ = ["MACROS", "CronRule", "compile_cron", "next_cron_time"]

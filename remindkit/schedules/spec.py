@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -23,6 +23,8 @@ from .zones import get_zone, instant_to_wall, parse_local_or_instant, wall_to_in
 Kind = Literal["after", "at", "every", "cron"]
 KINDS = ("after", "at", "every", "cron")
 DAY = 86_400
+# the schedule's inputs as the command line names them (build_schedule's refusals)
+CLI_WORDS = {k: f"--{k}" for k in ("in", "at", "every", "cron", "repeat", "until")}
 MAX_REPEAT = 1_000_000_000  # fires of one series: far beyond any real one, well inside 64 bits
 
 
@@ -185,25 +187,30 @@ def build_schedule(
     until: str | datetime | None = None,
     min_period_s: int = 60,
     horizon_s: int = 366 * DAY,
+    words: Mapping[str, str] | None = None,
 ) -> Schedule:
-    """Validate user input and build a :class:`Schedule`; raise ``InvalidSchedule``."""
+    """Validate user input and build a :class:`Schedule`; raise ``InvalidSchedule``.
+    ``words``: how the asking surface names ``in``, ``at``, ``every``, ``cron``,
+    ``repeat`` and ``until`` in its refusals (the command line's flags by default)."""
+    w = {**CLI_WORDS, **(words or {})}
     zone_name = tz or default_tz
     get_zone(zone_name)
     if in_ is not None and at is not None:
-        raise _conflict("give either --in or --at, not both")
+        raise _conflict(f"give either {w['in']} or {w['at']}, not both")
     if every is not None and cron is not None:
-        raise _conflict("give either --every or --cron, not both")
+        raise _conflict(f"give either {w['every']} or {w['cron']}, not both")
     if cron is not None and (in_ is not None or at is not None):
-        raise _conflict("--cron sets its own times; it does not take --in or --at")
+        raise _conflict(f"{w['cron']} sets its own times; it does not take {w['in']} or {w['at']}")
     if in_ is None and at is None and every is None and cron is None:
         raise InvalidSchedule(
-            "say when: give --in, --at, --every or --cron", code="missing_schedule"
+            f"say when: give {w['in']}, {w['at']}, {w['every']} or {w['cron']}",
+            code="missing_schedule",
         )
     repeating = every is not None or cron is not None
     if not repeating and repeat is not None and parse_repeat(repeat) != 1:
-        raise _bad_repeat(repeat, "--repeat needs --every or --cron")
+        raise _bad_repeat(repeat, f"{w['repeat']} needs {w['every']} or {w['cron']}")
     if not repeating and until is not None:
-        raise _conflict("--until needs --every or --cron")
+        raise _conflict(f"{w['until']} needs {w['every']} or {w['cron']}")
     repeat_n = parse_repeat(repeat) if repeating else 1
 
     start: datetime | None = None
@@ -261,7 +268,7 @@ def build_schedule(
     if first is None:
         if until_at is not None:
             raise InvalidSchedule(
-                f"--until {format_utc(until_at)} comes before the first fire",
+                f"{w['until']} {format_utc(until_at)} comes before the first fire",
                 code="until_not_after_start",
             )
         raise InvalidSchedule(f"{sched.describe()} never fires", code="no_future_fire")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..agent.model import ModelError
+from ..errors import ModelError
 
 if TYPE_CHECKING:
     import httpx

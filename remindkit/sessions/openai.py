@@ -40,8 +40,9 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from ..agent.budget import estimate_tokens, reply_tokens
-from ..agent.model import Completion, ModelError, ToolCall
+from ..agent.model import Completion, ToolCall
 from ..clock import Clock, now_us
+from ..errors import ModelError
 from ..models import Fire, Session
 from ..settings import DEFAULT_CONTEXT_TOKENS, ModelLimits, Settings
 from .base import TurnResult, origin

@@ -65,6 +65,9 @@ def default_adapters(
     if api is None:
         if store is None:
             return Adapters(CommandSession(), PythonSessions(), McpSessions())
+        # An Engine made without the composition root (tests, the bench's engines over
+        # a bare store): this layer cannot reach wiring.build, so the agents' API is
+        # made here. Every surface's engine comes from Graph.engine, with the graph's.
         from ..reminders import Reminders
 
         api = Reminders(store, clock=clock, settings=settings)

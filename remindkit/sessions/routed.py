@@ -21,23 +21,23 @@ import contextlib
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import select
 
 from .. import failpoints
-from ..agent.model import Completion, ModelError
+from ..agent.model import Completion
 from ..clock import Clock, SystemClock, now_us
+from ..errors import ModelError
 from ..models import FIRED_TURN, Fire, Session
 from ..protocol.display import strip_assistant_display
 from ..store import schema as t
 from ..store.outbox import NewItem, Outbox
-from .base import TurnResult
+from .base import SessionAdapter, TurnResult
 from .command import CommandSession
 
 if TYPE_CHECKING:
     from ..store import SqlStore
-    from .registry import Adapters
 
 CHANNEL = "telegram"
 TEXT_LIMIT = 4096  # Telegram's limit for one message, in UTF-16 code units
@@ -137,13 +137,20 @@ def fired_reply(store: SqlStore, session: str, keys: Sequence[str]) -> tuple[int
     return int(row[0]), "\n\n".join(x for x in texts if x)
 
 
+class Agents(Protocol):
+    """The adapters a thread's agent may be run by, found by name (the process's
+    :class:`~remindkit.sessions.registry.Adapters`, which hold this one too)."""
+
+    def get(self, name: str | None) -> SessionAdapter | None: ...
+
+
 class TelegramSessions:
     """The ``telegram`` adapter: runs the thread's agent, queues its reply for the route."""
 
     name = "telegram"
     shared = True
 
-    def __init__(self, store: SqlStore, agents: Adapters, *, clock: Clock | None = None) -> None:
+    def __init__(self, store: SqlStore, agents: Agents, *, clock: Clock | None = None) -> None:
         self.store = store
         self.agents = agents
         self.clock: Clock = clock or SystemClock()

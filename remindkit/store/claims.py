@@ -28,7 +28,7 @@ from sqlalchemy import Connection, and_, bindparam, exists, func, or_, select, u
 from .. import failpoints
 from ..audit import EventKind, Surface
 from ..clock import format_utc, from_us
-from ..models import ACTIVE, CLAIMED, DONE, Fire, Plan, Reminder
+from ..models import ACTIVE, CLAIMED, DONE, AlertState, Fire, Plan, Reminder
 from . import schema as t
 from .coordination import PAUSED_ALL
 from .dialect import Dialect, chunks
@@ -194,7 +194,7 @@ class Claims(Role):
                             "missed": f.missed,
                             "position": f.position,
                             "attempts": 1,
-                            "alert": "pending" if (rem.alarm or rem.announce) else None,
+                            "alert": AlertState.PENDING if (rem.alarm or rem.announce) else None,
                         }
                     )
                 for f in p.skipped:

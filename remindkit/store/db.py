@@ -31,13 +31,13 @@ from ..errors import StoreError
 from ..runtime import make_private_file
 from ..settings import Settings
 from .dialect import Dialect
-from .events import forget_deferred
 from .wake import Wake, make_wake
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).with_name("migrations")
 WRITE = "rk_write"
 _ADDED_DUE = "rk_added_due"  # conn.info: the first fire of what a write only added (only_added)
+DEFERRED_EVENTS = "remindkit_events"  # conn.info: audit rows queued for write_events (events.py)
 
 
 SQLITE_DRIVERS = ("sqlite", "sqlite+pysqlite")
@@ -275,7 +275,7 @@ class Db:
                     _driver_execute(conn, "PRAGMA synchronous=NORMAL")
                 try:
                     with conn.begin():
-                        forget_deferred(conn)  # left by a transaction that rolled back
+                        conn.info.pop(DEFERRED_EVENTS, None)  # a rolled-back transaction's
                         yield conn
                 finally:
                     added_due_us = conn.info.pop(_ADDED_DUE, None)

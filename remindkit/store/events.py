@@ -21,13 +21,13 @@ from ..audit import READ_MAX, Event, EventKind, Surface, detail_json
 from ..clock import from_us
 from ..errors import InvalidInput
 from . import schema as t
+from .db import DEFERRED_EVENTS
 from .dialect import Dialect, chunks
 from .role import Role
 
 log = logging.getLogger(__name__)
 _EVENTS_LOCK = int(hashlib.sha1(b"remindkit-events").hexdigest()[:15], 16)
 _COLUMNS = ("at", "kind", "surface", "session_id", "reminder_id", "occurrence_id", "detail")
-_PENDING = "remindkit_events"
 EventRow = tuple[int, str, str, "str | None", "str | None", "int | None", "str | None"]
 
 
@@ -55,17 +55,13 @@ def event_row(
 def defer_events(conn: Connection, rows: Sequence[EventRow]) -> None:
     """Queue events to be written by this transaction's :func:`write_events` (for a
     change made in the middle of a transaction, e.g. a quarantine during a claim)."""
-    conn.info.setdefault(_PENDING, []).extend(rows)
-
-
-def forget_deferred(conn: Connection) -> None:
-    conn.info.pop(_PENDING, None)
+    conn.info.setdefault(DEFERRED_EVENTS, []).extend(rows)
 
 
 def write_events(conn: Connection, rows: Sequence[EventRow]) -> None:
     """Insert event rows (and any deferred ones) in the caller's transaction, as its
     last statement."""
-    pending = conn.info.pop(_PENDING, None)
+    pending = conn.info.pop(DEFERRED_EVENTS, None)
     if pending:
         rows = [*pending, *rows]
     if not rows:
@@ -191,7 +187,6 @@ __all__ = [
     "changes",
     "defer_events",
     "event_from_row",
-    "forget_deferred",
     "event_row",
     "write_events",
 ]

@@ -32,7 +32,17 @@ from sqlalchemy import (
 
 from ..audit import DETAIL_VALUE_MAX, EventKind, Surface
 from ..clock import format_utc, from_us
-from ..models import ACTIVE, CLAIMED, DELIVERED, DONE, FAILED, PAUSED, WAITING, Outcome
+from ..models import (
+    ACTIVE,
+    CLAIMED,
+    DELIVERED,
+    DONE,
+    FAILED,
+    PAUSED,
+    WAITING,
+    AlertState,
+    Outcome,
+)
 from . import schema as t
 from .dialect import Dialect, chunks
 from .events import EventRow, event_row, write_events
@@ -64,7 +74,9 @@ class Outcomes(Role):
                 self._mark_fired(conn, fired)
             return write_outcomes(conn, self.dialect, outcomes, now_us)
 
-    def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool:
+    def set_alert(
+        self, occurrence_id: int, token: str, *, expect: AlertState, to: AlertState
+    ) -> bool:
         """Compare-and-set the alert state; an alert plays only after winning ``pending -> playing``."""
         o = t.occurrences.c
         with self.write(notify=False) as conn:

@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import Connection, update
 
 from ..audit import EventKind, Surface
-from ..models import FAILED, OCC_FAILED, Fire
+from ..errors import PlanRefused
+from ..models import FAILED, OCC_FAILED, Fire, Quarantine
 from . import schema as t
 from .events import defer_events, event_row
 from .rows import fire_from_joined
@@ -21,16 +22,26 @@ log = logging.getLogger(__name__)
 
 
 def quarantine(conn: Connection, reminder_id: str, exc: BaseException, *, now_us: int) -> None:
-    """A reminder row that cannot be read (a hand edit, a newer remindkit, damage)
-    is set aside as ``failed`` with the reason, never deleted, and never again
-    stops the engine that tried to claim it."""
-    kind = "refused plan" if type(exc).__name__ == "PlanRefused" else "unreadable row"
-    why = f"quarantined: {kind} ({type(exc).__name__}: {exc})"[:500]
+    """A reminder row that cannot be read (a hand edit, a newer remindkit, damage),
+    or whose plan the engine refuses (:class:`~remindkit.errors.PlanRefused`), is set
+    aside as ``failed`` with its :class:`~remindkit.models.Quarantine` and the reason,
+    never deleted, and never again stops the engine that tried to claim it."""
+    if isinstance(exc, PlanRefused):
+        kind, said = Quarantine.REFUSED_PLAN, exc.message  # str() would put its code first
+    else:
+        kind, said = Quarantine.UNREADABLE_ROW, str(exc)
+    why = f"quarantined: {kind.replace('_', ' ')} ({type(exc).__name__}: {said})"[:500]
     log.error("reminder %s %s", reminder_id, why)
     conn.execute(
         update(t.reminders)
         .where(t.reminders.c.id == reminder_id)
-        .values(state=FAILED, next_fire_at=None, last_error=why, version=t.reminders.c.version + 1)
+        .values(
+            state=FAILED,
+            quarantine=kind,
+            next_fire_at=None,
+            last_error=why,
+            version=t.reminders.c.version + 1,
+        )
     )
     defer_events(
         conn,

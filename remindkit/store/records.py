@@ -14,7 +14,20 @@ from dataclasses import replace
 from typing import Any
 
 from ..clock import from_us, to_us
-from ..models import LIVE_STATES, WAITING, Delivery, Reminder
+from ..models import (
+    LIVE_STATES,
+    WAITING,
+    BusyPolicy,
+    Delivery,
+    MisfirePolicy,
+    Quarantine,
+    Reminder,
+    ReminderState,
+    Source,
+    Urgency,
+    WaitFor,
+    by_value,
+)
 from ..schedules import Schedule
 
 log = logging.getLogger(__name__)
@@ -45,6 +58,7 @@ REMINDER_FIELDS: tuple[str, ...] = tuple(
         "created_at",
         "updated_at",
         "version",
+        "quarantine",
     ]
 )
 REMINDER_COLUMNS = ", ".join(REMINDER_FIELDS)  # for statements run through the driver
@@ -54,6 +68,20 @@ Waiting = dict[str, tuple[str | None, str | None, int, int]]
 
 def _dt(us: int | None):
     return None if us is None else from_us(int(us))
+
+
+# values -> enum members (a value not among them stays as read: models.by_value)
+_STATE = by_value(ReminderState)
+_URGENCY = by_value(Urgency)
+_MISFIRE = by_value(MisfirePolicy)
+_ON_BUSY = by_value(BusyPolicy)
+_SOURCE = by_value(Source)
+_WAIT_FOR = by_value(WaitFor)
+_QUARANTINE = by_value(Quarantine)
+
+
+def wait_for_of(value: str | None) -> WaitFor | None:
+    return None if value is None else _WAIT_FOR.get(value, value)  # type: ignore[arg-type]
 
 
 @functools.lru_cache(maxsize=8192)
@@ -68,22 +96,25 @@ def _reminder_of_mapping(m: Any) -> Reminder:
         label=m["label"],
         text=m["text"],
         schedule=Schedule.from_json(m["spec"]),
-        state=m["state"],
+        state=_STATE.get(m["state"], m["state"]),
         next_fire_at=_dt(m["next_fire_at"]),
         fired_count=m["fired_count"],
         alarm=bool(m["alarm"]),
         announce=m["announce"],
-        urgency=m["urgency"],
-        misfire=m["misfire"],
+        urgency=_URGENCY.get(m["urgency"], m["urgency"]),
+        misfire=_MISFIRE.get(m["misfire"], m["misfire"]),
         catchup_cap=m["catchup_cap"],
-        on_busy=m["on_busy"],
+        on_busy=_ON_BUSY.get(m["on_busy"], m["on_busy"]),
         last_error=m["last_error"],
         created_at=_dt(m["created_at"]),
         updated_at=_dt(m["updated_at"]),
-        source=m["source"],
+        source=_SOURCE.get(m["source"], m["source"]),
         slot=m["slot"],
         snoozed=bool(m["snoozed"]),
         version=m["version"],
+        quarantine=None
+        if m["quarantine"] is None
+        else _QUARANTINE.get(m["quarantine"], m["quarantine"]),
     )
 
 
@@ -116,6 +147,7 @@ def reminder_values(r: Reminder) -> tuple[Any, ...]:
         None if r.created_at is None else to_us(r.created_at),
         None if r.updated_at is None else to_us(r.updated_at),
         r.version,
+        r.quarantine,
     )
 
 
@@ -152,6 +184,7 @@ def attach_waiting(rems: list[Reminder], waiting: Waiting) -> list[Reminder]:
         w = waiting.get(r.id) if r.state in LIVE_STATES else None
         if w is not None:
             wait_for, reason, due_us, count = w
-            r = replace(r, delivery=Delivery(WAITING, wait_for, reason, from_us(due_us), count))
+            delivery = Delivery(WAITING, wait_for_of(wait_for), reason, from_us(due_us), count)
+            r = replace(r, delivery=delivery)
         out.append(r)
     return out

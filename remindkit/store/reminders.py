@@ -37,6 +37,7 @@ from ..models import (
     ACTIVE,
     CANCELLED,
     CLAIMED,
+    FAILED,
     LIVE_STATES,
     OCC_CANCELLED,
     SESSION_DELETED,
@@ -689,12 +690,13 @@ class Reminders(Role):
             return [occurrence_from_row(r) for r in conn.execute(stmt)]
 
     def quarantined(self) -> list[tuple[str, str]]:
-        """(id, reason) of reminders set aside because their row could not be read."""
+        """(id, reason) of reminders an engine set aside (:mod:`.quarantine`): a row it
+        could not read, or whose plan it refused."""
         c = t.reminders.c
         with self.read() as conn:
             rows = conn.execute(
                 select(c.id, c.last_error)
-                .where(c.state == "failed", c.last_error.like("quarantined:%"))
+                .where(c.state == FAILED, c.quarantine.is_not(None))
                 .order_by(c.updated_at)
             ).all()
         return [(r[0], r[1]) for r in rows]

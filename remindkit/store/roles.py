@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..audit import Event, EventKind, Surface
-    from ..models import Fire, Message, Occurrence, Outcome, Plan, Reminder, Session
+    from ..models import AlertState, Fire, Message, Occurrence, Outcome, Plan, Reminder, Session
     from ..settings import Limits
     from .projects import Access
     from .reminders import Added
@@ -145,7 +145,9 @@ class OutcomeStore(Protocol):
         fired: Sequence[tuple[int, str, int]] = ...,
         now_us: int | None = ...,
     ) -> list[int]: ...
-    def set_alert(self, occurrence_id: int, token: str, *, expect: str, to: str) -> bool: ...
+    def set_alert(
+        self, occurrence_id: int, token: str, *, expect: AlertState, to: AlertState
+    ) -> bool: ...
     def mark_fired(self, items: Sequence[tuple[int, str, int]]) -> None: ...
 
 

@@ -10,10 +10,26 @@ from typing import Any
 
 from ..checks import session_project
 from ..clock import from_us, to_us
-from ..models import SESSION_ACTIVE, Fire, Message, Occurrence, Reminder, Session
+from ..models import (
+    SESSION_ACTIVE,
+    AdapterName,
+    AlertState,
+    FallbackPolicy,
+    Fire,
+    Message,
+    MessageKind,
+    Occurrence,
+    OccurrenceState,
+    Reminder,
+    Role,
+    Session,
+    SessionState,
+    WaitFor,
+    by_value,
+)
 from . import schema as t
 from .records import REMINDER_COLUMNS as REMINDER_COLUMNS  # the driver-level mapping, re-exported
-from .records import REMINDER_FIELDS, _reminder_of_mapping, _reminder_of_values
+from .records import REMINDER_FIELDS, _reminder_of_mapping, _reminder_of_values, wait_for_of
 from .records import reminder_values as reminder_values
 from .records import reminders_of_tuples as reminders_of_tuples
 
@@ -29,6 +45,20 @@ def _dt(us: int | None):
 
 def _us(dt):
     return None if dt is None else to_us(dt)
+
+
+# values -> enum members (a value not among them stays as read: models.by_value)
+_OCC_STATE = by_value(OccurrenceState)
+_ALERT = by_value(AlertState)
+_SESSION_STATE = by_value(SessionState)
+_FALLBACK = by_value(FallbackPolicy)
+_ADAPTER = by_value(AdapterName)
+_ROLE = by_value(Role)
+_KIND = by_value(MessageKind)
+
+
+def _alert(value: str | None) -> AlertState | None:
+    return None if value is None else _ALERT.get(value, value)  # type: ignore[arg-type]
 
 
 def whole_rows(rows: Sequence[Any]) -> bool:
@@ -95,9 +125,9 @@ def fire_of(
     position: int,
     missed: int,
     token: str,
-    alert: str | None,
+    alert: AlertState | None,
     fired_at: datetime | None = None,
-    wait_for: str | None = None,
+    wait_for: WaitFor | None = None,
 ) -> Fire:
     """The fire of one occurrence of ``rem``."""
     return Fire(
@@ -134,9 +164,9 @@ def fire_from_joined(row: Any, token: str) -> Fire:
         position=m["position"] or 1,
         missed=m["missed"],
         token=token,
-        alert=m["alert"],
+        alert=_alert(m["alert"]),
         fired_at=_dt(m["fired_at"]),
-        wait_for=m["occ_wait_for"],
+        wait_for=wait_for_of(m["occ_wait_for"]),
     )
 
 
@@ -146,7 +176,7 @@ def occurrence_from_row(row: Any) -> Occurrence:
         id=m["id"],
         reminder_id=m["reminder_id"],
         due_at=from_us(m["due_at"]),
-        state=m["state"],
+        state=_OCC_STATE.get(m["state"], m["state"]),
         session=m["session_id"],
         fired_at=_dt(m["fired_at"]),
         delivered_at=_dt(m["delivered_at"]),
@@ -155,9 +185,9 @@ def occurrence_from_row(row: Any) -> Occurrence:
         attempts=m["attempts"],
         error=m["error"],
         delivered_to=m["delivered_to"],
-        alert=m["alert"],
+        alert=_alert(m["alert"]),
         owner=m["owner"],
-        wait_for=m["wait_for"],
+        wait_for=wait_for_of(m["wait_for"]),
         handed_at=_dt(m["handed_at"]),
     )
 
@@ -179,9 +209,9 @@ def session_of_mapping(m: Any, now_us: int | None = None) -> Session:
     in_turn = m["turn_token"] is not None and (now_us is None or (m["turn_until"] or 0) > now_us)
     return Session(
         id=m["id"],
-        adapter=m["adapter"],
+        adapter=_ADAPTER.get(m["adapter"], m["adapter"]),
         config=json.loads(m["config"]) if m["config"] not in (None, "", "{}") else {},
-        state=m["state"],
+        state=_SESSION_STATE.get(m["state"], m["state"]),
         created_at=_dt(m["created_at"]),
         last_active_at=_dt(m["last_active_at"]),
         busy=m["busy_since"] is not None,
@@ -189,7 +219,7 @@ def session_of_mapping(m: Any, now_us: int | None = None) -> Session:
         in_turn=in_turn,
         parent_id=m["parent_id"],
         title=m["title"],
-        fallback=m["fallback"],
+        fallback=_FALLBACK.get(m["fallback"], m["fallback"]),
         failures=m["failures"],
         last_error=m["last_error"],
     )
@@ -229,9 +259,9 @@ def message_from_row(row: Any) -> Message:
     calls = json.loads(m["tool_calls"]) if m["tool_calls"] else []
     return Message(
         session=m["session_id"],
-        role=m["role"],
+        role=_ROLE.get(m["role"], m["role"]),
         content=m["content"],
-        kind=m["kind"],
+        kind=_KIND.get(m["kind"], m["kind"]),
         hidden=bool(m["hidden"]),
         tool_calls=tuple(calls),
         tool_call_id=m["tool_call_id"],

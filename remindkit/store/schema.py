@@ -47,6 +47,7 @@ reminders = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
     Column("version", Integer, nullable=False, server_default="1"),
+    Column("quarantine", Text, nullable=True),  # models.Quarantine: set aside by an engine
 )
 Index("ix_reminders_due", reminders.c.state, reminders.c.next_fire_at)
 Index("ix_reminders_session", reminders.c.session_id, reminders.c.state)

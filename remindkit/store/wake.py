@@ -30,30 +30,14 @@ import time
 import uuid
 import weakref
 from pathlib import Path
-from typing import Protocol
 
-from ..runtime import UnsafeFolder, runtime_dir
-from ..wakeup import Hints, hint_payload
+from ..runtime import UnsafeFolder, process_alive, runtime_dir
+from ..wakeup import Hints, Listener, Wake, hint_payload
 
 log = logging.getLogger(__name__)
 CHANNEL = "remindkit"
 DRAIN_MAX = 1024
 LISTING_SETTLE_NS = 100_000_000  # a folder changed this recently is listed again next time
-
-
-class Listener(Protocol):
-    def fileno(self) -> int: ...
-    def drain(self) -> set[str]:
-        """Consume pending hints; return their payloads (:func:`remindkit.wakeup.parse_hint`)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class Wake(Protocol):
-    def notify(self, origin: str = "", added_due_us: int | None = None) -> None: ...
-    def listen(self) -> Listener | None: ...
-    def close(self) -> None: ...
 
 
 class NoWake:
@@ -157,7 +141,7 @@ class SocketWake:
                 except (ConnectionRefusedError, FileNotFoundError):
                     with contextlib.suppress(OSError):
                         pid = int(name.split("-", 1)[0])
-                        if not _alive(pid):
+                        if not process_alive(pid, others=True):
                             os.unlink(path)
                 except (BlockingIOError, OSError):
                     pass  # its buffer is full: it has hints enough
@@ -168,16 +152,6 @@ class SocketWake:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._closer()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class PgListener:

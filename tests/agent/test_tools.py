@@ -81,8 +81,8 @@ REFUSALS = [
     ({"prompt": "x", "after": "5m", "alarm": "yes"}, "invalid_argument"),
     ({"prompt": 5, "after": "5m"}, "invalid_argument"),
     ({"prompt": "x", "after": "5m", "on_busy": "panic"}, "invalid_on_busy"),
-    ("{not json", "invalid_arguments"),
-    ("[1, 2]", "invalid_arguments"),
+    ("{not json", "invalid_argument"),
+    ("[1, 2]", "invalid_argument"),
 ]
 
 

@@ -68,7 +68,7 @@ def make_rig(sqlite_store: SqlStore) -> Iterator[Callable[..., Rig]]:
         graph = build(store=sqlite_store, clock=clock)
         engine = graph.engine(alerter=alerter, role="tray", alert_priority=10)  # attached
         rig = Rig(sqlite_store, graph.api, alerter, engine)
-        engine.events.subscribe(ev.FIRED, lambda _f: rig.fired.append(clock.now()))
+        engine.events.subscribe(ev.Fired, lambda _e: rig.fired.append(clock.now()))
         engine.adapters.get("python").register("s1", lambda _m, _f: rig.turns.append(clock.now()))
         rigs.append(rig)
         engine.start()

@@ -116,7 +116,7 @@ def test_command_line_starts_light() -> None:
     code = (
         "import sys, remindkit, remindkit.cli.main\n"
         "heavy = ('remindkit.engine.core', 'remindkit.alerts', 'remindkit.notebook', 'remindkit.delivery',\n"
-        "         'remindkit.store', 'sqlalchemy', 'apscheduler', 'rich', 'tray')\n"
+        "         'remindkit.store', 'sqlalchemy', 'apscheduler', 'rich', 'remindkit.tray')\n"
         "print([m for m in sys.modules if m.startswith(heavy)])\n"
     )
     proc = subprocess.run(

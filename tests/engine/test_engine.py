@@ -235,11 +235,11 @@ def test_takeover_after_lease(api, store, clock, settings, agent, engine):
 
 def test_event_order_fired_alerted_delivered(api, engine, agent, clock):
     seen = []
-    engine.events.subscribe("*", lambda kind, *a: seen.append(kind))
+    engine.events.subscribe(ev.EngineEvent, lambda e: seen.append(type(e)))
     api.create("x", session="s1", in_="1m", alarm=True, announce="Hello")
     run_until(engine, clock, clock.now() + timedelta(minutes=2))
-    assert [k for k in seen if k != ev.WRITTEN] == [ev.FIRED, ev.ALERTED, ev.DELIVERED]
-    assert seen[-1] == ev.WRITTEN  # the outcome is in the store after the delivery
+    assert [k for k in seen if k != ev.Written] == [ev.Fired, ev.Alerted, ev.Delivered]
+    assert seen[-1] == ev.Written  # the outcome is in the store after the delivery
     assert len(engine.dispatcher.alerter.played) == 1
     assert api.history()[0].alert == "done"
     # the audit trail (and the API's event stream) carries the agent's reply
@@ -304,7 +304,8 @@ def test_written_is_emitted_once_fires_and_outcomes_are_in_the_store(
     """The API server's event stream reads the store when the engine says it wrote."""
     seen = []
     engine.events.subscribe(
-        ev.WRITTEN, lambda: seen.append([(o.state, o.fired_at is not None) for o in api.history()])
+        ev.Written,
+        lambda _e: seen.append([(o.state, o.fired_at is not None) for o in api.history()]),
     )
     r = api.create("x", session="s1", in_="1m")
     run_until(engine, clock, r.next_fire_at + timedelta(seconds=1))

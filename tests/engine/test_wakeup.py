@@ -159,6 +159,40 @@ def test_a_store_without_hints_leaves_deadlines_only(waiter: Waiter) -> None:
         assert not waiter.hints
 
 
+def test_with_retry_a_store_that_could_not_listen_is_listened_to_again(waiter: Waiter) -> None:
+    """The event feed's way: a store that refused a listener (a PostgreSQL LISTEN that
+    cannot connect now) is asked again at the next wait; without retry it is not."""
+    wake = FakeWake(refuse=True)
+    with waiter.listening(wake, retry=True):
+        assert not waiter.hints
+        wake.refuse = False
+        assert waiter.wait(0) is False
+        assert waiter.hints
+        wake.notify("another process")
+        assert waiter.wait(20.0) is True
+    wake.refuse = True
+    with waiter.listening(wake):
+        wake.refuse = False
+        waiter.wait(0)
+        assert not waiter.hints
+
+
+def test_a_wait_says_whether_a_poke_ended_it(waiter: Waiter) -> None:
+    wake = FakeWake()
+    waiter.wait(0)
+    assert not waiter.poked
+    waiter.poke()
+    waiter.wait(20.0)
+    assert waiter.poked
+    with waiter.listening(wake):
+        wake.notify("another process")
+        assert waiter.wait(20.0) is True
+        assert not waiter.poked
+        waiter.poke()
+        assert waiter.wait(20.0) is False
+        assert waiter.poked
+
+
 def test_hints_in_a_flood_are_reported_at_most_once_per_gap() -> None:
     waiter = Waiter(hint_gap=0.2)
     wake = FakeWake()

@@ -138,3 +138,80 @@ def test_unreadable_row_is_quarantined_not_deleted(
 
 def store_url_of(store) -> str:  # type: ignore[no-untyped-def]
     return store.engine.url.render_as_string(hide_password=False)
+
+
+def test_quarantine_becomes_a_column_and_goes_back(store_url, settings, clock):
+    """Migration 0008: reminders that earlier versions set aside (state failed, a
+    ``quarantined: …`` last error) get their Quarantine in the new column, and a
+    failed one that was not set aside gets none; back at 0007 the column is gone and
+    the last errors say what they said."""
+    eng = make_engine(store_url)
+    migrate(eng, "0007")
+    spec = SPEC % "2026-01-05T09:01:00Z"
+    rows = {
+        "rem_plan00000001": "quarantined: refused plan (PlanRefused: catch-up cap 5000 is outside 1-100)",
+        "rem_read00000001": "quarantined: unreadable row (JSONDecodeError: Expecting value)",
+        "rem_fail00000001": "the session's turn failed: exit status 2",
+    }
+    with eng.begin() as conn:
+        for rid, why in rows.items():
+            conn.execute(
+                text(
+                    "INSERT INTO reminders (id, text, kind, spec, tz, state, last_error, created_at,"
+                    " updated_at) VALUES (:id, 't', 'at', :spec, 'UTC', 'failed', :why, 0, 0)"
+                ),
+                {"id": rid, "spec": spec, "why": why},
+            )
+    indexes = _reminder_indexes(eng)
+    migrate(eng, "0008")
+
+    def read() -> dict[str, tuple[object, ...]]:
+        with eng.connect() as conn:
+            got = conn.execute(text("SELECT * FROM reminders ORDER BY id")).mappings().all()
+        return {r["id"]: (r.get("quarantine"), r["last_error"]) for r in got}
+
+    assert read() == {
+        "rem_fail00000001": (None, rows["rem_fail00000001"]),
+        "rem_plan00000001": ("refused_plan", rows["rem_plan00000001"]),
+        "rem_read00000001": ("unreadable_row", rows["rem_read00000001"]),
+    }
+    store = open_store(store_url, settings=settings)
+    try:
+        assert dict(store.reminders.quarantined()) == {
+            "rem_plan00000001": rows["rem_plan00000001"],
+            "rem_read00000001": rows["rem_read00000001"],
+        }
+    finally:
+        store.close()
+    downgrade(eng, "0007")
+    assert current_revision(eng) == "0007"
+    with eng.connect() as conn:
+        got = conn.execute(text("SELECT * FROM reminders ORDER BY id")).mappings().all()
+    assert all("quarantine" not in r for r in got)
+    assert {r["id"]: r["last_error"] for r in got} == rows
+    assert _reminder_indexes(eng) == indexes  # SQLite's copy of the table kept them (partial)
+    eng.dispose()
+
+
+def _reminder_indexes(engine) -> list[str]:  # type: ignore[no-untyped-def]
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            sql = "SELECT sql FROM sqlite_master WHERE tbl_name = 'reminders' AND type = 'index'"
+        else:
+            sql = "SELECT indexdef FROM pg_indexes WHERE tablename = 'reminders'"
+        return sorted(r[0] for r in conn.execute(text(sql)) if r[0])
+
+
+def downgrade(engine, target: str) -> None:  # type: ignore[no-untyped-def]
+    """Alembic's downgrade on the store's migrations (remindkit itself only upgrades)."""
+    from alembic import command
+    from alembic.config import Config
+
+    from remindkit.store.db import MIGRATIONS
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.connect() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, target)
+        conn.commit()

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remindkit.errors import InvalidSchedule
-from remindkit.schedules.cron import compile_cron, next_cron_time, next_wall_match
+from remindkit.schedules.cron import compile_cron, next_cron_time
 from remindkit.schedules.zones import is_nonexistent, wall_to_instant
 
 UTC = timezone.utc
@@ -172,7 +172,7 @@ def matching_walls(expr: str, start_wall: datetime, end_wall: datetime) -> list[
     trig = compile_cron(expr)
     out, w = [], start_wall
     while True:
-        w = next_wall_match(trig, w)
+        w = trig.next_wall(w)
         if w is None or w > end_wall:
             return out
         out.append(w)

@@ -266,7 +266,7 @@ def command_engine(store, clock, settings) -> tuple[Engine, list]:  # type: igno
         store, clock, settings, adapters=Adapters(CommandSession(turns=turns), PythonSessions())
     )
     failed: list = []
-    eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append((sid, why)))
+    eng.events.subscribe(ev.Failed, lambda e: failed.append((e.session, e.reason)))
     return eng, failed
 
 
@@ -483,7 +483,7 @@ def openai_engine(store, clock, settings, handler) -> tuple[Engine, list]:  # ty
         ),
     )
     failed: list = []
-    eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))
+    eng.events.subscribe(ev.Failed, lambda e: failed.append(e.reason))
     store.sessions.put_session(
         Session("o", adapter="openai", config={"base_url": "http://model.test/v1", "model": "m"}),
         now_us=to_us(clock.now()),

@@ -127,7 +127,7 @@ def openai_engine(
         adapters=Adapters(OpenAISessions(Reminders(store, clock=clock, settings=settings))),
     )
     failed: list[str] = []
-    eng.events.subscribe(ev.FAILED, lambda sid, fires, why: failed.append(why))
+    eng.events.subscribe(ev.Failed, lambda e: failed.append(e.reason))
     store.sessions.put_session(
         Session("o", adapter="openai", config={"base_url": url, "model": "m", "timeout": 30}),
         now_us=to_us(clock.now()),

@@ -6,11 +6,35 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import text
 
 from remindkit.clock import to_us
 from remindkit.engine.plan import plan_fire
 from remindkit.errors import Conflict, LimitExceeded, NotFound
-from remindkit.models import ACTIVE, CANCELLED, CLAIMED, DELIVERED, DONE, PAUSED, WAITING, Session
+from remindkit.models import (
+    ACTIVE,
+    CANCELLED,
+    CLAIMED,
+    DELIVERED,
+    DONE,
+    PAUSED,
+    WAITING,
+    AdapterName,
+    AlertState,
+    BusyPolicy,
+    FallbackPolicy,
+    Message,
+    MessageKind,
+    MisfirePolicy,
+    OccurrenceState,
+    ReminderState,
+    Role,
+    Session,
+    SessionState,
+    Source,
+    Urgency,
+    WaitFor,
+)
 from remindkit.reminders import Reminders
 from remindkit.store import Outcome, open_store
 
@@ -473,3 +497,41 @@ def test_a_session_list_is_every_live_reminder_in_creation_order_with_its_waitin
     every = api.list(session="s1", all=True)
     assert [r.id for r in every] == [a.id, b.id, c.id] and every[2].state == CANCELLED
     assert api.list(session="nobody") == []
+
+
+def test_values_read_from_the_store_are_enum_members(api, store, clock):
+    """The row mappers hand states and policies on as their enums' members (``is``
+    holds, not only ``==``); a value an enum lacks (a newer remindkit wrote it, or a
+    hand edit) is read as the string it is, as before."""
+    store.sessions.put_session(Session("s1", adapter="python"), now_us=clock.now_us())
+    rem = api.create("ring", session="s1", in_="1m", alarm=True, on_busy="rebase")
+    got = store.reminders.get_reminder(rem.id)
+    assert got.state is ReminderState.ACTIVE and got.urgency is Urgency.NORMAL
+    assert got.misfire is MisfirePolicy.LATEST and got.on_busy is BusyPolicy.REBASE
+    assert got.source is Source.API
+    sess = store.sessions.get_session("s1")
+    assert sess.state is SessionState.ACTIVE and sess.adapter is AdapterName.PYTHON
+    assert sess.fallback is FallbackPolicy.FRESH
+    clock.advance(61)
+    (fire,) = claim(store, clock)
+    assert fire.alert is AlertState.PENDING and fire.urgency is Urgency.NORMAL
+    assert fire.on_busy is BusyPolicy.REBASE
+    store.outcomes.finish(
+        [Outcome(fire.occurrence_id, fire.token, WAITING, wait_for=WaitFor.IDLE, error="busy")]
+    )
+    (occ,) = store.reminders.history(reminder_id=rem.id)
+    assert occ.state is OccurrenceState.WAITING and occ.wait_for is WaitFor.IDLE
+    assert occ.alert is AlertState.PENDING
+    delivery = api.get(rem.id).delivery
+    assert delivery is not None and delivery.wait_for is WaitFor.IDLE
+    store.transcripts.append_messages(
+        "s1", [Message("s1", Role.USER, "hello", kind=MessageKind.CHAT)], now_us=clock.now_us()
+    )
+    (msg,) = store.transcripts.messages("s1")
+    assert msg.role is Role.USER and msg.kind is MessageKind.CHAT
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE reminders SET urgency = 'blaring' WHERE id = :id"), {"id": rem.id}
+        )
+    odd = store.reminders.get_reminder(rem.id)
+    assert odd.urgency == "blaring" and type(odd.urgency) is str

@@ -18,7 +18,7 @@ import pytest
 from remindkit import Reminders, open_store
 from remindkit.alerts.config import ALARM_WAV
 from remindkit.settings import Settings
-from tray.backend import TrayUnavailable, backend_order, display_problem, load_backend
+from remindkit.tray.backend import TrayUnavailable, backend_order, display_problem, load_backend
 
 from ..desktop_fixtures import Capture, wav_frames
 from .conftest import ROOT

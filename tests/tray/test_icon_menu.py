@@ -7,9 +7,9 @@ from typing import Any
 
 from PIL import Image
 
-from tray.icon import BADGE, BADGE_FAILED, BELL, BELL_PAUSED, Badge, draw_icon
-from tray.menu import Actions, build_menu, top_labels
-from tray.view import Entry, View
+from remindkit.tray.icon import BADGE, BADGE_FAILED, BELL, BELL_PAUSED, Badge, draw_icon
+from remindkit.tray.menu import Actions, build_menu, top_labels
+from remindkit.tray.view import Entry, View
 
 
 def near(a: tuple, b: tuple, tol: int = 40) -> bool:

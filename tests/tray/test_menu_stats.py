@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 from remindkit.clock import to_us
 from remindkit.store.reports import stats_text
-from tray.menu import Actions, build_menu
-from tray.view import build_view
+from remindkit.tray.menu import Actions, build_menu
+from remindkit.tray.view import build_view
 
 from ..cli.conftest import Home, home  # noqa: F401  (the fixture)
 from .test_icon_menu import FakeItem, FakeMenu

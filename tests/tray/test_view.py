@@ -12,7 +12,7 @@ from remindkit import FakeClock, Reminders
 from remindkit.clock import parse_utc
 from remindkit.models import Occurrence
 from remindkit.store import SqlStore
-from tray.view import build_view, countdown, fire_line, reminder_name, tooltip
+from remindkit.tray.view import build_view, countdown, fire_line, reminder_name, tooltip
 
 NOW = parse_utc("2026-01-05T09:00:00Z")
 

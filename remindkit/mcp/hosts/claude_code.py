@@ -210,15 +210,6 @@ OLD_HOOK_TAILS = (
 )
 
 
-def hooks_config(command: str | list[str] = "remindkit") -> dict[str, Any]:
-    """The ``hooks`` block of Claude Code settings."""
-    argv = [command] if isinstance(command, str) else list(command)
-    return {
-        event: [{"hooks": [{"type": "command", "command": _hook_line(argv, tail)}]}]
-        for event, tail in HOOK_EVENTS
-    }
-
-
 def _hook_line(argv: list[str], tail: str) -> str:
     return shlex.join([*argv, *tail.split()])
 
@@ -352,5 +343,4 @@ __all__ = [
     "claude_code_changes",
     "claude_code_channel",
     "declares_channel",
-    "hooks_config",
 ]
