@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_ruff_is_clean():
     proc = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "remindkit", "tray", "tests", "bench"],
+        [sys.executable, "-m", "ruff", "check", "remindkit", "tray", "tests", "bench", "docs"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -23,7 +23,18 @@ def test_ruff_is_clean():
 
 def test_ruff_format_is_the_style():
     proc = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--check", "remindkit", "tray", "tests", "bench"],
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "format",
+            "--check",
+            "remindkit",
+            "tray",
+            "tests",
+            "bench",
+            "docs",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
