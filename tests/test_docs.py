@@ -1,5 +1,5 @@
-"""The documentation: the site under docs/ builds strictly and its reference pages hold what
-the code has.
+"""The documentation: the site under docs/ builds strictly, its reference pages hold what
+the code has, and the README stays a short introduction whose links lead somewhere.
 
 The site is built as a person would build it (``sphinx-build -W --keep-going``, a
 separate process) into a temporary folder: a warning, a broken link between pages or a
@@ -127,11 +127,11 @@ def _variables_in_code() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for top in SCANNED:
         for path in (ROOT / top).rglob("*"):
+            parts = path.relative_to(ROOT).parts
             if (
-                not path.is_file()
-                or SKIPPED_PARTS & set(path.relative_to(ROOT).parts)
-                or path.name.startswith(".venv")
+                any(part in SKIPPED_PARTS or part.startswith(".venv") for part in parts)
                 or path.suffix not in TEXT_SUFFIXES
+                or not path.is_file()
                 or path.name == "package-lock.json"
             ):
                 continue
@@ -172,3 +172,46 @@ def test_the_settings_reference_has_each_variable_and_the_codes_defaults() -> No
     assert row["REMINDKIT_LEASE"] == str(int(Settings().lease_s))
     assert row["REMINDKIT_MAX_PER_SESSION"] == str(Limits().per_session)
     assert row["REMINDKIT_CATCHUP_MAX"] == str(Settings().catchup_max)
+
+
+README_MAX_LINES = 150
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def _outside_code(text: str) -> str:
+    return re.sub(r"```.*?```", "", text, flags=re.S)
+
+
+def test_the_readme_is_short_and_its_links_lead_to_files() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= README_MAX_LINES
+    targets = [t for t in LINK.findall(text) if "://" not in t]
+    assert len(targets) > 15
+    for target in targets:
+        assert (ROOT / target).exists(), target
+    # no dated figures: those belong in CHANGELOG.md
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", _outside_code(text))
+    assert "load average" not in text
+
+
+def test_the_readmes_two_commands_are_the_ones_ci_runs() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "scripts/run " in text and "scripts/test " in text
+    for script in ("scripts/run", "scripts/test", "scripts/setup", ".ci/run"):
+        assert (ROOT / script).stat().st_mode & 0o111, script
+    assert "exec scripts/test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "scripts/setup" in (ROOT / "scripts" / "test").read_text(encoding="utf-8")
+    assert "remindkit serve" in (ROOT / "scripts" / "run").read_text(encoding="utf-8")
+
+
+def test_the_readmes_extras_table_is_pyprojects() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = "\n".join(line for line in text.splitlines() if line.startswith("| `"))
+    named = set(re.findall(r"`([a-z-]+)`", table))
+    assert set(extras) <= named, sorted(set(extras) - named)
+    assert "remindkit[docs]" in extras["test"]

@@ -138,7 +138,9 @@ def message_model(limits: Limits, max_chars: int) -> type[BaseModel]:
 
 
 class ErrorDetail(BaseModel):
-    code: str = Field(description="stable error code (see the README's Errors)")
+    code: str = Field(
+        description="stable error code (the error reference: docs/reference/errors.md)"
+    )
     message: str = Field(description="what was wrong and what is allowed")
 
 

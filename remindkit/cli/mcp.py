@@ -59,7 +59,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "hook",
         parents=[common],
         help="a Claude Code hook (JSON on stdin): start (SessionStart), prompt "
-        "(UserPromptSubmit), stop (Stop); see README",
+        "(UserPromptSubmit), stop (Stop); see docs/guides/mcp.md",
     )
     h.add_argument("event", choices=["start", "prompt", "stop"])
     h.add_argument("--project")

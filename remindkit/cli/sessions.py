@@ -73,7 +73,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     add.add_argument(
         "--webhook",
         metavar="URL",
-        help="POST fired turns to this URL, signed per Standard Webhooks (see README)",
+        help="POST fired turns to this URL, signed per Standard Webhooks (see docs/guides/telegram-webhooks.md)",
     )
     add.add_argument(
         "--secret-env",

@@ -3,7 +3,7 @@ a page on a foreign name that resolves to 127.0.0.1 (real Chromium with a
 host-resolver rule), a page of another origin on this host, another Unix user,
 a flood of unfinished request heads, huge bodies, a PATCH that fails half-way,
 one token taking every event stream, a revoked token's open stream. Each is in
-the README's attack table."""
+the attack table of docs/operations/security.md."""
 
 from __future__ import annotations
 

@@ -234,7 +234,7 @@ export interface components {
         ErrorDetail: {
             /**
              * Code
-             * @description stable error code (see the README's Errors)
+             * @description stable error code (the error reference: docs/reference/errors.md)
              */
             code: string;
             /**
