@@ -127,12 +127,7 @@ def cli() -> str:
     try:
         parser = build_parser()
         common = {"--db", "--json"}
-        out = [
-            "Every command takes `--db URL` (the store; default `REMINDKIT_DB` or the SQLite "
-            "file in the home folder) and `--json` (machine-readable output), before or after "
-            "the command. `remindkit COMMAND --help` prints the same.",
-            "",
-        ]
+        out: list[str] = []
         for path, aliases, help_text, sub in _commands(parser, ["remindkit"]):
             if path[1] == "reminders" and len(path) > 2:
                 continue  # the group's commands are the flat ones (below)
@@ -200,6 +195,8 @@ def _schema_type(schema: dict[str, Any]) -> str:
 def http(doc: dict[str, Any] | None = None) -> str:
     doc = doc if doc is not None else openapi()
     out = [
+        "## The document",
+        "",
         f"The document below is `remindkit api`'s `/openapi.json` (OpenAPI "
         f"{doc.get('openapi', '')}), made from the code when these pages are built; the file "
         'itself is <a href="../openapi.json">openapi.json</a> beside these pages.',
@@ -336,6 +333,8 @@ def modules() -> str:
     files = module_files()
     total = sum(len(p.read_text(encoding="utf-8").splitlines()) for _n, p in files)
     out = [
+        "## In all",
+        "",
         f"{len(files)} modules, {total:,} lines. Layers lowest first, as tests/test_layers.py "
         "has them: a module imports only from its own layer or the layers below.",
         "",

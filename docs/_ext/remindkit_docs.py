@@ -31,6 +31,12 @@ class ReferenceDirective(Directive):
         if make is None:
             raise self.error(f"no reference named {kind!r} (one of {sorted(refpages.KINDS)})")
         text = make()
+        lines = text.splitlines()
+        first = next((i for i, line in enumerate(lines) if line.startswith("#")), None)
+        if first is not None and any(line.strip() for line in lines[:first]):
+            # MyST places the sections a directive makes before the nodes it returns:
+            # text above the first heading would land at the end of the page
+            raise self.error(f"the {kind!r} reference must start with a heading")
         holder = nodes.section()
         holder.document = self.state.document
         self.state.nested_parse(
