@@ -42,7 +42,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from .. import events as ev
@@ -51,9 +51,7 @@ from ..alerts import Alerter, NullAlerter
 from ..clock import Clock, from_us, now_us, to_us
 from ..errors import StoreError
 from ..models import (
-    ACTIVE,
     ALERTED,
-    DONE,
     OCC_FAILED,
     SESSION_ACTIVE,
     SESSION_DELETED,
@@ -64,19 +62,25 @@ from ..models import (
     Fire,
     OccurrenceState,
     Outcome,
-    Reminder,
     Session,
     WaitFor,
 )
 from ..models import DELIVERED as OCC_DELIVERED
 from ..protocol import frame_fired
-from ..sessions.base import SessionAdapter, TurnResult, fresh_session_id
+from ..sessions.base import (
+    SessionAdapter,
+    TurnResult,
+    claims_turn,
+    fresh_differs,
+    fresh_session_id,
+)
 from ..sessions.registry import Adapters
 from ..settings import Settings
 from ..store import SqlStore
 from ..store.turns import TurnLease
 from . import decide
 from .decide import Action
+from .plan import rebase_positions, rebased
 
 log = logging.getLogger(__name__)
 SESSION_TTL_US = 10_000_000  # hints clear the cache sooner; this bounds a missed hint
@@ -105,6 +109,7 @@ RETRY_FOR_US = (
 # slow peers (a receiver that answers a byte a second) hold their share until their
 # deadline, and the other workers go on serving every other session
 PEER_SHARE = 0.5
+REBASE_TRIES = 5  # a re-base computed from reminders that changed meanwhile is computed again
 
 
 class Dispatcher:
@@ -646,9 +651,7 @@ class Dispatcher:
         are cancelled in the same transaction."""
         now = self.clock.now()
         try:
-            stale, cancelled = self.store.waiting.rebase(
-                fires, now_us=to_us(now), note=note, push=lambda r, pos: rebased(r, now, pos)
-            )
+            stale, cancelled = rebase_fires(self.store, fires, now=now, note=note)
         except StoreError as exc:
             log.warning("could not re-base %d fire(s) now (%s); they wait", len(fires), exc)
             self._finish(
@@ -679,7 +682,7 @@ class Dispatcher:
     ) -> None:
         """Run turns in ``target`` until no more fires are queued for it. A shared
         session's turn is claimed in the store once for the whole run."""
-        lease = self._lease(target.id) if _shared(adapter, target) else None
+        lease = self._lease(target.id) if claims_turn(adapter, target) else None
         why = ""
         if lease is not None:
             try:
@@ -828,7 +831,7 @@ class Dispatcher:
         differ. A session whose breaker is open (it failed
         ``breaker_after`` turns in a row) is tried after its fallback, not before.
         Returns (result, the session that took it, whether a fallback was tried)."""
-        distinct = _fallback_distinct(target)
+        distinct = fresh_differs(adapter, target)
         if fallback_first and distinct:
             fresh = self._fresh_session(target, adapter)
             if fresh is not None:
@@ -877,7 +880,7 @@ class Dispatcher:
         self, sess: Session, adapter: SessionAdapter, fires: Sequence[Fire], message: str
     ) -> TurnResult:
         """A turn in a session other than the one the run holds (the fallback)."""
-        lease = self._lease(sess.id) if _shared(adapter, sess) else None
+        lease = self._lease(sess.id) if claims_turn(adapter, sess) else None
         if lease is not None and not lease.try_acquire():
             return TurnResult(False, error=f"fresh session {sess.id} is busy", busy=False)
         try:
@@ -1027,45 +1030,23 @@ def _peer_of(turn: Turn) -> str | None:
         return None
 
 
-def _shared(adapter: SessionAdapter, sess: Session) -> bool:
-    """Whether a turn in ``sess`` is claimed in the store: an adapter that any engine
-    may drive is, unless it says this turn is this process's alone (an MCP server of
-    the session connected here pushes without a claim: no other engine can deliver
-    there while it holds the session's connection lease)."""
-    local = getattr(adapter, "local_turn", None)
-    if local is not None and local(sess):
-        return False
-    return adapter.shared
-
-
-def _fallback_distinct(sess: Session) -> bool:
-    """Whether a fresh session of ``sess`` would be a real fallback: a session that
-    runs a command (``command``, an ``mcp`` session's resume command) needs a
-    ``fresh_argv`` of its own: re-running its command under a made-up id resumes
-    nothing (``claude --resume <id>~abc`` is refused); a python session is one
-    callable; an openai session starts a new transcript."""
-    if sess.adapter in ("command", "mcp") or sess.config.get("argv"):
-        fresh = sess.config.get("fresh_argv")
-        return bool(fresh) and fresh != sess.config.get("argv")
-    return sess.adapter != "python"
-
-
-def rebased(rem: Reminder, now: datetime, position: int) -> Reminder | None:
-    """The re-base of ``rem`` at ``now``: its next fire is one full period
-    from now (the anchor moves with it) at ``position``, the place of the fire
-    that came due while its session was busy."""
-    if rem.state not in (ACTIVE, DONE) or not rem.schedule.every_s:
-        return None
-    nxt = now + timedelta(seconds=rem.schedule.every_s)
-    fired = max(0, position - 1)
-    sched = replace(rem.schedule, first_at=nxt)
-    if sched.until is not None and nxt > sched.until:
-        return replace(rem, state=DONE, next_fire_at=None, fired_count=fired)
-    if sched.repeat is not None and fired >= sched.repeat:
-        return replace(rem, state=DONE, next_fire_at=None, fired_count=fired)
-    return replace(
-        rem, schedule=sched, state=ACTIVE, next_fire_at=nxt, snoozed=False, fired_count=fired
-    )
+def rebase_fires(
+    store: SqlStore, fires: Sequence[Fire], *, now: datetime, note: str
+) -> tuple[list[int], list[int]]:
+    """Re-base the reminders of ``fires`` at ``now`` (:func:`~.plan.rebased`, computed
+    from the reminders as read) and record the fires skipped, in one transaction that
+    holds only if no reminder changed since it was read (else read and compute
+    again). Returns (stale occurrence ids, cancelled claims made ahead)."""
+    positions = rebase_positions(fires)
+    for _ in range(REBASE_TRIES):
+        read = store.waiting.reminders_of(positions)
+        pushed = {
+            rid: (rem.version, rebased(rem, now, positions[rid])) for rid, rem in read.items()
+        }
+        done = store.waiting.rebase(fires, now_us=to_us(now), pushed=pushed, note=note)
+        if done is not None:
+            return done
+    raise StoreError(f"the reminders kept changing while being re-based ({REBASE_TRIES} tries)")
 
 
 class Workers:

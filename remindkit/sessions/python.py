@@ -61,6 +61,12 @@ class PythonSessions:
         with self._lock:
             return list(self._handlers)
 
+    def claims_turn(self, session: Session) -> bool:
+        return False  # only this process can deliver there: no store claim
+
+    def fresh_differs(self, session: Session) -> bool:
+        return False  # a python session is one callable: a fresh one would call it again
+
     def can_deliver(self, session: Session) -> bool:
         with self._lock:
             return session.id in self._handlers
