@@ -32,6 +32,7 @@ Outcomes are written with the claim's token in batches by the engine thread
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import queue
@@ -185,6 +186,12 @@ class Dispatcher:
         self._parked: dict[str, deque[Turn]] = {}  # peer -> its turns waiting for its share
         self.urgent = False  # outcomes that should not wait for the next batch
         self._closed = False
+        # Our own writes (turns, re-bases, fresh sessions) carry the engine's hint origin,
+        # so the engine does not read the store again for them; what they changed is
+        # noted here instead: sessions to load again (store thread) ...
+        self._reload: set[str] = set()
+        # ... and when the reminders re-based here fire next (the engine's next due)
+        self._moved: deque[int] = deque()
 
     # -- called by the engine thread -----------------------------------------------------
 
@@ -221,6 +228,9 @@ class Dispatcher:
         fired = _drain(self._fired)
         with self._lock:
             recheck, self._recheck = self._recheck, False
+            reload, self._reload = self._reload, set()
+        if reload:
+            self.prefetch({None if k == MOST_RECENT else k for k in reload})
         ended = {o.occurrence_id for o in outcomes}
         fired = [f for f in fired if f[0] not in ended]
         if burst and not self._closed and fired:
@@ -325,7 +335,7 @@ class Dispatcher:
 
     @property
     def has_outcomes(self) -> bool:
-        return bool(self._outcomes or self._fired or self._recheck)
+        return bool(self._outcomes or self._fired or self._recheck or self._reload)
 
     @property
     def turns_idle(self) -> bool:
@@ -651,7 +661,8 @@ class Dispatcher:
         are cancelled in the same transaction."""
         now = self.clock.now()
         try:
-            stale, cancelled = rebase_fires(self.store, fires, now=now, note=note)
+            with self._own():
+                stale, cancelled, moved = rebase_fires(self.store, fires, now=now, note=note)
         except StoreError as exc:
             log.warning("could not re-base %d fire(s) now (%s); they wait", len(fires), exc)
             self._finish(
@@ -671,6 +682,8 @@ class Dispatcher:
             )
         if cancelled:
             self.forget(cancelled)
+        if moved is not None:  # the engine takes the earlier of this and its next due
+            self._moved.append(moved)
         self.poke()
 
     def _run_turn(
@@ -686,7 +699,9 @@ class Dispatcher:
         why = ""
         if lease is not None:
             try:
-                if not lease.try_acquire():
+                with self._own():
+                    got = lease.try_acquire()
+                if not got:
                     why = f"session {target.id} is busy; waiting for it to be idle"
             except StoreError as exc:  # the store is busy or away: the fires wait, nothing fails
                 log.warning("cannot start a turn in %s now (%s); the fires wait", target.id, exc)
@@ -706,7 +721,9 @@ class Dispatcher:
                 fires = self._latest(sorted(queued, key=lambda f: (f.due_at, f.occurrence_id)))
         finally:
             if lease is not None:
-                lease.release()
+                with self._own():
+                    lease.release()
+                self._changed(target.id, MOST_RECENT)  # idle, and the most recently active
             self._nudge()
 
     def _latest(self, fires: list[Fire]) -> list[Fire]:
@@ -714,7 +731,8 @@ class Dispatcher:
         fire (the earlier ones are recorded superseded, in the store). When the store
         cannot be written now, they all go."""
         try:
-            going = self.store.waiting.supersede(fires, now_us=now_us(self.clock))
+            with self._own():
+                going = self.store.waiting.supersede(fires, now_us=now_us(self.clock))
         except StoreError as exc:
             log.warning("could not supersede a backlog now (%s); its fires all go", exc)
             return fires
@@ -745,7 +763,7 @@ class Dispatcher:
         message = frame_fired(fires)  # framed once, for the session and its fallback alike
         try:
             failpoints.hit("during_delivery")
-            result, took, _tried = self._deliver(target, adapter, fires, message, fallback_first)
+            result, took, verdict = self._deliver(target, adapter, fires, message, fallback_first)
             failpoints.hit("after_delivery_before_ack")
             done = now_us(self.clock)
             slow = done - handed > SLOW_TURN_US
@@ -754,15 +772,6 @@ class Dispatcher:
             if times is None:
                 times = self._turn_us[adapter.name] = deque(maxlen=TURN_TIMES)
             times.append(took_us)
-            within = done - min(to_us(f.due_at) for f in fires) < RETRY_FOR_US
-            verdict = decide.after_turn(
-                decide.TurnOutcome.of(
-                    result,
-                    within_retry=within,
-                    fallback_tried=True,
-                    retry_hours=RETRY_FOR_US // 3_600_000_000,
-                )
-            )
             if verdict.action == Action.WAIT:
                 self._finish(
                     fires,
@@ -813,7 +822,8 @@ class Dispatcher:
 
     def _record_turn(self, session_id: str, *, ok: bool, error: str | None = None) -> None:
         try:
-            self.store.turns.record_turn(session_id, ok=ok, error=error)
+            with self._own():
+                self.store.turns.record_turn(session_id, ok=ok, error=error)
         except Exception:
             log.exception("could not record the turn result of %s", session_id)
         self._sessions.pop(session_id, None)
@@ -825,14 +835,17 @@ class Dispatcher:
         fires: Sequence[Fire],
         message: str,
         fallback_first: bool,
-    ) -> tuple[TurnResult, str, bool]:
-        """Run the turn; when it fails at once, re-send once into a fresh session
-        if the session's fallback policy allows and a fresh session would really
-        differ. A session whose breaker is open (it failed
+    ) -> tuple[TurnResult, str, decide.TurnDecision]:
+        """Run the turn and decide (once: ``decide.after_turn``) what it means; when it
+        failed at once and the session's fallback policy allows it and a fresh session
+        would really differ (the adapter's ``fresh_differs``), re-send once into a fresh
+        session (``decide.after_fallback``). A session whose breaker is open (it failed
         ``breaker_after`` turns in a row) is tried after its fallback, not before.
-        Returns (result, the session that took it, whether a fallback was tried)."""
+        Returns (the result of the turn that decided, the session that took it, the
+        decision)."""
         distinct = fresh_differs(adapter, target)
-        if fallback_first and distinct:
+        tried = fallback_first and distinct
+        if tried:
             fresh = self._fresh_session(target, adapter)
             if fresh is not None:
                 log.info(
@@ -843,27 +856,24 @@ class Dispatcher:
                 )
                 first = self._turn_in(fresh, adapter, fires, message)
                 if first.ok:
-                    return first, fresh.id, True
+                    return first, fresh.id, decide.after_turn(decide.TurnOutcome.of(first))
         result = adapter.run_turn(target, message, fires)
+        within = now_us(self.clock) - min(to_us(f.due_at) for f in fires) < RETRY_FOR_US
         verdict = decide.after_turn(
             decide.TurnOutcome.of(
                 result,
                 fallback=target.fallback,
                 fallback_distinct=distinct,
-                fallback_tried=fallback_first and distinct,
+                fallback_tried=tried,
+                within_retry=within,
+                retry_hours=RETRY_FOR_US // 3_600_000_000,
             )
         )
         if verdict.action != Action.FALLBACK:
-            if verdict.action == Action.FAIL and not result.retry:
-                return replace(result, error=verdict.reason), target.id, False
-            return result, (result.session or target.id), False
+            return result, (result.session or target.id), verdict
         fresh = self._fresh_session(target, adapter)
         if fresh is None:
-            return (
-                replace(result, error=f"{result.error} (no fresh session could take it)"),
-                target.id,
-                True,
-            )
+            return result, target.id, decide.after_fallback(target.id, result.error, None, None)
         log.warning(
             "turn in %s failed at once (%s); re-sending into fresh session %s",
             target.id,
@@ -871,23 +881,28 @@ class Dispatcher:
             fresh.id,
         )
         second = self._turn_in(fresh, adapter, fires, message)
-        if second.ok:
-            return second, fresh.id, True
-        why = f"session {target.id}: {result.error}; fresh session {fresh.id}: {second.error}"
-        return TurnResult(False, error=why, retry=second.retry and result.retry), target.id, True
+        after = decide.after_fallback(
+            target.id, result.error, fresh.id, decide.TurnOutcome.of(second)
+        )
+        return second, fresh.id, after
 
     def _turn_in(
         self, sess: Session, adapter: SessionAdapter, fires: Sequence[Fire], message: str
     ) -> TurnResult:
         """A turn in a session other than the one the run holds (the fallback)."""
         lease = self._lease(sess.id) if claims_turn(adapter, sess) else None
-        if lease is not None and not lease.try_acquire():
-            return TurnResult(False, error=f"fresh session {sess.id} is busy", busy=False)
+        if lease is not None:
+            with self._own():
+                got = lease.try_acquire()
+            if not got:
+                return TurnResult(False, error=f"fresh session {sess.id} is busy", busy=False)
         try:
             return adapter.run_turn(sess, message, fires)
         finally:
             if lease is not None:
-                lease.release()
+                with self._own():
+                    lease.release()
+                self._changed(sess.id, MOST_RECENT)
 
     def _fresh_session(self, target: Session, adapter: SessionAdapter) -> Session | None:
         """The fallback session of ``target``: the one made on an earlier failure
@@ -916,7 +931,10 @@ class Dispatcher:
         )
         if not adapter.can_deliver(fresh):
             return None
-        return self.store.sessions.put_session(fresh, now_us=now_us(self.clock))
+        with self._own():
+            made = self.store.sessions.put_session(fresh, now_us=now_us(self.clock))
+        self._changed(MOST_RECENT)
+        return made
 
     def _alert_then_route(self, fires: Sequence[Fire]) -> None:
         # what each alert did (a fire for the person alone ends once its alert is done)
@@ -990,6 +1008,23 @@ class Dispatcher:
         if first or self.urgent or not self.bursting:
             self.poke()
 
+    def _own(self) -> contextlib.AbstractContextManager[None]:
+        """Writes of this engine's own (wake-up hints that the engine ignores)."""
+        return self.store.origin(self.owner)
+
+    def _changed(self, *keys: str) -> None:
+        """Our own write changed these cached sessions: drop them, and load them again
+        on the store thread (as a hint would have had it do)."""
+        for k in keys:
+            self._sessions.pop(k, None)
+        with self._lock:
+            self._reload.update(keys)
+
+    def sooner(self) -> int | None:
+        """The earliest next fire of the reminders re-based here since last asked."""
+        moved = _drain(self._moved)
+        return min(moved) if moved else None
+
     def _busy(self, target: Session) -> bool:
         with self._lock:
             local = target.id in self._turns
@@ -1032,11 +1067,12 @@ def _peer_of(turn: Turn) -> str | None:
 
 def rebase_fires(
     store: SqlStore, fires: Sequence[Fire], *, now: datetime, note: str
-) -> tuple[list[int], list[int]]:
+) -> tuple[list[int], list[int], int | None]:
     """Re-base the reminders of ``fires`` at ``now`` (:func:`~.plan.rebased`, computed
     from the reminders as read) and record the fires skipped, in one transaction that
     holds only if no reminder changed since it was read (else read and compute
-    again). Returns (stale occurrence ids, cancelled claims made ahead)."""
+    again). Returns (stale occurrence ids, cancelled claims made ahead, the earliest
+    next fire of the re-based reminders)."""
     positions = rebase_positions(fires)
     for _ in range(REBASE_TRIES):
         read = store.waiting.reminders_of(positions)
@@ -1045,7 +1081,10 @@ def rebase_fires(
         }
         done = store.waiting.rebase(fires, now_us=to_us(now), pushed=pushed, note=note)
         if done is not None:
-            return done
+            nexts = [
+                to_us(new.next_fire_at) for _v, new in pushed.values() if new and new.next_fire_at
+            ]
+            return done[0], done[1], min(nexts, default=None)
     raise StoreError(f"the reminders kept changing while being re-based ({REBASE_TRIES} tries)")
 
 

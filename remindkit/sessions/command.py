@@ -155,7 +155,7 @@ class CommandSession:
             if self.turns is None:
                 result = self._run(session, message, fires)
             else:
-                handover = self.turns.begin(session.id, fires)
+                handover = self.turns.begin(session.id, fires, framed=message)
                 if handover is None:
                     return TurnResult(True, duplicate=True)
                 result = self._run(session, handover.message, handover.fires)

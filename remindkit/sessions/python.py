@@ -91,7 +91,8 @@ class PythonSessions:
         handover = None
         if external:
             assert self.turns is not None
-            handover = self.turns.begin(session.id, fresh)
+            whole = message if len(fresh) == len(fires) else None  # delivery framed these
+            handover = self.turns.begin(session.id, fresh, framed=whole)
             if handover is None:
                 return TurnResult(True, reply=None, duplicate=True)
             message, fresh = handover.message, list(handover.fires)
