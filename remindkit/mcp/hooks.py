@@ -266,7 +266,7 @@ class Hooks:
     def _rebase(self, fires: Sequence[Fire]) -> None:
         """Policy rebase, at the end of the turn the fires came due in: as the engine
         re-bases them (:func:`remindkit.engine.plan.rebased`)."""
-        from ..engine.delivery import rebase_fires
+        from ..engine.waiting import rebase_fires
 
         rebase_fires(
             self.store,

@@ -274,16 +274,16 @@ def test_command_message_is_framed_once(store, clock, settings, api, monkeypatch
     """A command session's fired message is framed once, by delivery: the turn
     recorder (ExternalTurns) hands over and keeps that same text."""
     import remindkit.agent.external as external
-    import remindkit.engine.delivery as delivery
+    import remindkit.engine.turns as turns
 
     framed: list[str] = []
-    real = delivery.frame_fired
+    real = turns.frame_fired
 
     def counted(fires):  # type: ignore[no-untyped-def]
         framed.append(",".join(f.key for f in fires))
         return real(fires)
 
-    monkeypatch.setattr(delivery, "frame_fired", counted)
+    monkeypatch.setattr(turns, "frame_fired", counted)
     monkeypatch.setattr(external, "frame_fired", counted)
     eng, failed = command_engine(store, clock, settings)
     store.sessions.put_session(
