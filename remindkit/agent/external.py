@@ -45,14 +45,19 @@ class ExternalTurns:
         self.store: SqlStore = api.store
         self.clock: Clock = api.clock
 
-    def begin(self, session: str, fires: Sequence[Fire]) -> Handover | None:
-        """The message to hand over; None: every key was taken by an earlier turn."""
+    def begin(
+        self, session: str, fires: Sequence[Fire], *, framed: str | None = None
+    ) -> Handover | None:
+        """The message to hand over; None: every key was taken by an earlier turn.
+        ``framed``: the fired message delivery made for exactly ``fires`` (used as it
+        is when none of their keys was taken before; a subset is framed anew)."""
         by_key = {f.key: f for f in fires}
         taken = self.store.transcripts.taken_keys(session, list(by_key))
         fresh = [f for k, f in by_key.items() if k not in taken]
         if not fresh:
             return None
-        framed = frame_fired(fresh)
+        if framed is None or len(fresh) != len(fires):
+            framed = frame_fired(fresh)
         text = "\n".join([*self.pending_feedback(session), framed])
         return Handover(text, tuple(fresh), framed)
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import Clock, now_us
-from ..errors import ModelError, RemindkitError, SessionBusy
+from ..errors import ModelError, SessionBusy
 from ..models import CHAT, FEEDBACK, FIRED_TURN, TOOL_RESULT, Fire, Message, Role, Session
 from ..protocol.display import strip_assistant_display
 from ..protocol.framing import frame_feedback, frame_fired
@@ -36,6 +36,7 @@ from ..protocol.tools import openai_tools
 from ..reminders import Reminders
 from ..settings import Settings
 from ..store import SqlStore
+from ..store.turns import TurnLease
 from .actions import TagOutcome, feedback_errors, run_reply_tags
 from .budget import estimate_tokens, fit_turns, prompt_budget
 from .model import ChatModel, Completion, ToolCall
@@ -437,19 +438,23 @@ class Conversation:
 
 
 class _Lease:
-    """Holds the session's turn lease for the ``with`` block and renews it from
-    a thread, so a long model call keeps the session busy everywhere."""
+    """Holds the session's turn lease (:class:`~remindkit.store.turns.TurnLease`, the
+    one turn-lease client) for the ``with`` block and renews that turn alone from a
+    thread, so a long model call keeps the session busy everywhere."""
 
     def __init__(self, conv: Conversation, wait_s: float) -> None:
         self.conv = conv
         self.wait_s = wait_s
-        self.token = uuid.uuid4().hex
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.lease = TurnLease(
+            conv.store.turns,
+            conv.session,
+            owner=conv.owner,
+            clock=conv.clock,
+            lease_s=conv.settings.lease_s,
+        )
 
     def __enter__(self) -> _Lease:
         conv = self.conv
-        lease_us = int(conv.settings.lease_s * 1e6)
         deadline = time.monotonic() + self.wait_s
         got = (
             conv._local.acquire(timeout=self.wait_s)
@@ -461,34 +466,19 @@ class _Lease:
                 f"session {conv.session!r} is busy with another turn", code="session_busy"
             )
         try:
-            self._claim(lease_us, deadline)
+            self._claim(deadline)
         except BaseException:
             conv._local.release()
             raise
-        self._thread = threading.Thread(
-            target=self._renew,
-            args=(lease_us,),
-            daemon=True,
-            name=f"remindkit-lease-{conv.session}",
-        )
-        self._thread.start()
+        self.lease.keep_alive(max(0.05, conv.settings.lease_s / 3))
         return self
 
-    def _claim(self, lease_us: int, deadline: float) -> None:
+    def _claim(self, deadline: float) -> None:
         conv = self.conv
-        while True:
-            now = conv._now()
-            if conv.store.turns.claim_turn(
-                conv.session,
-                owner=conv.owner,
-                token=self.token,
-                until_us=now + lease_us,
-                now_us=now,
-            ):
-                break
+        while not self.lease.try_acquire():
             if conv.store.sessions.get_session(conv.session) is None:
                 conv.store.sessions.set_session_busy(
-                    conv.session, False, now_us=now
+                    conv.session, False, now_us=conv._now()
                 )  # register it, then claim
                 continue
             if time.monotonic() >= deadline:
@@ -497,27 +487,9 @@ class _Lease:
                 )
             time.sleep(0.05)
 
-    def _renew(self, lease_us: int) -> None:
-        while not self._stop.wait(max(0.05, self.conv.settings.lease_s / 3)):
-            try:
-                self.conv.store.turns.renew_leases(
-                    owner=self.conv.owner, until_us=self.conv._now() + lease_us
-                )
-            except RemindkitError:
-                log.warning("could not renew the turn lease of %s", self.conv.session)
-
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
         try:
-            self.conv.store.turns.release_turn(
-                self.conv.session, self.token, now_us=self.conv._now()
-            )
-        except RemindkitError:
-            log.warning(
-                "could not release the turn of %s; its lease will expire", self.conv.session
-            )
+            self.lease.release()  # stops renewing; a turn that cannot be released expires
         finally:
             self.conv._local.release()
 

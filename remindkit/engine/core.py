@@ -180,6 +180,10 @@ class Engine:
                         return t
                 if t >= self._housekeeping_us:
                     self._housekeeping(t)
+                sooner = self.dispatcher.sooner()  # re-based here (our writes give no hint)
+                if sooner is not None and self._known:
+                    nxt = self._next_due_us
+                    self._next_due_us = sooner if nxt is None else min(nxt, sooner)
                 if self._added:  # the status file's summary of the store moved
                     changed = True
                     self._added = False

@@ -28,10 +28,12 @@ idle                                   a fire waiting to be re-based (or of a
                                        the session's breaker is open)
 ====================================  =========================================
 
-After a turn: busy → WAIT for idle; unreachable and within the retry window →
-WAIT to retry; delivered → DELIVERED; failed at once with a fallback that is
-really another session → FALLBACK (once); otherwise FAIL and PAUSE (a repeating
-reminder is paused, a one-shot ends ``failed``; both keep ``last_error``).
+After a turn (:func:`after_turn`, once per turn): busy → WAIT for idle; unreachable
+and within the retry window → WAIT to retry; delivered → DELIVERED; failed at once
+with a fallback that is really another session → FALLBACK (once: the fresh
+session's turn is decided by :func:`after_fallback`: DELIVERED, or FAIL with both
+reasons); otherwise FAIL and PAUSE (a repeating reminder is paused, a one-shot ends
+``failed``; both keep ``last_error``).
 """
 
 from __future__ import annotations
@@ -255,6 +257,24 @@ def after_turn(t: TurnOutcome) -> TurnDecision:
             )
         return TurnDecision(Action.FALLBACK, why)
     return TurnDecision(Action.FAIL, why, pause=True)
+
+
+def after_fallback(
+    session: str, error: str | None, fresh: str | None, second: TurnOutcome | None
+) -> TurnDecision:
+    """Decide what the re-send into a fresh session (``after_turn``'s FALLBACK) means
+    for the fires: ``error``, why the turn in ``session`` failed; ``fresh``, the fresh
+    session (None: none could take it); ``second``, its turn. Delivered when it took
+    them; else FAIL and PAUSE with both reasons."""
+    if fresh is None or second is None:
+        return TurnDecision(Action.FAIL, f"{error} (no fresh session could take it)", pause=True)
+    if second.ok:
+        return TurnDecision(Action.DELIVERED)
+    return TurnDecision(
+        Action.FAIL,
+        f"session {session}: {error}; fresh session {fresh}: {second.error}",
+        pause=True,
+    )
 
 
 def _for_person(group: tuple[Fire, ...], alone: str, waits: str) -> list[Decision]:

@@ -15,11 +15,13 @@ Missed occurrences do not count against the repeat count; fires do.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ..clock import to_us
 from ..errors import PlanRefused
-from ..models import ACTIVE, DONE, Plan, PlannedFire, Reminder
+from ..models import ACTIVE, DONE, Fire, Plan, PlannedFire, Reminder
 from ..schedules import due_between, next_after
 from ..schedules.spec import previous_before
 
@@ -94,6 +96,35 @@ def plan_fire(
     return Plan(fires, (), _us(nxt), ACTIVE if nxt is not None else DONE, fired_count)
 
 
+def rebase_positions(fires: Iterable[Fire]) -> dict[str, int]:
+    """Each re-based reminder's position to fire next: that of its earliest fire
+    that came due while its session was busy."""
+    first: dict[str, int] = {}
+    for f in fires:
+        first[f.reminder_id] = min(first.get(f.reminder_id, f.position), f.position)
+    return first
+
+
+def rebased(rem: Reminder, now: datetime, position: int) -> Reminder | None:
+    """The re-base of ``rem`` at ``now`` (policy rebase, its session idle again):
+    its next fire is one full period from now (the anchor moves with it) at
+    ``position``, the place of the fire that came due while its session was busy
+    (recorded skipped, not fired). None: ``rem`` is left as it is (not active or
+    done, or no period to re-base by)."""
+    if rem.state not in (ACTIVE, DONE) or not rem.schedule.every_s:
+        return None
+    nxt = now + timedelta(seconds=rem.schedule.every_s)
+    fired = max(0, position - 1)
+    sched = replace(rem.schedule, first_at=nxt)
+    if sched.until is not None and nxt > sched.until:
+        return replace(rem, state=DONE, next_fire_at=None, fired_count=fired)
+    if sched.repeat is not None and fired >= sched.repeat:
+        return replace(rem, state=DONE, next_fire_at=None, fired_count=fired)
+    return replace(
+        rem, schedule=sched, state=ACTIVE, next_fire_at=nxt, snoozed=False, fired_count=fired
+    )
+
+
 def _next_series(rem: Reminder, after: datetime, fired_count: int) -> datetime | None:
     s = rem.schedule
     if not s.repeating:
@@ -123,4 +154,4 @@ def _us(dt: datetime | None) -> int | None:
     return None if dt is None else to_us(dt)
 
 
-__all__ = ["PlanRefused", "guarded_plan", "plan_fire"]
+__all__ = ["PlanRefused", "guarded_plan", "plan_fire", "rebase_positions", "rebased"]

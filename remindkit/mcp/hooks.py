@@ -265,16 +265,15 @@ class Hooks:
 
     def _rebase(self, fires: Sequence[Fire]) -> None:
         """Policy rebase, at the end of the turn the fires came due in: as the engine
-        re-bases them (:func:`remindkit.engine.delivery.rebased`)."""
-        from ..engine.delivery import rebased
+        re-bases them (:func:`remindkit.engine.plan.rebased`)."""
+        from ..engine.waiting import rebase_fires
 
-        now = self.clock.now()
-        self.store.waiting.rebase(
+        rebase_fires(
+            self.store,
             fires,
-            now_us=now_us(self.clock),
+            now=self.clock.now(),
             note="re-based: the session was busy when it came due (policy: rebase); it fires "
             "again one period after the turn ended",
-            push=lambda r, pos: rebased(r, now, pos),
         )
 
     def _give_back(

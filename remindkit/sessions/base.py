@@ -11,6 +11,13 @@ An adapter whose turns reach a server over the network may also say which one
 (``peer(session) -> str | None``, e.g. :func:`origin` of a webhook's URL): an engine
 runs at most a share of its turn workers for one peer at once, so that a slow peer
 holds that share, not every worker.
+
+Delivery asks an adapter two more things (:func:`claims_turn`, :func:`fresh_differs`
+ask them for an adapter that does not say): ``claims_turn(session)``, whether a turn
+in ``session`` is claimed in the store (default: ``shared``; an MCP client connected
+to this process is pushed to without one), and ``fresh_differs(session)``, whether a
+fresh session of ``session`` would be a real fallback (default: a session that runs
+a command needs a ``fresh_argv`` of its own, any other does).
 """
 
 from __future__ import annotations
@@ -47,6 +54,31 @@ def fresh_session_id(parent: str, suffix: str) -> str:
     (or a fresh session's own fresh session) is cut before the suffix."""
     tail = f"~{suffix}"
     return parent[: MAX_SESSION_ID - len(tail)] + tail
+
+
+def fresh_argv_differs(session: Session) -> bool:
+    """Whether a fresh session of ``session``, which runs a command, would run another:
+    it needs a ``fresh_argv`` of its own (re-running its command under a made-up id
+    resumes nothing: ``claude --resume <id>~abc`` is refused)."""
+    fresh = session.config.get("fresh_argv")
+    return bool(fresh) and fresh != session.config.get("argv")
+
+
+def claims_turn(adapter: SessionAdapter, session: Session) -> bool:
+    """Whether a turn of ``adapter`` in ``session`` is claimed in the store (any engine
+    may drive the session): the adapter's ``claims_turn(session)``, else its ``shared``."""
+    ask = getattr(adapter, "claims_turn", None)
+    return bool(ask(session)) if ask is not None else bool(adapter.shared)
+
+
+def fresh_differs(adapter: SessionAdapter, session: Session) -> bool:
+    """Whether a fresh session of ``session`` would really differ from it (the
+    fallback of a turn that failed at once): the adapter's ``fresh_differs(session)``,
+    else :func:`fresh_argv_differs` for a session with a command, True for others."""
+    ask = getattr(adapter, "fresh_differs", None)
+    if ask is not None:
+        return bool(ask(session))
+    return fresh_argv_differs(session) if session.config.get("argv") else True
 
 
 @quick_init

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from ..clock import Clock, SystemClock, now_us
 from ..errors import InvalidInput
 from ..models import Fire, Session
-from .base import TurnResult
+from .base import TurnResult, fresh_argv_differs
 
 if TYPE_CHECKING:
     from ..agent.external import ExternalTurns
@@ -114,6 +114,12 @@ class CommandSession:
     def can_deliver(self, session: Session) -> bool:
         return bool(session.config.get("argv")) and self.why_not(session) is None
 
+    def claims_turn(self, session: Session) -> bool:
+        return True  # any engine may run the command: its turn is claimed in the store
+
+    def fresh_differs(self, session: Session) -> bool:
+        return fresh_argv_differs(session)
+
     def why_not(self, session: Session) -> str | None:
         """Why no turn runs in ``session`` now (its last one is to be tried again
         later), or None."""
@@ -149,7 +155,7 @@ class CommandSession:
             if self.turns is None:
                 result = self._run(session, message, fires)
             else:
-                handover = self.turns.begin(session.id, fires)
+                handover = self.turns.begin(session.id, fires, framed=message)
                 if handover is None:
                     return TurnResult(True, duplicate=True)
                 result = self._run(session, handover.message, handover.fires)

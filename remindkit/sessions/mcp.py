@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from ..clock import Clock, SystemClock, now_us, to_us
 from ..models import Fire, Session
-from .base import TurnResult
+from .base import TurnResult, fresh_argv_differs
 from .command import CommandSession
 
 if TYPE_CHECKING:
@@ -127,11 +127,15 @@ class McpSessions:
             and not self._connected_elsewhere(session.id)
         )
 
-    def local_turn(self, session: Session) -> bool:
-        """A push to a client connected to this process: no store turn claim is needed
-        (the session's connection lease keeps every other engine out)."""
+    def claims_turn(self, session: Session) -> bool:
+        """A turn is claimed in the store, except a push to a client connected to this
+        process (the session's connection lease keeps every other engine out)."""
         with self._lock:
-            return session.id in self._links
+            return session.id not in self._links
+
+    def fresh_differs(self, session: Session) -> bool:
+        """Its resume command needs a ``fresh_argv`` of its own."""
+        return fresh_argv_differs(session)
 
     def why_not(self, session: Session) -> str:
         with self._lock:

@@ -461,6 +461,12 @@ class OpenAISessions:
         self._down: dict[str, tuple[int, int]] = {}  # base_url -> (not before, back-off) in µs
         self._servers: dict[tuple[str, str], ServerInfo] = {}
 
+    def claims_turn(self, session: Session) -> bool:
+        return True  # any engine process runs its turns: claimed in the store
+
+    def fresh_differs(self, session: Session) -> bool:
+        return True  # a fresh session starts a new transcript
+
     def can_deliver(self, session: Session) -> bool:
         return (
             bool(session.config.get("base_url") and session.config.get("model"))

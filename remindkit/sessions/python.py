@@ -61,6 +61,12 @@ class PythonSessions:
         with self._lock:
             return list(self._handlers)
 
+    def claims_turn(self, session: Session) -> bool:
+        return False  # only this process can deliver there: no store claim
+
+    def fresh_differs(self, session: Session) -> bool:
+        return False  # a python session is one callable: a fresh one would call it again
+
     def can_deliver(self, session: Session) -> bool:
         with self._lock:
             return session.id in self._handlers
@@ -85,7 +91,8 @@ class PythonSessions:
         handover = None
         if external:
             assert self.turns is not None
-            handover = self.turns.begin(session.id, fresh)
+            whole = message if len(fresh) == len(fires) else None  # delivery framed these
+            handover = self.turns.begin(session.id, fresh, framed=whole)
             if handover is None:
                 return TurnResult(True, reply=None, duplicate=True)
             message, fresh = handover.message, list(handover.fires)

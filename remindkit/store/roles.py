@@ -8,7 +8,7 @@ one part of the store can take the narrow protocol here instead of the whole sto
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -172,14 +172,15 @@ class WaitingStore(Protocol):
         self, reminder_ids: Sequence[str]
     ) -> dict[str, tuple[str | None, str | None, int, int]]: ...
     def rebasing(self, reminder_ids: Iterable[str]) -> set[str]: ...
+    def reminders_of(self, reminder_ids: Iterable[str]) -> dict[str, Reminder]: ...
     def rebase(
         self,
         fires: Sequence[Fire],
         *,
         now_us: int,
-        push: Callable[[Reminder, int], Reminder | None],
+        pushed: Mapping[str, tuple[int, Reminder | None]],
         note: str,
-    ) -> tuple[list[int], list[int]]: ...
+    ) -> tuple[list[int], list[int]] | None: ...
 
 
 class TurnStore(Protocol):
@@ -190,6 +191,7 @@ class TurnStore(Protocol):
         self, session_id: str, *, owner: str, token: str, until_us: int, now_us: int
     ) -> bool: ...
     def release_turn(self, session_id: str, token: str, *, now_us: int) -> bool: ...
+    def renew_turn(self, session_id: str, token: str, *, until_us: int) -> bool: ...
     def record_turn(self, session_id: str, *, ok: bool, error: str | None = ...) -> None: ...
     def renew_leases(
         self, *, owner: str, until_us: int, turn_tokens: Iterable[str] | None = ...

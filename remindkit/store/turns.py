@@ -100,6 +100,17 @@ class Turns(Role):
             )
             return res.rowcount == 1
 
+    def renew_turn(self, session_id: str, token: str, *, until_us: int) -> bool:
+        """Extend one turn (its holder's token): False when it is no longer held."""
+        s = t.sessions.c
+        with self.write(notify=False) as conn:
+            res = conn.execute(
+                update(t.sessions)
+                .where(s.id == session_id, s.turn_token == token)
+                .values(turn_until=until_us)
+            )
+            return res.rowcount == 1
+
     def record_turn(self, session_id: str, *, ok: bool, error: str | None = None) -> None:
         """Keep a session's streak of failed turns (its breaker) and the last reason."""
         s = t.sessions.c
@@ -132,6 +143,10 @@ class Turns(Role):
 
 
 class TurnLease:
+    """The one client of a session's turn: taken when the session is idle, renewed
+    (by whoever holds ``held``: the engine's lease thread, or by a thread of its own,
+    :meth:`keep_alive`: the agent loop), released when the turn ends."""
+
     def __init__(
         self,
         turns: TurnStore,
@@ -152,6 +167,7 @@ class TurnLease:
         self._held = held  # a set of tokens that someone renews (the engine's lease thread)
         self._lock = lock or threading.Lock()
         self.acquired = False
+        self._renewing: tuple[threading.Event, threading.Thread] | None = None
 
     def try_acquire(self) -> bool:
         """Take the turn if the session is idle. Store errors propagate (the caller
@@ -171,14 +187,38 @@ class TurnLease:
                     self._held.add(self.token)
         return got
 
-    def renew(self) -> None:
-        now = now_us(self.clock)
-        self.turns.renew_leases(
-            owner=self.owner, until_us=now + self.lease_us, turn_tokens=[self.token]
+    def renew(self) -> bool:
+        """Extend this turn, and nothing else of its owner's. False: no longer held."""
+        return self.turns.renew_turn(
+            self.session_id, self.token, until_us=now_us(self.clock) + self.lease_us
         )
+
+    def keep_alive(self, every_s: float) -> None:
+        """Renew the turn every ``every_s`` from a thread of its own until it is
+        released (a holder with no lease thread of its own: a long model call keeps
+        the session busy everywhere)."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(every_s):
+                try:
+                    self.renew()
+                except Exception as exc:
+                    log.warning("could not renew the turn lease of %s (%s)", self.session_id, exc)
+
+        thread = threading.Thread(
+            target=renew, daemon=True, name=f"remindkit-lease-{self.session_id}"
+        )
+        self._renewing = (stop, thread)
+        thread.start()
 
     def release(self) -> None:
         """End the turn (never raises: a turn that cannot be released expires)."""
+        if self._renewing is not None:
+            stop, thread = self._renewing
+            self._renewing = None
+            stop.set()
+            thread.join(5)
         if not self.acquired:
             return
         self.acquired = False

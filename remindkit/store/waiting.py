@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from sqlalchemy import Connection, or_, select, update
 
@@ -177,20 +177,36 @@ class Waiting(Role):
                 )
             }
 
+    def reminders_of(self, reminder_ids: Iterable[str]) -> dict[str, Reminder]:
+        """These reminders as they are now (to compute their re-base, see :meth:`rebase`)."""
+        c = t.reminders.c
+        ids = sorted(set(reminder_ids))
+        out: dict[str, Reminder] = {}
+        with self.read() as conn:
+            for chunk in chunks(ids):
+                rows = conn.execute(select(t.reminders).where(c.id.in_(list(chunk)))).all()
+                whole = whole_rows(rows)
+                for row in rows:
+                    rem = reminder_from_row(row, whole=whole)
+                    out[rem.id] = rem
+        return out
+
     def rebase(
         self,
         fires: Sequence[Fire],
         *,
         now_us: int,
-        push: Callable[[Reminder, int], Reminder | None],
+        pushed: Mapping[str, tuple[int, Reminder | None]],
         note: str,
-    ) -> tuple[list[int], list[int]]:
+    ) -> tuple[list[int], list[int]] | None:
         """The re-base of a busy session's repeating reminders, in one transaction:
-        each reminder of ``fires`` is pushed (``push(reminder, first position)``, a
-        pure function), its fires that came due during the turn are recorded
-        ``skipped`` (re-based), and its claimed occurrences that have not fired yet
-        are cancelled (they would repeat a position). Returns (stale occurrence ids,
-        cancelled ones)."""
+        each reminder of ``fires`` becomes its re-based value (``pushed``: reminder id
+        -> (the version it was computed from, the re-based reminder, or None: left as
+        it is), computed by the engine from :meth:`reminders_of`), its fires that came
+        due during the turn are recorded ``skipped`` (re-based), and its claimed
+        occurrences that have not fired yet are cancelled (they would repeat a
+        position). Returns (stale occurrence ids, cancelled ones), or None when a
+        reminder changed since it was read (nothing is written: compute again)."""
         c, o = t.reminders.c, t.occurrences.c
         first: dict[str, int] = {}
         for f in fires:
@@ -208,17 +224,18 @@ class Waiting(Role):
         with self.write() as conn:
             rows = conn.execute(
                 self.dialect.for_update(
-                    select(t.reminders).where(c.id.in_(sorted(first))).order_by(c.id)
+                    select(c.id, c.version).where(c.id.in_(sorted(first))).order_by(c.id)
                 )
             ).all()
+            if any(rid not in pushed or pushed[rid][0] != version for rid, version in rows):
+                return None
             ours = {f.occurrence_id for f in fires}
             cancelled: list[int] = []
-            whole = whole_rows(rows)
-            for row in rows:
-                rem = reminder_from_row(row, whole=whole)
-                new = push(rem, first[rem.id])
+            for rid, _version in rows:
+                new = pushed[rid][1]
                 if new is None:
                     continue
+                rem = new
                 values = {
                     k: v for k, v in reminder_to_row(new).items() if k not in ("id", "created_at")
                 }

@@ -255,3 +255,44 @@ def test_tools_that_do_not_fit_a_small_context_go_least_needed_first(
     if context >= 3000:
         assert sent[0]["function"]["name"] == "schedule_create"
     assert (n == len(every)) == (context == 100_000) and (n == 0) == (context == 30)
+
+
+def test_turn_lease_renews_its_own_turn_alone(
+    store: SqlStore, clock: FakeClock, settings: Settings
+) -> None:
+    """A conversation's turn lease (the store's TurnLease) renews its own turn and
+    nothing else its owner holds (another session's turn under the same owner runs out)."""
+    from dataclasses import replace
+
+    from sqlalchemy import select
+
+    from remindkit.store import schema
+
+    settings = replace(settings, lease_s=0.3)  # renewed every 0.1 s (real time)
+    now = to_us(clock.now())
+    store.sessions.set_session_busy("s2", False, now_us=now)
+    assert store.turns.claim_turn("s2", owner="o1", token="other", until_us=now + 1, now_us=now)
+    model = Script("slow answer")
+    model.gate = threading.Event()
+    api = Reminders(store, clock=clock, settings=settings)
+    c = Conversation(api, "s1", model, owner="o1")
+    t = threading.Thread(target=lambda: c.send("hi"))
+    t.start()
+    assert model.entered.wait(5)
+    clock.advance(10)
+    later = to_us(clock.now())
+    s = schema.sessions.c
+
+    def until(sid: str) -> int:
+        with store.engine.connect() as conn:
+            return int(conn.execute(select(s.turn_until).where(s.id == sid)).scalar_one() or 0)
+
+    deadline = threading.Event()
+    for _ in range(100):  # renewed within a few renewal periods
+        if until("s1") >= later:
+            break
+        deadline.wait(0.05)
+    assert until("s1") == later + 300_000
+    assert until("s2") == now + 1  # the owner's other turn is not renewed
+    model.gate.set()
+    t.join(5)

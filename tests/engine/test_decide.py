@@ -6,7 +6,14 @@ from datetime import datetime, timezone
 
 import pytest
 
-from remindkit.engine.decide import Action, Target, TurnOutcome, after_turn, route
+from remindkit.engine.decide import (
+    Action,
+    Target,
+    TurnOutcome,
+    after_fallback,
+    after_turn,
+    route,
+)
 from remindkit.models import Fire, Session, SessionState, WaitFor
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
@@ -239,3 +246,16 @@ def test_after_turn_reasons() -> None:
     assert "given up" in (
         after_turn(TurnOutcome(ok=False, retry=True, within_retry=False)).reason or ""
     )
+
+
+def test_after_fallback() -> None:
+    """The fresh session's turn after FALLBACK: delivered, or failed and paused with both
+    reasons; none could take it: failed with the first reason."""
+    none = after_fallback("s1", "cannot resume", None, None)
+    assert (none.action, none.pause) == (Action.FAIL, True)
+    assert none.reason == "cannot resume (no fresh session could take it)"
+    took = after_fallback("s1", "cannot resume", "s1~ab", TurnOutcome(ok=True))
+    assert took.action == Action.DELIVERED
+    both = after_fallback("s1", "cannot resume", "s1~ab", TurnOutcome(ok=False, error="down"))
+    assert (both.action, both.pause) == (Action.FAIL, True)
+    assert both.reason == "session s1: cannot resume; fresh session s1~ab: down"

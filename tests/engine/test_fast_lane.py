@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-import remindkit.engine.delivery as delivery
+import remindkit.engine.lanes as lanes
 from remindkit.clock import SystemClock, format_utc
 from remindkit.engine import Engine
 from remindkit.models import Fire, Session
@@ -117,8 +117,8 @@ def test_a_burst_of_fast_turns_runs_one_turn_at_a_time(running, monkeypatch):
     """200 sessions due at once: their turns run one after another, not on eight
     threads fighting over the GIL. (No turn may count as long here, whatever the
     machine's load: that would rightly start a second worker.)"""
-    monkeypatch.setattr(delivery, "LANE_STUCK_US", 30_000_000)
-    monkeypatch.setattr(delivery, "FAST_TURN_US", 30_000_000)
+    monkeypatch.setattr(lanes, "LANE_STUCK_US", 30_000_000)
+    monkeypatch.setattr(lanes, "FAST_TURN_US", 30_000_000)
     api, lane, engine = running
     ids = [f"s{i:03d}" for i in range(200)]
     api.import_(overdue(ids))

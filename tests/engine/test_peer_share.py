@@ -64,7 +64,7 @@ def engine(request, tmp_path, settings) -> Iterator[tuple[Reminders, Peered, Eng
     if request.param == "the fast lane":  # the adapter's turns known to be fast first
         api.import_(overdue(["warm"]))
         assert wait_for(lambda: "warm" in lane.done, 30, step=0.01), "the first turn"
-        assert engine.dispatcher._fast(lane.name)
+        assert engine.dispatcher.lanes.times.fast(lane.name)
     try:
         yield api, lane, engine
     finally:
@@ -76,7 +76,7 @@ def engine(request, tmp_path, settings) -> Iterator[tuple[Reminders, Peered, Eng
 
 def test_a_hanging_peer_holds_half_the_workers_and_the_others_are_served(engine) -> None:  # type: ignore[no-untyped-def]
     api, lane, eng = engine
-    share = eng.dispatcher._share
+    share = eng.dispatcher.lanes.share
     assert share == 4  # half of the engine's 8 turn workers
     slow = [f"slow{i}" for i in range(8)]
     others = [f"other{i}" for i in range(6)]

@@ -270,6 +270,63 @@ def command_engine(store, clock, settings) -> tuple[Engine, list]:  # type: igno
     return eng, failed
 
 
+def test_command_message_is_framed_once(store, clock, settings, api, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A command session's fired message is framed once, by delivery: the turn
+    recorder (ExternalTurns) hands over and keeps that same text."""
+    import remindkit.agent.external as external
+    import remindkit.engine.turns as turns
+
+    framed: list[str] = []
+    real = turns.frame_fired
+
+    def counted(fires):  # type: ignore[no-untyped-def]
+        framed.append(",".join(f.key for f in fires))
+        return real(fires)
+
+    monkeypatch.setattr(turns, "frame_fired", counted)
+    monkeypatch.setattr(external, "frame_fired", counted)
+    eng, failed = command_engine(store, clock, settings)
+    store.sessions.put_session(
+        Session("s1", adapter="command", config={"argv": sh(OK_AGENT)}), now_us=to_us(clock.now())
+    )
+    rid = api.create("follow up", session="s1", in_="1m").id
+    step(eng, clock, 60)
+    assert outcomes(store, rid) == [("delivered", "s1")] and failed == []
+    assert len(framed) == 1, framed
+    kept = [m.content for m in store.transcripts.messages("s1") if m.role == "user"]
+    assert len(kept) == 1 and "<schedule-fired" in (kept[0] or "")
+
+
+def test_delivery_writes_carry_the_engine_origin(store, clock, settings, api, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Delivery's own writes (the turn claim's release, the fresh session, outcomes) give
+    wake-up hints with the engine's origin, which the engine ignores: it does not read
+    the store again after its own turns."""
+    eng, _failed = command_engine(store, clock, settings)
+    eng.adapters = Adapters(CommandSession(), PythonSessions())  # no transcript of its own
+    eng.dispatcher.adapters = eng.adapters
+    store.sessions.put_session(
+        Session(
+            "old", adapter="command", config={"argv": sh(FAIL_AGENT), "fresh_argv": sh(OK_AGENT)}
+        ),
+        now_us=to_us(clock.now()),
+    )
+    rid = api.create("follow up", session="old", in_="1m").id
+    origins: list[str] = []
+    real = store.db.wake.notify
+
+    def record(origin: str = "", added_due_us: int | None = None) -> None:
+        origins.append(origin)
+        real(origin, added_due_us=added_due_us)
+
+    monkeypatch.setattr(store.db.wake, "notify", record)
+    clock.advance(60)
+    eng.tick(clock.now())
+    eng.tick(clock.now())
+    [(state, to)] = outcomes(store, rid)
+    assert state == "delivered" and to is not None and to.startswith("old~")
+    assert origins and set(origins) == {eng.id}, origins
+
+
 def test_fresh_session_fallback(store, clock, settings, api) -> None:  # type: ignore[no-untyped-def]
     eng, failed = command_engine(store, clock, settings)
     store.sessions.put_session(
@@ -294,6 +351,38 @@ def test_fresh_session_fallback(store, clock, settings, api) -> None:  # type: i
     rid2 = api.create("again", session="old", in_="1m").id
     step(eng, clock, 60)
     assert outcomes(store, rid2) == [("delivered", to)]  # the same fallback session again
+
+
+def test_one_decision_per_turn(store, clock, settings, api, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A turn that fails at once and goes to its fresh session is decided once
+    (``after_turn``), its fallback once (``after_fallback``): the first decision's
+    reason is not written into the result for a second one to read."""
+    from remindkit.engine import decide
+
+    calls: list[str] = []
+    real_turn, real_fallback = decide.after_turn, decide.after_fallback
+
+    def counted_turn(t):  # type: ignore[no-untyped-def]
+        calls.append(f"turn:{t.error}")
+        return real_turn(t)
+
+    def counted_fallback(*a):  # type: ignore[no-untyped-def]
+        calls.append("fallback")
+        return real_fallback(*a)
+
+    monkeypatch.setattr(decide, "after_turn", counted_turn)
+    monkeypatch.setattr(decide, "after_fallback", counted_fallback)
+    eng, _failed = command_engine(store, clock, settings)
+    store.sessions.put_session(
+        Session(
+            "old", adapter="command", config={"argv": sh(FAIL_AGENT), "fresh_argv": sh(OK_AGENT)}
+        ),
+        now_us=to_us(clock.now()),
+    )
+    rid = api.create("follow up", session="old", in_="1m").id
+    step(eng, clock, 60)
+    assert outcomes(store, rid)[0][0] == "delivered"
+    assert calls == ["turn:exit status 3: cannot resume this session", "fallback"], calls
 
 
 FAIL_FRESH = "import sys; sys.stderr.write('no fresh sessions today'); sys.exit(4)"
