@@ -303,8 +303,11 @@ def create_app(
             error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers
         )
 
-    def principal(request: Request) -> tk.Principal:
-        """Who the request acts as: the guard checked its credential before the body."""
+    async def principal(request: Request) -> tk.Principal:
+        """Who the request acts as: the guard checked its credential before the body.
+        A coroutine, so that FastAPI runs it on the event loop: a plain function
+        dependency is run in the thread pool, and the hop there and back cost more
+        than a whole create (``bench/api_speed.py``)."""
         who = request.scope.get(SCOPE_KEY)
         if who is None:
             raise Unauthorized("a credential is needed", code="unauthorized")
