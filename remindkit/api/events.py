@@ -12,7 +12,6 @@ stream whose queue overflows does the same instead of dropping events.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import threading
@@ -167,11 +166,11 @@ class EventFeed:
     def _read_new(self) -> int:
         total = 0
         while True:
-            rows = self.store.events.events_after(self.last_id, limit=PAGE)
+            rows = self.store.events.tail(self.last_id, limit=PAGE)
             if not rows:
                 return total
-            items = [self.payload(e) for e in rows]
-            self.last_id = rows[-1].id
+            items = [self.payload(*row) for row in rows]
+            self.last_id = items[-1]["id"]
             total += len(items)
             with self._lock:
                 streams = list(self._streams)
@@ -192,23 +191,23 @@ class EventFeed:
             if len(rows) < PAGE:
                 return total
 
-    def payload(self, event: Any) -> dict[str, Any]:
+    def payload(
+        self,
+        event: Any,
+        fired: dict[str, Any] | None = None,
+        project: str | None = None,
+    ) -> dict[str, Any]:
+        """An event as streams send it, framed. ``fired`` and ``project`` as the
+        store's :meth:`~remindkit.store.events.Events.tail` reads them beside the
+        event: a fired event's reminder (its text, label, alarm, announce, urgency as
+        they are now) and the project of its session's row."""
         data = event.to_dict()
         sid = data.get("session")
-        data["project"] = self._project_of(sid) if sid else None
+        data["project"] = self._project_of(sid, project) if sid else None
         if sid:  # as its project names it (checks.session_key)
             data["session"] = session_name(sid)
-        if data["kind"] == "fired" and data.get("reminder_id"):
-            with contextlib.suppress(Exception):
-                rem = self.store.reminders.get_reminder(data["reminder_id"])
-                if rem is not None:
-                    data["reminder"] = {
-                        "text": rem.text,
-                        "label": rem.label,
-                        "alarm": rem.alarm,
-                        "announce": rem.announce,
-                        "urgency": rem.urgency,
-                    }
+        if data["kind"] == "fired" and data.get("reminder_id") and fired is not None:
+            data["reminder"] = fired
         # Framed once, not once per stream: every stream sends these same bytes.
         data["_frame"] = format_sse_event(
             data_str=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
@@ -217,11 +216,13 @@ class EventFeed:
         )
         return data
 
-    def _project_of(self, session: str) -> str | None:
-        if session not in self._projects:  # a session never changes project
+    def _project_of(self, session: str, read: str | None) -> str | None:
+        """The project of ``session``: as first read (a session never changes project),
+        from its row as the tail read it (``read``)."""
+        if session not in self._projects:
             if len(self._projects) > 100_000:
                 self._projects.clear()
-            self._projects[session] = self.store.projects.project_of(session)
+            self._projects[session] = read
         return self._projects[session]
 
     # -- one stream ----------------------------------------------------------------------
@@ -311,12 +312,12 @@ class EventFeed:
 
     async def _catch_up(self, s: _Stream, after: int) -> AsyncIterator[dict[str, Any]]:
         while True:
-            rows = await asyncio.to_thread(self.store.events.events_after, after, limit=PAGE)
+            rows = await asyncio.to_thread(self.store.events.tail, after, limit=PAGE)
             if not rows:
                 return
-            for e in rows:
-                item = await asyncio.to_thread(self.payload, e)
-                after = e.id
+            for row in rows:
+                item = self.payload(*row)
+                after = item["id"]
                 if _visible(item, s.project, s.session):
                     yield item
             if len(rows) < PAGE:
