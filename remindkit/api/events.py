@@ -29,8 +29,6 @@ from ..wakeup import Waiter
 log = logging.getLogger(__name__)
 
 POLL_S = 0.2  # between reads when no hint comes (fires of other engines on the store)
-BURST_S = 0.002  # re-read this soon after a poke or a new event (a write that raced the read)
-BURST_READS = 3
 QUEUE_MAX = 1_000  # events queued for one stream before it re-reads from the store
 STREAMS_MAX = 1_000  # streams one server keeps open
 STREAMS_PER_CREDENTIAL = 100  # streams of one token (or of the user's own credential)
@@ -83,30 +81,28 @@ class EventFeed:
         self._waiter.close()
 
     def poke(self) -> None:
-        """Read now, and again soon (a write that raced the read): this process's
-        engine committed fires or outcomes, or a stream opened."""
+        """Read now: this process's engine committed fires or outcomes, or a stream
+        opened."""
         self._waiter.poke()
 
     def _run(self) -> None:
         waiter = self._waiter
-        burst = 0
         # retry: a store that listens but cannot now (a PostgreSQL LISTEN that dropped)
-        # is listened to again each round; meanwhile the feed reads every poll_s
+        # is listened to again each round; meanwhile the feed reads every poll_s.
+        # One read per wake-up: a poke or a hint comes after its commit (and a poke
+        # during a read is kept for the next wait: Waiter.drain), so a read then sees
+        # it; re-reads a few ms later took the GIL from the event loop while it wrote
+        # the events just read to the streams.
         with waiter.listening(self.store.wake, retry=True):
             while not waiter.stopped:
-                waiter.wait(BURST_S if burst else self.poll_s)
-                if waiter.poked:
-                    burst = BURST_READS
+                waiter.wait(self.poll_s)
                 self._recheck()
                 if not self._catch_up_to_streams():
-                    burst = 0
                     continue
                 try:
-                    got = self._read_new()
+                    self._read_new()
                 except Exception:  # the store is away: try again at the next round
                     log.warning("event feed: reading the store failed", exc_info=True)
-                    got = 0
-                burst = BURST_READS if got and burst else max(0, burst - 1)
 
     def _recheck(self) -> None:
         """End the streams whose token was revoked or whose project's feature was
