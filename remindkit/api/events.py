@@ -1,12 +1,14 @@
 """The event stream: the store's audit trail (``events`` table) as server-sent events.
 
 One thread per server tails the trail by id and hands each new event to the
-connected streams (a bounded queue each). It reads at once when a wake-up hint
-comes (a change through any process on the store) or this process's engine says
-it committed fires or outcomes (``events.Written``), and otherwise every
-``POLL_S``, so fires made by another engine on a shared store reach the stream too. A stream that resumes (``Last-Event-ID``)
-reads what it missed from the store, so resuming works across restarts; a
-stream whose queue overflows does the same instead of dropping events.
+connected streams (a bounded queue each). While a stream is open, it reads at
+once when a wake-up hint comes (a change through any process on the store) or
+this process's engine says it committed fires or outcomes (``events.Written``),
+and otherwise every ``POLL_S``, so fires made by another engine on a shared
+store reach the stream too; with none open it reads nothing. A stream that
+resumes (``Last-Event-ID``) reads what it missed from the store, so resuming
+works across restarts; a stream whose queue overflows does the same instead of
+dropping events.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class EventFeed:
         self._lock = threading.Lock()
         self._projects: dict[str, str | None] = {}
         self._waiter = Waiter()  # pokes, the store's hints, the stop
+        self._opened = threading.Event()  # a stream opened (or the stop): ends an idle wait
         self._behind = False  # reads were left out while no stream was open
         self._thread: threading.Thread | None = None
         self.last_id = 0
@@ -74,6 +77,7 @@ class EventFeed:
 
     def stop(self) -> None:
         self._waiter.stop()
+        self._opened.set()
         if self._thread is not None:
             self._thread.join(5)
             if self._thread.is_alive():
@@ -95,7 +99,14 @@ class EventFeed:
         # the events just read to the streams.
         with waiter.listening(self.store.wake, retry=True):
             while not waiter.stopped:
-                waiter.wait(self.poll_s)
+                self._opened.clear()
+                if self.open_streams():
+                    waiter.wait(self.poll_s)
+                else:
+                    # No stream to read for: sleep through the hints of every write
+                    # (a create through this server woke this thread each time); they
+                    # wait in the listener, drained by the first wait once one opens.
+                    self._opened.wait(self.poll_s)
                 self._recheck()
                 if not self._catch_up_to_streams():
                     continue
@@ -263,6 +274,7 @@ class EventFeed:
         with self._lock:
             self._check_room(s.credential)
             self._streams.add(s)
+            self._opened.set()
             behind = self._behind
             if after is not None:
                 s.start = after

@@ -367,7 +367,7 @@ def test_a_write_that_need_not_be_synced_leaves_its_connection_synced_after(tmp_
 def test_a_tail_brings_a_fired_reminder_and_the_session_project(api, store, clock):
     """Events.tail (the HTTP API's event feed): the events of events_after, each with a
     fired one's reminder as it is now and the project of its session's row."""
-    rem = api.create("stretch", session="s1", in_="1s", label="legs", alarm=True, announce="up")
+    api.create("stretch", session="s1", in_="1s", label="legs", alarm=True, announce="up")
     store.sessions.put_session(Session(id="s1", adapter="python"), now_us=to_us(clock.now()))
     clock.advance(2)
     (fire,) = claim(store, clock)
