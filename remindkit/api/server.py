@@ -122,7 +122,7 @@ def run_api(
         collector = eng.collector
 
         def written(_event: ev.Written) -> None:
-            feed.poke()
+            feed.committed()
             if feed.open_streams():
                 collector.hold(STREAMS_GC_HOLD_S)
 
