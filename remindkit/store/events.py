@@ -173,7 +173,9 @@ class Events(Role):
                 f"after_id must be a whole number >= 0 (got {after_id!r})", code="invalid_argument"
             )
         out: list[Tailed] = []
-        for row in self.db.query(_TAIL_SQL.format(mark=self.dialect.placeholder), (after_id, limit)):
+        for row in self.db.query(
+            _TAIL_SQL.format(mark=self.dialect.placeholder), (after_id, limit)
+        ):
             fired = None
             if row[7] is not None:
                 fired = {
