@@ -102,12 +102,19 @@ class HostNames:
 
     def __init__(self, extra: Iterable[str] = ()) -> None:
         self.names = {"localhost"} | {n.strip().lower().rstrip(".") for n in extra if n.strip()}
+        self._seen: dict[str, bool] = {}  # Host values answered (a pure function of the value)
 
     def allows(self, host: str | None) -> bool:
         if host is None:
             return False
-        got = _split_host(host)
-        return got is not None and (got[0] in self.names or _is_ip(got[0]))
+        known = self._seen.get(host)
+        if known is None:
+            got = _split_host(host)
+            known = got is not None and (got[0] in self.names or _is_ip(got[0]))
+            if len(self._seen) >= 256:  # bounded: any Host a client sends
+                self._seen.clear()
+            self._seen[host] = known
+        return known
 
 
 def _same_origin(origin: str, host: str, scheme: str) -> bool:

@@ -145,6 +145,52 @@ class Gate:
             loop.call_later(SWEEP_S, self._sweep, loop)
 
 
+class OneWrite:
+    """A response cycle's transport that sends a response's head with the first part
+    of its body, in one write. uvicorn writes the head when the application starts
+    the response and the body when it sends it, and Starlette sends both in the same
+    turn of the event loop: two writes were two segments on the wire and two wake-ups
+    of the client (with TCP_NODELAY, each went out at once). A head is held until the
+    body's first write or the end of this turn of the loop, whichever comes first;
+    nothing else changes (``close`` sends a held head first)."""
+
+    __slots__ = ("_transport", "_loop", "_held", "_first")
+
+    def __init__(self, transport: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+        self._first = True
+
+    def write(self, data: bytes) -> None:
+        if self._first:
+            self._first = False
+            if not data.startswith(b"HTTP/1.1 100 "):  # not a 100 Continue: the head
+                self._held = bytes(data)
+                self._loop.call_soon(self.flush)
+                return
+            self._first = True  # the head comes after it
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        self._transport.write(data)
+
+    def flush(self) -> None:
+        if self._held is not None:
+            data, self._held = self._held, None
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return bool(self._transport.is_closing())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 def bounded_protocol(base: type, gate: Gate) -> type:
     """``base`` (uvicorn's httptools or h11 protocol) with the gate's bounds."""
 
@@ -167,6 +213,9 @@ def bounded_protocol(base: type, gate: Gate) -> type:
             def on_headers_complete(self) -> None:
                 super().on_headers_complete()
                 gate.head_done(self, self.loop)
+                cycle = getattr(self, "cycle", None)
+                if cycle is not None and cycle.transport is self.transport:
+                    cycle.transport = OneWrite(self.transport, self.loop)
 
             def on_message_complete(self) -> None:
                 super().on_message_complete()

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 PROJECT_LIMIT = 200  # live reminders per project, unless REMINDKIT_MAX_PER_PROJECT says otherwise
+# seconds without the engine's quiet garbage collection after a commit of its fires
+# or outcomes, while event streams are open: one collection held the GIL for 12 ms
+# just as a fire's event was being written to 50 streams (bench/api_speed.py's p99)
+STREAMS_GC_HOLD_S = 0.2
 
 
 def is_loopback(host: str) -> bool:
@@ -112,8 +116,17 @@ def run_api(
         else None
     )
     if eng is not None and feed is not None:
-        # this engine's fires and outcomes, once committed: read them at once
-        eng.events.subscribe(ev.Written, lambda _event: feed.poke())
+        # this engine's fires and outcomes, once committed: read them at once; and no
+        # quiet garbage collection (the engine's, right after this commit in the same
+        # round) while their events go out to the open streams
+        collector = eng.collector
+
+        def written(_event: ev.Written) -> None:
+            feed.committed()
+            if feed.open_streams():
+                collector.hold(STREAMS_GC_HOLD_S)
+
+        eng.events.subscribe(ev.Written, written)
     cookie = f"remindkit-{where[1]}"
     app = create_app(
         api,

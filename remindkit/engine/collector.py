@@ -13,7 +13,9 @@ freezes the survivors (:func:`gc.freeze`), so the collections the interpreter
 starts later walk only what was made since, which is short. Frozen objects are
 still freed by reference counting; only a reference cycle among them waits, for
 the whole collection that :class:`QuietCollector` runs (unfrozen, then frozen
-again) every ``full_every_s``, again only at a quiet moment. While the interpreter
+again) every ``full_every_s``, again only at a quiet moment; the engine's host may also ask for a moment without
+one (:meth:`QuietCollector.hold`: the HTTP API while a fire's event goes out to
+its streams). While the interpreter
 has run no collection since the last freeze, little is new and it does nothing (an
 idle engine pays nothing for it). It changes nothing about what is collected, only
 when. ``REMINDKIT_QUIET_GC=0`` turns it off.
@@ -55,6 +57,13 @@ class QuietCollector:
         self.took = {"young": 0.1, "full": 0.1}
         self.runs = {"young": 0, "full": 0}
         self._seen = -1  # the interpreter's collections counted at the last freeze
+        self._held_until = 0.0  # no collection before this (monotonic): hold()
+
+    def hold(self, seconds: float) -> None:
+        """No collection for ``seconds`` from now (from any thread): the host has work
+        that must not wait behind one, as the HTTP API's event streams right after a
+        fire's commit. A collection holds the GIL for milliseconds (tens at first)."""
+        self._held_until = max(self._held_until, self._mono() + seconds)
 
     def margin(self, kind: str) -> float:
         """The least time to the next fire that a collection of ``kind`` needs."""
@@ -66,6 +75,8 @@ class QuietCollector:
         if not self.enabled or not gc.isenabled():
             return None  # the host turned the collector off: it decides when
         now = self._mono()
+        if now < self._held_until:
+            return None
         kind: str | None = None
         if now - self._full_at >= self.full_every_s:
             kind = "full"

@@ -77,29 +77,57 @@ def write_events(conn: Connection, rows: Sequence[EventRow]) -> None:
 
 def event_from_row(row: Any) -> Event:
     m = row._mapping
+    return _event_of(
+        m["id"], m["at"], m["kind"], m["surface"], m["session_id"], m["reminder_id"], m["detail"]
+    )
+
+
+def _event_of(
+    id_: int,
+    at: int,
+    kind_text: str,
+    surface_text: str,
+    session: str | None,
+    reminder_id: str | None,
+    detail_text: str | None,
+) -> Event:
     try:
-        detail = json.loads(m["detail"]) if m["detail"] else {}
+        detail = json.loads(detail_text) if detail_text else {}
     except ValueError:
         detail = {"unreadable": True}
     kind: EventKind | str
     surface: Surface | str
     try:
-        kind = EventKind(m["kind"])
+        kind = EventKind(kind_text)
     except ValueError:  # written by a newer remindkit: shown as it is
-        kind = m["kind"]
+        kind = kind_text
     try:
-        surface = Surface(m["surface"])
+        surface = Surface(surface_text)
     except ValueError:
-        surface = m["surface"]
+        surface = surface_text
     return Event(
-        id=m["id"],
-        at=from_us(m["at"]),
+        id=id_,
+        at=from_us(at),
         kind=kind,  # type: ignore[arg-type]
         surface=surface,  # type: ignore[arg-type]
-        session=m["session_id"],
-        reminder_id=m["reminder_id"],
+        session=session,
+        reminder_id=reminder_id,
         detail=detail if isinstance(detail, dict) else {"value": detail},
     )
+
+
+# A tail's statement (Events.tail): the events, a fired one's reminder as it is now
+# (the fields an event stream shows), the session's project.
+_TAIL_SQL = (
+    "SELECT e.id, e.at, e.kind, e.surface, e.session_id, e.reminder_id, e.detail,"
+    " r.id, r.text, r.label, r.alarm, r.announce, r.urgency, s.project"
+    " FROM events e"
+    " LEFT JOIN reminders r ON e.kind = 'fired' AND r.id = e.reminder_id"
+    " LEFT JOIN sessions s ON s.id = e.session_id"
+    " WHERE e.id > {mark} ORDER BY e.id LIMIT {mark}"
+)
+FIRED_FIELDS = ("text", "label", "alarm", "announce", "urgency")
+Tailed = tuple[Event, "dict[str, Any] | None", "str | None"]
 
 
 def _check_limit(limit: object) -> int:
@@ -131,6 +159,34 @@ class Events(Role):
         stmt = _scoped(stmt, reminder_id=reminder_id, session=session).order_by(e.id).limit(limit)
         with self.read() as conn:
             return [event_from_row(r) for r in conn.execute(stmt)]
+
+    def tail(self, after_id: int = 0, *, limit: int = 100) -> list[Tailed]:
+        """:meth:`events_after` for a reader that streams the trail (the HTTP API's
+        event feed), from one statement run through the driver: each event with, for
+        a ``fired`` one, its reminder's ``FIRED_FIELDS`` as they are now (None if it
+        is gone), and the project of its session's row (None without one). What a
+        fire's way to the streams waited on: SQLAlchemy's statement, then a read of
+        the reminder of its own."""
+        limit = _check_limit(limit)
+        if isinstance(after_id, bool) or not isinstance(after_id, int) or after_id < 0:
+            raise InvalidInput(
+                f"after_id must be a whole number >= 0 (got {after_id!r})", code="invalid_argument"
+            )
+        out: list[Tailed] = []
+        for row in self.db.query(
+            _TAIL_SQL.format(mark=self.dialect.placeholder), (after_id, limit)
+        ):
+            fired = None
+            if row[7] is not None:
+                fired = {
+                    "text": row[8],
+                    "label": row[9],
+                    "alarm": bool(row[10]),
+                    "announce": row[11],
+                    "urgency": row[12],
+                }
+            out.append((_event_of(*row[:7]), fired, row[13]))
+        return out
 
     def recent_events(
         self,
@@ -182,6 +238,7 @@ def changes(
 
 
 __all__ = [
+    "FIRED_FIELDS",
     "Events",
     "EventRow",
     "changes",

@@ -49,3 +49,64 @@ def test_streams_past_the_bound_are_refused_and_closing_one_makes_room(
         assert feed.open_streams() == 0
     finally:
         store.close()
+
+
+def test_a_quiet_stream_gets_a_keep_alive_and_an_event_still_comes_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream offered nothing for KEEPALIVE_S gets a comment line (the feed thread
+    looks about once a second); events keep coming on it after, once each."""
+    from remindkit.reminders import Reminders
+
+    monkeypatch.setattr(api_events, "KEEPALIVE_S", 0.5)
+    settings = Settings.from_env(env={}, home=tmp_path, tz="UTC")
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}", settings=settings)
+    api = Reminders(store, settings=settings)
+    feed = api_events.EventFeed(store).start()
+
+    async def run() -> None:
+        gen = feed.stream((None, None), None)
+        assert await gen.__anext__() == api_events.CONNECTED
+        got = await asyncio.wait_for(gen.__anext__(), 10)
+        assert got == api_events.KEEPALIVE_COMMENT
+        rem = await asyncio.to_thread(api.create, "after the quiet", session="s", in_="1h")
+        frame = await asyncio.wait_for(gen.__anext__(), 10)
+        while frame == api_events.KEEPALIVE_COMMENT:
+            frame = await asyncio.wait_for(gen.__anext__(), 10)
+        assert b"event: created" in frame and rem.id.encode() in frame
+        await gen.aclose()
+
+    try:
+        asyncio.run(asyncio.wait_for(run(), 60))
+    finally:
+        feed.stop()
+        store.close()
+
+
+def test_a_commit_of_this_process_is_read_on_the_streams_loop(tmp_path: Path) -> None:
+    """EventFeed.committed (this process's engine committed): the streams' event loop
+    reads the new events and offers them itself, in order, with no feed thread."""
+    import threading
+
+    from remindkit.reminders import Reminders
+
+    settings = Settings.from_env(env={}, home=tmp_path, tz="UTC")
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}", settings=settings)
+    api = Reminders(store, settings=settings)
+    feed = api_events.EventFeed(store)  # not started: only committed() reads
+    feed.last_id = store.events.last_event_id()
+
+    async def run() -> None:
+        gen = feed.stream((None, None), None)
+        assert await gen.__anext__() == api_events.CONNECTED
+        made = [api.create(f"r{i}", session="s", in_="1h") for i in range(3)]
+        threading.Thread(target=feed.committed).start()  # as from the engine's thread
+        frames = [await asyncio.wait_for(gen.__anext__(), 10) for _ in made]
+        assert [f.split(b"\n")[0] for f in frames] == [b"event: created"] * 3
+        assert all(r.id.encode() in f for r, f in zip(made, frames, strict=True))
+        await gen.aclose()
+
+    try:
+        asyncio.run(asyncio.wait_for(run(), 60))
+    finally:
+        store.close()

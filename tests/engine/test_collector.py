@@ -51,6 +51,18 @@ def test_it_collects_and_freezes_when_no_fire_is_near() -> None:
     assert qc.runs == {"young": 2, "full": 1}
 
 
+def test_it_waits_while_its_host_holds_it() -> None:
+    mono = Mono()
+    qc = QuietCollector(monotonic=mono)
+    qc.hold(0.2)  # the HTTP API: a fire's event is going out to the streams
+    assert qc.step(None) is None
+    mono.t += 0.1
+    qc.hold(0.05)  # a shorter hold does not end a longer one
+    assert qc.step(None) is None
+    mono.t += 0.1
+    assert qc.step(None) == "young"
+
+
 def test_it_waits_while_a_fire_is_near() -> None:
     mono = Mono()
     qc = QuietCollector(monotonic=mono)

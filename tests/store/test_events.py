@@ -14,7 +14,7 @@ from remindkit.audit import READ_MAX, EventKind, Surface, detail_json
 from remindkit.clock import to_us
 from remindkit.engine.plan import plan_fire
 from remindkit.errors import Conflict, InvalidInput, LimitExceeded, NotFound, StoreError
-from remindkit.models import WAITING
+from remindkit.models import WAITING, Session
 from remindkit.reminders import Reminders
 from remindkit.store import Outcome, open_store
 
@@ -362,3 +362,30 @@ def test_a_write_that_need_not_be_synced_leaves_its_connection_synced_after(tmp_
     assert other.execute("SELECT value FROM flags WHERE name = 'x'").fetchone() == ("1",)
     other.close()
     store.close()
+
+
+def test_a_tail_brings_a_fired_reminder_and_the_session_project(api, store, clock):
+    """Events.tail (the HTTP API's event feed): the events of events_after, each with a
+    fired one's reminder as it is now and the project of its session's row."""
+    api.create("stretch", session="s1", in_="1s", label="legs", alarm=True, announce="up")
+    store.sessions.put_session(Session(id="s1", adapter="python"), now_us=to_us(clock.now()))
+    clock.advance(2)
+    (fire,) = claim(store, clock)
+    t = to_us(clock.now())
+    store.outcomes.finish(
+        [Outcome(fire.occurrence_id, fire.token, WAITING, fired_at_us=t, error="busy")],
+        now_us=t,
+    )
+    after = store.events.events_after(0, limit=READ_MAX)
+    tailed = store.events.tail(0, limit=READ_MAX)
+    assert [e for e, _fired, _project in tailed] == after
+    by_kind = {str(e.kind): (fired, project) for e, fired, project in tailed}
+    assert by_kind["fired"] == (
+        {"text": "stretch", "label": "legs", "alarm": True, "announce": "up", "urgency": "normal"},
+        "default",
+    )
+    assert by_kind["created"] == (None, "default")  # only a fired event brings its reminder
+    assert store.events.tail(after[-1].id) == []
+    assert [e.id for e, _f, _p in store.events.tail(after[0].id, limit=1)] == [after[1].id]
+    with pytest.raises(InvalidInput):
+        store.events.tail(-1)
