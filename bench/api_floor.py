@@ -1,5 +1,7 @@
 """The floors under ``bench/api_speed.py``: FastAPI on uvicorn as ``remindkit api`` runs
-them (httptools, uvloop when installed, TCP_NODELAY), doing nothing else.
+them (httptools, uvloop when installed, TCP_NODELAY, and the same protocol class: the
+connection gate and a response's head sent with its body in one write), doing nothing
+else.
 
 * the empty route: ``POST …/reminders`` takes the same JSON body into a pydantic
   model and answers ``201`` with a small JSON object. What this process serves per
@@ -33,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from remindkit.api.limits import Gate, protocol_class  # noqa: E402
 from remindkit.api.server import bind, http_parser  # noqa: E402
 from remindkit.clock import format_utc  # noqa: E402
 
@@ -89,7 +92,11 @@ def main() -> None:
     sock = bind("127.0.0.1", 0)
     print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(
-        app, http=http_parser(), loop="auto", log_level="warning", access_log=False
+        app,
+        http=protocol_class(http_parser(), Gate(1_000)),
+        loop="auto",
+        log_level="warning",
+        access_log=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
 
