@@ -32,6 +32,7 @@ from ..runtime import make_private_file
 from ..settings import Settings
 from .create import Tx
 from .dialect import Dialect
+from .lite import sqlite_sync as sqlite_sync  # re-exported
 from .wake import Wake, make_wake
 
 log = logging.getLogger(__name__)
@@ -136,12 +137,6 @@ def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engin
             raise DBAPIError.instance(sql, (), exc, sqlite3.Error) from exc
 
     return engine
-
-
-def sqlite_sync(level: str) -> str:
-    """The SQLite ``synchronous`` level a store runs at: the one asked for if SQLite
-    knows it, else FULL."""
-    return level if level in ("FULL", "NORMAL", "EXTRA") else "FULL"
 
 
 def _driver_execute(conn: Connection, sql: str) -> None:
