@@ -120,28 +120,33 @@ class Tx:
         self.locks_rows = locks_rows
         self.added_due_us: int | None = None  # set by only_added
 
-    @contextlib.contextmanager
-    def _cursor(self) -> Any:
-        cur = self.conn.cursor()
-        try:
-            yield cur
-        except self.dbapi.IntegrityError as exc:
-            raise Clash(str(exc)) from exc
-        except self.dbapi.Error as exc:
-            raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
-        finally:
-            cur.close()
-
     def run(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of ``sql`` (written with ``?``), none for a statement without."""
-        with self._cursor() as cur:
-            cur.execute(with_mark(sql, self.mark), tuple(params))
-            return list(cur.fetchall()) if cur.description is not None else []
+        try:
+            cur = self.conn.execute(with_mark(sql, self.mark), tuple(params))
+            try:
+                return cur.fetchall() if cur.description is not None else []
+            finally:
+                cur.close()
+        except self.dbapi.Error as exc:
+            raise self._error(exc) from exc
 
     def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        if rows:
-            with self._cursor() as cur:
+        if len(rows) == 1:
+            self.run(sql, rows[0])
+        elif rows:
+            cur = self.conn.cursor()
+            try:
                 cur.executemany(with_mark(sql, self.mark), rows)
+            except self.dbapi.Error as exc:
+                raise self._error(exc) from exc
+            finally:
+                cur.close()
+
+    def _error(self, exc: Exception) -> Exception:
+        if isinstance(exc, self.dbapi.IntegrityError):
+            return Clash(str(exc))
+        return StoreError(f"the store is unavailable: {exc}", code="store_unavailable")
 
     def advisory_lock(self, key: int) -> None:
         """Hold the advisory lock ``key`` until the transaction ends (PostgreSQL)."""
