@@ -79,6 +79,7 @@ class Context:
         self._settings: Settings | None = None
         self._reader: Reminders | None = None
         self._lite: Any = None  # a LiteStore, False when the full store must read
+        self._writer: Reminders | None = None  # the API over a LiteStore opened for writing
 
     @property
     def settings(self) -> Settings:
@@ -142,13 +143,38 @@ class Context:
             self._reader = Reminders(cast(Any, store), settings=self.settings, surface=Surface.CLI)
         return self._reader
 
+    @property
+    def create_api(self) -> Reminders:
+        """The reminders API for ``remind``: with no store open in the process yet,
+        over the SQLite file through the driver alone
+        (:class:`~remindkit.store.lite.LiteStore` opened for writing: the store's own
+        create, with no SQLAlchemy to import) when the file is at this remindkit's
+        schema; else (PostgreSQL, which the driver-only store does not open; a new
+        store, or one at another schema, which the full store creates, migrates or
+        refuses) :attr:`api`."""
+        if self._lent is not None or self._graph is not None:
+            return self.api
+        if self._writer is None:
+            from ..store.lite import open_lite
+
+            lite = open_lite(self.url, settings=self.settings, write=True)
+            if lite is None:
+                return self.api
+            from ..audit import Surface
+            from ..reminders import Reminders
+
+            self._writer = Reminders(cast(Any, lite), settings=self.settings, surface=Surface.CLI)
+        return self._writer
+
     def close(self) -> None:
         if self._graph is not None and self._lent is None:
             self._graph.close()
         self._graph = None
         if self._lite:
             self._lite.close()
-        self._lite = self._reader = None
+        if self._writer is not None:
+            self._writer.store.close()
+        self._lite = self._reader = self._writer = None
 
     def json(self, data: Any) -> None:
         emit_json(self.out, data)

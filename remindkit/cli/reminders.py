@@ -148,7 +148,7 @@ def reminder_spec(args: argparse.Namespace) -> ReminderSpec:
 
 
 def remind(cx: Context) -> int:
-    args, api = cx.args, cx.api
+    args, api = cx.args, cx.create_api
     created = api.add(reminder_spec(args))
     rem = created.reminder
     if args.json:

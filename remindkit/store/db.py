@@ -30,7 +30,9 @@ from sqlalchemy.pool import NullPool, QueuePool
 from ..errors import StoreError
 from ..runtime import make_private_file
 from ..settings import Settings
+from .create import Tx
 from .dialect import Dialect
+from .lite import sqlite_sync as sqlite_sync  # re-exported
 from .wake import Wake, make_wake
 
 log = logging.getLogger(__name__)
@@ -135,12 +137,6 @@ def _sqlite_engine(url: str, *, synchronous: str, busy_timeout_ms: int) -> Engin
             raise DBAPIError.instance(sql, (), exc, sqlite3.Error) from exc
 
     return engine
-
-
-def sqlite_sync(level: str) -> str:
-    """The SQLite ``synchronous`` level a store runs at: the one asked for if SQLite
-    knows it, else FULL."""
-    return level if level in ("FULL", "NORMAL", "EXTRA") else "FULL"
 
 
 def _driver_execute(conn: Connection, sql: str) -> None:
@@ -293,6 +289,48 @@ class Db:
             ) from exc
         if notify:
             self.wake.notify(getattr(self._origin, "name", ""), added_due_us=added_due_us)
+
+    @contextlib.contextmanager
+    def driver_write(self) -> Iterator[Tx]:
+        """One write transaction on a pooled connection through the driver alone
+        (:class:`~remindkit.store.create.Tx`), outside SQLAlchemy's connection and
+        transaction objects: ``BEGIN IMMEDIATE`` on SQLite (PostgreSQL's driver begins
+        one with the first statement), a commit on success, a rollback otherwise, and
+        engines hinted after the commit. For a create, where SQLAlchemy's checkout,
+        begin and commit cost more than SQLite's own work bar the sync."""
+        try:
+            raw = self.engine.raw_connection()
+        except DBAPIError as exc:
+            raise StoreError(
+                f"the store is unavailable: {exc.orig}", code="store_unavailable"
+            ) from exc
+        dbapi = self.engine.dialect.loaded_dbapi
+        tx = Tx(
+            raw.driver_connection,
+            dbapi=dbapi,
+            mark=self.dialect.placeholder,
+            locks_rows=self.dialect.locks_rows,
+        )
+        try:
+            if not self.dialect.locks_rows:
+                tx.run("BEGIN IMMEDIATE")
+            try:
+                yield tx
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    raw.rollback()
+                raise
+            try:
+                raw.commit()
+            except dbapi.Error as exc:
+                with contextlib.suppress(Exception):
+                    raw.rollback()
+                raise StoreError(
+                    f"the store is unavailable: {exc}", code="store_unavailable"
+                ) from exc
+        finally:
+            raw.close()  # back to the pool
+        self.wake.notify(getattr(self._origin, "name", ""), added_due_us=tx.added_due_us)
 
     @staticmethod
     def only_added(conn: Connection, due_us: int) -> None:

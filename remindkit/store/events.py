@@ -9,47 +9,25 @@ from that insert to the commit. SQLite writers are serialised anyway.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, select
 
-from ..audit import READ_MAX, Event, EventKind, Surface, detail_json
+from ..audit import READ_MAX, Event, EventKind, Surface
 from ..clock import from_us
 from ..errors import InvalidInput
 from . import schema as t
+from .create import EVENT_COLUMNS as _COLUMNS
+from .create import EVENTS_LOCK as _EVENTS_LOCK
+from .create import EventRow, event_row
 from .db import DEFERRED_EVENTS
 from .dialect import Dialect, chunks
 from .role import Role
 
 log = logging.getLogger(__name__)
-_EVENTS_LOCK = int(hashlib.sha1(b"remindkit-events").hexdigest()[:15], 16)
-_COLUMNS = ("at", "kind", "surface", "session_id", "reminder_id", "occurrence_id", "detail")
-EventRow = tuple[int, str, str, "str | None", "str | None", "int | None", "str | None"]
-
-
-def event_row(
-    kind: EventKind,
-    surface: Surface | str,
-    *,
-    at_us: int,
-    session: str | None,
-    reminder_id: str | None,
-    occurrence_id: int | None = None,
-    detail: Mapping[str, Any] | None = None,
-) -> EventRow:
-    return (
-        at_us,
-        str(kind),
-        str(surface),
-        session,
-        reminder_id,
-        occurrence_id,
-        detail_json(detail),
-    )
 
 
 def defer_events(conn: Connection, rows: Sequence[EventRow]) -> None:

@@ -6,18 +6,22 @@ Python's own start-up on a small machine).
 :func:`open_lite` gives a :class:`LiteStore` only for a SQLite file that exists and is
 at the schema this remindkit writes (the Alembic revision in ``alembic_version``);
 anything else (PostgreSQL, a new or older store, a URL with options) is for
-:func:`~remindkit.store.open_store`, which creates and migrates. A ``LiteStore`` only
-reads: a list of reminders (with the fires that wait for their session, as
+:func:`~remindkit.store.open_store`, which creates and migrates. A ``LiteStore``
+reads a list of reminders (with the fires that wait for their session, as
 ``SqlStore.reminders.find_reminders`` gives them), the pause flag and the status line's
-summary. The statements are plain SQL that both databases run; :class:`Reports` runs
+summary; opened with ``write=True`` (``remindkit remind``) it also adds a reminder,
+through the store's own create (:func:`remindkit.store.create.add_reminder`: the
+same checks, rows, event and errors), and hints the engines listening on the store
+after the commit, as the store does. The statements are plain SQL that both databases run; :class:`Reports` runs
 the summary's through its driver as well, and both fold the rows with
 :func:`summarize`, so that the line reads the same from either.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +29,12 @@ from ..errors import StoreError
 from ..runtime import tighten_private_file
 
 if TYPE_CHECKING:
+    from ..audit import Surface
     from ..models import Reminder
-    from ..settings import Settings
+    from ..settings import Limits, Settings
+    from .create import Added, Tx
     from .records import Waiting
+    from .wake import Wake
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 FAILED_WINDOW_US = 7 * 86_400 * 1_000_000  # `!` looks at the last week of fires
@@ -90,10 +97,18 @@ def sqlite_file(url: str) -> Path | None:
     return None
 
 
-def open_lite(url: str, *, settings: Settings) -> LiteStore | None:
+def sqlite_sync(level: str) -> str:
+    """The SQLite ``synchronous`` level a store runs at: the one asked for if SQLite
+    knows it, else FULL."""
+    return level if level in ("FULL", "NORMAL", "EXTRA") else "FULL"
+
+
+def open_lite(url: str, *, settings: Settings, write: bool = False) -> LiteStore | None:
     """A reader of the SQLite store at ``url`` through the driver, or None when the
     full store must open it (not a plain SQLite file, missing, or not at this
-    remindkit's schema: it creates, migrates or refuses it)."""
+    remindkit's schema: it creates, migrates or refuses it). ``write``: one that may
+    also add reminders, on a connection set up as the store's are (WAL, the
+    store's ``synchronous``, foreign keys)."""
     path = sqlite_file(url)
     if path is None or not path.is_file():
         return None
@@ -103,7 +118,12 @@ def open_lite(url: str, *, settings: Settings) -> LiteStore | None:
     except sqlite3.Error:
         return None
     try:
-        conn.execute("PRAGMA query_only = ON")
+        if write:  # as remindkit.store.db's connections are set up
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={sqlite_sync(settings.sqlite_synchronous)}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        else:
+            conn.execute("PRAGMA query_only = ON")
         row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
     except sqlite3.Error:
         conn.close()
@@ -111,19 +131,23 @@ def open_lite(url: str, *, settings: Settings) -> LiteStore | None:
     if row is None or row[0] != head_revision():
         conn.close()
         return None
-    return LiteStore(conn, url=url, settings=settings)
+    return LiteStore(conn, url=url, settings=settings, path=path)
 
 
 class LiteStore:
     """The reads of ``ls`` and ``status --line`` on one SQLite connection."""
 
-    def __init__(self, conn: sqlite3.Connection, *, url: str, settings: Settings) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, *, url: str, settings: Settings, path: Path | None = None
+    ) -> None:
         self.conn = conn
         self.url = url
         self.settings = settings
-        self.reminders = self  # the roles the reminders API reads through
+        self.path = path if path is not None else sqlite_file(url)
+        self.reminders = self  # the roles the reminders API reads (and creates) through
         self.coordination = self
         self.reports = self
+        self._wake: Wake | None = None
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:
@@ -193,6 +217,64 @@ class LiteStore:
             )
         return out
 
+    def add_reminder(
+        self,
+        rem: Reminder,
+        *,
+        limits: Limits,
+        now_us: int,
+        replace_label: bool = True,
+        surface: Surface | str = "api",
+        alive_since_us: int | None = None,
+        project: str | None = None,
+    ) -> Added:
+        """As ``SqlStore.reminders.add_reminder``: the same create
+        (:func:`remindkit.store.create.add_reminder`), in a transaction of this
+        connection (opened with ``write=True``)."""
+        from .create import add_reminder
+
+        return add_reminder(
+            self._write,
+            rem,
+            limits=limits,
+            now_us=now_us,
+            replace_label=replace_label,
+            surface=surface,
+            alive_since_us=alive_since_us,
+            project=project,
+        )
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Tx]:
+        """One write transaction (``BEGIN IMMEDIATE``, as the store's), committed when
+        the block ends, rolled back if it raises; then the engines listening on the
+        store are hinted, as ``remindkit.store.db.Db.driver_write`` hints them."""
+        from .create import Tx
+
+        tx = Tx(self.conn, dbapi=sqlite3, mark="?", locks_rows=False)
+        tx.run("BEGIN IMMEDIATE")
+        try:
+            yield tx
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            raise
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
+        self.wake.notify("", added_due_us=tx.added_due_us)
+
+    @property
+    def wake(self) -> Wake:
+        if self._wake is None:
+            from .wake import NoWake, sqlite_wake
+
+            self._wake = NoWake() if self.path is None else sqlite_wake(self.path)
+        return self._wake
+
     # -- coordination, reports ---------------------------------------------------------------
 
     def paused_all(self) -> bool:
@@ -209,6 +291,8 @@ class LiteStore:
         return summarize(counts, outcomes, flag[0][0] if flag else None, max_sessions, callbacks)
 
     def close(self) -> None:
+        if self._wake is not None:
+            self._wake.close()
         self.conn.close()
 
 

@@ -10,15 +10,13 @@ After a commit the store sends a wake-up hint to engines (``wake.py``).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import (
     Connection,
-    and_,
     bindparam,
     delete,
     func,
@@ -30,25 +28,30 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from ..audit import EventKind, Surface
-from ..checks import session_project
 from ..clock import format_utc, from_us, to_us
 from ..errors import Conflict, InvalidInput, LimitExceeded, NotFound, StoreError
 from ..models import (
     ACTIVE,
     CANCELLED,
-    CLAIMED,
     FAILED,
     LIVE_STATES,
-    OCC_CANCELLED,
-    SESSION_DELETED,
-    WAITING,
     Occurrence,
     Reminder,
     Session,
 )
 from ..settings import Limits
 from . import schema as t
-from .dialect import Dialect, chunks
+from .create import (
+    INSERT_REMINDER_SQL,
+    LIMIT_LOCK,
+    Added,
+    Tx,
+    add_reminder,
+    cancel_pending,
+    new_session_row,
+    with_mark,
+)
+from .dialect import chunks
 from .events import EventRow, changes, event_row, write_events
 from .projects import LIVE_IN_PROJECT, PROJECT_OF_SESSION
 from .records import attach_waiting as _attach_waiting
@@ -63,24 +66,13 @@ from .rows import (
     session_from_row,
     session_to_row,
 )
-from .rows import (
-    new_session_row as _new_session_row,
-)
 from .waiting import waiting_in_session, waiting_of
 
 log = logging.getLogger(__name__)
-_LIMIT_LOCK = int(hashlib.sha1(b"remindkit-limits").hexdigest()[:15], 16)
 
-# Statements on the create path, built once: building a statement per call costs
-# more than running it on SQLite (SQLAlchemy derives a cache key from each new one).
+# Statements of the limits on imports and resumes, built once: building a statement per
+# call costs more than running it on SQLite (SQLAlchemy derives a cache key from each).
 _R = t.reminders.c
-_INSERT_SESSION = insert(t.sessions)
-_LIVE_LABEL = select(_R.id).where(
-    _R.session_id == bindparam("sid"), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
-)
-_LIVE_LABEL_NO_SESSION = select(_R.id).where(
-    _R.session_id.is_(None), _R.label == bindparam("label"), _R.state.in_(LIVE_STATES)
-)
 # the limits count active reminders (the fourth seed's "20 active"): a paused one does not
 # count until it is resumed, which is refused past the limit
 _COUNT_LIVE_IN_SESSION = (
@@ -89,29 +81,6 @@ _COUNT_LIVE_IN_SESSION = (
     .where(_R.session_id == bindparam("sid"), _R.state == ACTIVE)
 )
 _COUNT_LIVE = select(func.count()).select_from(t.reminders).where(_R.state == ACTIVE)
-# The create's own statements go through the driver (Dialect.run), written with "?"
-# and given the dialect's placeholder once (_sql).
-_SESSION_STATE_SQL = "SELECT state, project FROM sessions WHERE id = ?"
-_INSERT_REMINDER_SQL = (
-    f"INSERT INTO reminders ({REMINDER_COLUMNS}) VALUES ({', '.join(['?'] * len(t.reminders.c))})"
-)
-_LIVE_ENGINES_SQL = "SELECT host, pid FROM engines WHERE heartbeat_at >= ?"
-_WITH_MARK: dict[tuple[str, str], str] = {}
-
-
-def _sql(sql: str, d: Dialect) -> str:
-    """``sql`` with the dialect's placeholder for each ``?`` (none is in a literal)."""
-    key = (sql, d.placeholder)
-    found = _WITH_MARK.get(key)
-    if found is None:
-        found = _WITH_MARK[key] = sql.replace("?", d.placeholder)
-    return found
-
-
-class Added(NamedTuple):
-    reminder: Reminder
-    replaced: list[str]
-    engines: list[tuple[str, int]]  # (host, pid) of live engines, when asked for
 
 
 def _check_import_limits(
@@ -209,152 +178,19 @@ class Reminders(Role):
         alive_since_us: int | None = None,
         project: str | None = None,
     ) -> Added:
-        """Insert ``rem``; an active reminder with the same label in its session is
-        cancelled (replaced). Raises ``too_many_reminders`` / ``session_deleted``.
-        Writes a ``created`` event (and ``replaced`` for each one replaced). With
-        ``alive_since_us``, also reads (host, pid) of the engines whose heartbeat is
-        that recent, in the same transaction (is the new reminder armed?). A new
-        session is made in its id's project (:func:`~remindkit.checks.session_key`);
-        with ``project``, a session of another project, or a new id of another
-        project's namespace, is not found (``session_not_found``)."""
-        for attempt in range(3):
-            try:
-                with self.write() as conn:
-                    rem, replaced = self._add_reminder(
-                        conn,
-                        rem,
-                        limits=limits,
-                        now_us=now_us,
-                        replace_label=replace_label,
-                        project=project,
-                    )
-                    events = [
-                        event_row(
-                            EventKind.REPLACED,
-                            surface,
-                            at_us=now_us,
-                            session=rem.session,
-                            reminder_id=old,
-                            detail={"by": rem.id, "label": rem.label},
-                        )
-                        for old in replaced
-                    ]
-                    events.append(
-                        event_row(
-                            EventKind.CREATED,
-                            surface,
-                            at_us=now_us,
-                            session=rem.session,
-                            reminder_id=rem.id,
-                            detail=_created_detail(rem),
-                        )
-                    )
-                    write_events(conn, events)
-                    if not replaced and rem.state == ACTIVE and rem.next_fire_at is not None:
-                        self.db.only_added(conn, to_us(rem.next_fire_at))
-                    engines: list[tuple[str, int]] = []
-                    if alive_since_us is not None:
-                        engines = [
-                            (r[0], r[1])
-                            for r in self.dialect.run(
-                                conn, _sql(_LIVE_ENGINES_SQL, self.dialect), (alive_since_us,)
-                            )
-                        ]
-                    return Added(rem, replaced, engines)
-            except IntegrityError:
-                if attempt == 2:
-                    raise Conflict(
-                        "another process changed this label at the same moment; retry",
-                        code="conflict",
-                    ) from None
-        raise AssertionError("unreachable")
-
-    def _add_reminder(
-        self,
-        conn: Connection,
-        rem: Reminder,
-        *,
-        limits: Limits,
-        now_us: int,
-        replace_label: bool,
-        project: str | None = None,
-    ) -> tuple[Reminder, list[str]]:
-        d = self.dialect
-        d.advisory_xact_lock(conn, _LIMIT_LOCK)
-        replaced: list[str] = []
-        if rem.session is not None:
-            found = d.run(conn, _sql(_SESSION_STATE_SQL, d), (rem.session,))
-            sess = found[0] if found else None
-            if sess is None:
-                if project is not None and session_project(rem.session) != project:
-                    raise NotFound(  # an id of another project's namespace: not this one's
-                        f"No session by the id of {rem.session!r} in project {project!r} was found",
-                        code="session_not_found",
-                        session=rem.session,
-                    )
-                conn.execute(_INSERT_SESSION, _new_session_row(rem.session, now_us))
-            elif project is not None and sess[1] != project:
-                raise NotFound(
-                    f"No session by the id of {rem.session!r} in project {project!r} was found",
-                    code="session_not_found",
-                    session=rem.session,
-                )
-            elif sess[0] == SESSION_DELETED:
-                raise Conflict(
-                    f"session {rem.session!r} was deleted",
-                    code="session_deleted",
-                    session=rem.session,
-                )
-        if rem.label is not None and replace_label:
-            if rem.session is None:
-                old = conn.execute(_LIVE_LABEL_NO_SESSION, {"label": rem.label}).all()
-            else:
-                old = conn.execute(_LIVE_LABEL, {"sid": rem.session, "label": rem.label}).all()
-            for (old_id,) in old:
-                conn.execute(
-                    update(t.reminders)
-                    .where(t.reminders.c.id == old_id)
-                    .values(
-                        state=CANCELLED,
-                        last_error=f"replaced by {rem.id}",
-                        next_fire_at=None,
-                        updated_at=now_us,
-                        version=t.reminders.c.version + 1,
-                    )
-                )
-                self._cancel_pending(conn, [old_id], now_us=now_us)
-                replaced.append(old_id)
-        if limits.per_session is not None and rem.session is not None:
-            n = conn.execute(_COUNT_LIVE_IN_SESSION, {"sid": rem.session}).scalar_one()
-            if n >= limits.per_session:
-                raise LimitExceeded(
-                    f"session {rem.session!r} already has {n} active reminders (limit {limits.per_session}); "
-                    "cancel one first",
-                    code="too_many_reminders",
-                    limit=limits.per_session,
-                    scope="session",
-                )
-        if limits.per_project is not None and rem.session is not None:
-            project = conn.execute(PROJECT_OF_SESSION, {"sid": rem.session}).scalar_one()
-            n = conn.execute(LIVE_IN_PROJECT, {"p": project}).scalar_one()
-            if n >= limits.per_project:
-                raise LimitExceeded(
-                    f"project {project!r} already has {n} active reminders (limit {limits.per_project})",
-                    code="too_many_reminders",
-                    limit=limits.per_project,
-                    scope="project",
-                )
-        if limits.total is not None:
-            n = conn.execute(_COUNT_LIVE).scalar_one()
-            if n >= limits.total:
-                raise LimitExceeded(
-                    f"the store already has {n} active reminders (limit {limits.total})",
-                    code="too_many_reminders",
-                    limit=limits.total,
-                    scope="total",
-                )
-        d.run(conn, _sql(_INSERT_REMINDER_SQL, d), reminder_values(rem))
-        return rem, replaced
+        """Insert ``rem`` (:func:`remindkit.store.create.add_reminder`: the one create,
+        which the command line's driver-only store runs too), in one write transaction
+        through the driver (:meth:`Db.driver_write`)."""
+        return add_reminder(
+            self.db.driver_write,
+            rem,
+            limits=limits,
+            now_us=now_us,
+            replace_label=replace_label,
+            surface=surface,
+            alive_since_us=alive_since_us,
+            project=project,
+        )
 
     def import_rows(
         self,
@@ -403,13 +239,11 @@ class Reminders(Role):
             )
             if implied:
                 now = max((to_us(r.created_at) for r in reminders if r.created_at), default=0)
-                conn.execute(
-                    insert(t.sessions), [_new_session_row(s, now) for s in sorted(implied)]
-                )
+                conn.execute(insert(t.sessions), [new_session_row(s, now) for s in sorted(implied)])
             rows = [reminder_values(r) for r in reminders]
             # Plain executemany: the rows are validated domain values already, and
             # SQLAlchemy's per-row parameter processing would halve the rate.
-            sql = _sql(_INSERT_REMINDER_SQL, self.dialect)
+            sql = with_mark(INSERT_REMINDER_SQL, self.dialect.placeholder)
             for batch in chunks(rows, 5000):
                 self.dialect.execute_many(conn, sql, batch)
             # The same few details over and over: each is made (and encoded) once.
@@ -578,7 +412,7 @@ class Reminders(Role):
     ) -> list[tuple[Reminder, Reminder]]:
         with self.write() as conn:
             if limits is not None:  # taken first, as a create takes it: no deadlock with one
-                self.dialect.advisory_xact_lock(conn, _LIMIT_LOCK)
+                self.dialect.advisory_xact_lock(conn, LIMIT_LOCK)
             stmt = _filter(
                 select(t.reminders), session=session, states=states, label=label, ids=ids
             )
@@ -640,31 +474,15 @@ class Reminders(Role):
     def _cancel_pending(
         self, conn: Connection, reminder_ids: Sequence[str], *, now_us: int
     ) -> None:
-        """A cancelled reminder's fires that were not yet delivered are cancelled too:
-        waiting ones, and claimed ones that are not due yet. A claimed one whose due
-        time has come is firing (its engine records ``fired_at`` with its next batch),
-        so it is left to finish: a turn that cancels the reminder it was fired by
-        (an agent stopping its own polling callback) keeps that fire recorded as
-        delivered."""
-        o = t.occurrences.c
-        for chunk in chunks(list(reminder_ids)):
-            conn.execute(
-                update(t.occurrences)
-                .where(
-                    o.reminder_id.in_(chunk),
-                    or_(
-                        o.state == WAITING,
-                        and_(o.state == CLAIMED, o.fired_at.is_(None), o.due_at > now_us),
-                    ),
-                )
-                .values(
-                    state=OCC_CANCELLED,
-                    error="reminder cancelled",
-                    owner=None,
-                    token=None,
-                    lease_until=None,
-                )
-            )
+        """:func:`remindkit.store.create.cancel_pending` in ``conn``'s transaction."""
+        d = self.dialect
+        tx = Tx(
+            conn.connection.driver_connection,
+            dbapi=conn.dialect.loaded_dbapi,
+            mark=d.placeholder,
+            locks_rows=d.locks_rows,
+        )
+        cancel_pending(tx, reminder_ids, now_us=now_us)
 
     # -- history -------------------------------------------------------------------------
 
@@ -726,17 +544,6 @@ def _filter(stmt, *, session=Any, states=None, label=None, ids=None):
     if ids is not None:
         stmt = stmt.where(c.id.in_(list(ids)))
     return stmt
-
-
-def _created_detail(rem: Reminder) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "schedule": rem.schedule.describe(),
-        "next_fire_at": format_utc(rem.next_fire_at),
-        "source": rem.source,
-    }
-    if rem.label is not None:
-        out["label"] = rem.label
-    return out
 
 
 def _plain(value: Any) -> Any:

@@ -11,7 +11,6 @@ from typing import Any
 from ..checks import session_project
 from ..clock import from_us, to_us
 from ..models import (
-    SESSION_ACTIVE,
     AdapterName,
     AlertState,
     FallbackPolicy,
@@ -28,6 +27,7 @@ from ..models import (
     by_value,
 )
 from . import schema as t
+from .create import new_session_row as new_session_row  # re-exported
 from .records import REMINDER_COLUMNS as REMINDER_COLUMNS  # the driver-level mapping, re-exported
 from .records import REMINDER_FIELDS, _reminder_of_mapping, _reminder_of_values, wait_for_of
 from .records import reminder_values as reminder_values
@@ -238,19 +238,6 @@ def session_to_row(s: Session) -> dict[str, Any]:
         "title": s.title,
         "fallback": s.fallback,
         "project": session_project(s.id),  # a new row's project is its id's namespace
-    }
-
-
-def new_session_row(session_id: str, now_us: int) -> dict[str, Any]:
-    """The row of a session made on first use (no adapter), in its id's project."""
-    return {
-        "id": session_id,
-        "adapter": None,
-        "config": json.dumps({}),
-        "state": SESSION_ACTIVE,
-        "created_at": now_us,
-        "last_active_at": now_us,
-        "project": session_project(session_id),
     }
 
 

@@ -210,20 +210,26 @@ class PgWake:
         pass
 
 
+def sqlite_wake(db_path: Path) -> Wake:
+    """The hints among the processes of the SQLite store in the file ``db_path``
+    (resolved): a :class:`SocketWake`, or :class:`NoWake` where that cannot be."""
+    if not hasattr(socket, "AF_UNIX"):
+        return NoWake()
+    try:
+        return SocketWake(db_path)
+    except UnsafeFolder as exc:
+        _warn_once(
+            str(exc),
+            "wake: %s; no wake-up hints, engines poll instead (set XDG_RUNTIME_DIR "
+            "or TMPDIR to a folder of your own)",
+            exc,
+        )
+        return NoWake()
+
+
 def make_wake(engine) -> Wake:
     if engine.dialect.name == "sqlite":
-        if not hasattr(socket, "AF_UNIX"):
-            return NoWake()
-        try:
-            return SocketWake(Path(str(engine.url.database)).resolve())
-        except UnsafeFolder as exc:
-            _warn_once(
-                str(exc),
-                "wake: %s; no wake-up hints, engines poll instead (set XDG_RUNTIME_DIR "
-                "or TMPDIR to a folder of your own)",
-                exc,
-            )
-            return NoWake()
+        return sqlite_wake(Path(str(engine.url.database)).resolve())
     if engine.dialect.name == "postgresql":
         url = engine.url.set(drivername="postgresql")
         dsn = url.render_as_string(hide_password=False)

@@ -164,6 +164,52 @@ def test_ls_and_the_status_line_read_without_sqlalchemy(home: Home) -> None:
     assert "later" in got["s2"] and "soon" not in got["s2"]
 
 
+def test_remind_without_an_engine_creates_without_sqlalchemy(home: Home) -> None:
+    """With no engine to hand it to, `remind` on a SQLite store at this schema creates
+    through the driver alone (a LiteStore opened for writing): SQLAlchemy is not
+    imported, refusals keep their codes, and `ls` shows what it made. A new store is
+    made (and migrated) by the full store first."""
+    first = home.proc("remind", "made by the full store", "--session", "s1", "--in", "5m")
+    assert first.returncode == 0, first.stderr
+    code = (
+        "import io, json, sys\n"
+        "from remindkit.cli.main import main\n"
+        "out, err = io.StringIO(), io.StringIO()\n"
+        "made = main(['remind', 'light', '--session', 's1', '--label', 'l', '--in', '5m', '--json'],\n"
+        "            stdout=out, stderr=err)\n"
+        "again = io.StringIO()\n"
+        "assert main(['remind', 'lighter', '--session', 's1', '--label', 'l', '--every', '1h',\n"
+        "             '--json'], stdout=again, stderr=io.StringIO()) == 0\n"
+        "bad = io.StringIO()\n"
+        "refused = main(['remind', 'x', '--in', '5x', '--json'], stdout=bad, stderr=io.StringIO())\n"
+        "print(json.dumps({'made': made, 'rem': json.loads(out.getvalue()), 'err': err.getvalue(),\n"
+        "                  'again': json.loads(again.getvalue()), 'refused': refused,\n"
+        "                  'bad': json.loads(bad.getvalue()),\n"
+        "                  'heavy': [m for m in sys.modules if m.startswith(('sqlalchemy', 'remindkit.store.sql'))]}))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=home.env(),
+        cwd=home.path,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["heavy"] == []
+    assert got["made"] == 0 and got["rem"]["text"] == "light" and got["rem"]["source"] == "cli"
+    assert got["rem"]["armed"] is False and "no engine is running" in got["err"]
+    assert got["again"]["replaced"] == [got["rem"]["id"]]
+    assert got["refused"] == 1 and got["bad"]["error"]["code"] == "invalid_duration"
+    listed = json.loads(home.proc("ls", "--all", "--json").stdout)
+    assert [(r["text"], r["state"]) for r in listed] == [
+        ("made by the full store", "active"),
+        ("light", "cancelled"),
+        ("lighter", "active"),
+    ]
+
+
 def test_a_reminder_command_loads_no_engine(home: Home) -> None:
     """`remind` and `ls` need the store, never the engine, the alerts or the ORM (nor
     Alembic, once the store exists: the first command on a new store migrates it)."""

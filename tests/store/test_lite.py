@@ -10,7 +10,7 @@ import pytest
 
 from remindkit.clock import to_us
 from remindkit.engine.plan import plan_fire
-from remindkit.models import DELIVERED, FAILED, WAITING
+from remindkit.models import DELIVERED, FAILED, WAITING, Session
 from remindkit.reminders import Reminders
 from remindkit.store import Outcome, SqlStore, open_store
 from remindkit.store.db import head_revision as store_head
@@ -134,3 +134,118 @@ def test_the_lite_store_only_reads(sqlite_url: str, sqlite_store: SqlStore, sett
             lite.conn.execute("DELETE FROM reminders")
     finally:
         lite.close()
+
+
+def _tables(path: Any) -> dict[str, list[tuple[Any, ...]]]:
+    with sqlite3.connect(path) as conn:
+        return {
+            name: conn.execute(f"SELECT * FROM {name} ORDER BY 1").fetchall()
+            for name in ("reminders", "sessions", "events", "occurrences")
+        }
+
+
+SPECS = [
+    dict(text="one", session="s1", label="deploy", in_="5m"),
+    dict(text="two", session="s1", label="deploy", every="1m", repeat="3"),  # replaces one
+    dict(text="no session", at="2026-01-05T10:00:00Z"),
+    dict(
+        text="loud",
+        session="s2",
+        cron="30 9 * * 1-5",
+        tz="Europe/Paris",
+        alarm=True,
+        announce="stand up",
+        urgency="critical",
+        misfire="all",
+        on_busy="rebase",
+    ),
+    dict(text="second active in s1", session="s1", in_="1h"),
+    dict(text="third active in s1", session="s1", in_="1h"),  # past the limit of 2
+    dict(text="bad", session="s2", in_="5x"),
+    dict(text="in a deleted session", session="gone", in_="5m"),
+    dict(text="a label, no session", label="deploy", in_="2m"),
+    dict(text="the same label, no session", label="deploy", in_="3m"),
+    dict(text="from a project's namespace", session="s3", project="other", in_="1m"),
+]
+
+
+def _create_all(api: Reminders, clock: Any) -> list[Any]:
+    """Each of SPECS through ``api``: what it gave (a Created), or the refusal's code,
+    message and details."""
+    from remindkit.errors import RemindkitError
+    from remindkit.models import ReminderSpec
+
+    out: list[Any] = []
+    for fields in SPECS:
+        try:
+            out.append(api.add(ReminderSpec(**fields)))  # type: ignore[arg-type]
+        except RemindkitError as exc:
+            out.append((exc.code, exc.message, exc.details))
+        clock.advance(1)
+    return out
+
+
+def test_a_create_through_the_driver_alone_is_the_stores(
+    tmp_path: Any, clock: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`remind` with no engine creates through LiteStore (opened for writing, no
+    SQLAlchemy): the same reminders, sessions, events (ids and all) and refusals, with
+    the same codes, as the store's create through the reminders API."""
+    from itertools import count
+
+    import remindkit.reminders as api_module
+    from remindkit.audit import Surface
+
+    settings = settings.with_limits(per_session=2)
+    results, tables = [], []
+    for lite_side in (False, True):
+        ids = count()
+        monkeypatch.setattr(api_module, "new_id", lambda ids=ids: f"rem_{next(ids):012x}")
+        path = tmp_path / f"{'lite' if lite_side else 'full'}.db"
+        url = f"sqlite:///{path}"
+        began = clock.now()
+        start = clock.now_us()
+        full = open_store(url, settings=settings)
+        full.sessions.put_session(Session("gone"), now_us=start)
+        full.sessions.delete_session("gone", now_us=start)
+        store: Any = full
+        if lite_side:
+            full.close()
+            store = open_lite(url, settings=settings, write=True)
+            assert store is not None
+        try:
+            api = Reminders(store, clock=clock, settings=settings, surface=Surface.CLI)
+            results.append(_create_all(api, clock))
+        finally:
+            store.close()
+        tables.append(_tables(path))
+        clock.set(began)  # the same times on both sides
+    for a, b in zip(results[0], results[1], strict=True):
+        assert a == b, (a, b)
+    assert tables[0] == tables[1]
+    got = results[1]
+    assert got[1].replaced == (got[0].reminder.id,)
+    assert [g[0] for g in got if isinstance(g, tuple)] == [
+        "too_many_reminders",
+        "invalid_duration",
+        "session_deleted",
+    ], got
+    assert got[9].replaced == (got[8].reminder.id,)
+    assert got[10].reminder.session == "@other/s3"  # a new session in the project's namespace
+    kinds = [(e[2], e[5]) for e in tables[1]["events"]]
+    assert ("created", got[0].reminder.id) in kinds and ("replaced", got[0].reminder.id) in kinds
+    assert all(e[3] == "cli" for e in tables[1]["events"] if e[2] in ("created", "replaced"))
+
+
+def test_a_lite_store_writes_only_at_this_schema(
+    tmp_path: Any, settings: Any, sqlite_url: str
+) -> None:
+    open_store(sqlite_url, settings=settings).close()
+    lite = open_lite(sqlite_url, settings=settings, write=True)
+    assert lite is not None
+    lite.close()
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0001'")
+    assert open_lite(sqlite_url, settings=settings, write=True) is None
+    assert open_lite(f"sqlite:///{tmp_path / 'new.db'}", settings=settings, write=True) is None
+    assert not (tmp_path / "new.db").exists()
