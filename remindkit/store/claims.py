@@ -43,9 +43,18 @@ log = logging.getLogger(__name__)
 
 def _not_claimed_yet():
     """The reminder's next occurrence has no row yet (a final one, claimed and not
-    yet fired, keeps the reminder active at its time: see claim_due)."""
+    yet fired, keeps the reminder active at its time: see claim_due).
+
+    A probe of the occurrence key for each reminder looked at, never a join:
+    ``OFFSET 0`` keeps PostgreSQL from turning the ``NOT EXISTS`` into an anti-join,
+    which it planned as a merge on the due time alone when the statistics were
+    older than a burst, every claimed occurrence against every due reminder of the
+    same instant (3,000 claimed, 20,000 due at once: three million rows compared,
+    0.6 s a batch). SQLite probes so anyway."""
     o, c = t.occurrences.c, t.reminders.c
-    return ~exists().where(o.reminder_id == c.id, o.due_at == c.next_fire_at)
+    return ~exists(
+        select(o.id).where(o.reminder_id == c.id, o.due_at == c.next_fire_at).offset(0)
+    )
 
 
 def _project_on():
@@ -464,8 +473,20 @@ def _paused_all(conn: Connection) -> bool:
 
 # Built once: an engine runs these at every change it hears of.
 _PAUSED_ALL = select(t.flags.c.value).where(t.flags.c.name == PAUSED_ALL)
-_NEXT_DUE = select(func.min(t.reminders.c.next_fire_at)).where(
-    t.reminders.c.state == ACTIVE, _not_claimed_yet(), _project_on()
+# The earliest by an ordered walk of the (state, next_fire_at) index that stops at the
+# first match, not min(): PostgreSQL does not turn a min() over an anti-join into
+# that walk, and scanned, sorted and merged the whole table instead (100,000 stored:
+# a quarter of a second, at every change an engine hears of).
+_NEXT_DUE = (
+    select(t.reminders.c.next_fire_at)
+    .where(
+        t.reminders.c.state == ACTIVE,
+        t.reminders.c.next_fire_at.is_not(None),  # min() skipped them; SQLite sorts them first
+        _not_claimed_yet(),
+        _project_on(),
+    )
+    .order_by(t.reminders.c.next_fire_at)
+    .limit(1)
 )
 _NEXT_DUE_NO_ALERTS = _NEXT_DUE.where(
     t.reminders.c.alarm.is_(False), t.reminders.c.announce.is_(None)

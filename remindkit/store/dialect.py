@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, Select, Table, select, text
+from sqlalchemy import Connection, Engine, Select, Table, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import StoreError
@@ -147,7 +147,13 @@ class Dialect:
         (``FOR UPDATE SKIP LOCKED`` in the subquery: engines claiming at once each take
         the next rows, not all the same first ``limit``, of which one engine would win
         and the others get none), returned in id order, the order every writer of
-        them updates them in. Engines never deadlock: a skipping lock never waits."""
+        them updates them in. Engines never deadlock: a skipping lock never waits.
+
+        The outer query finds those rows by key (``= ANY(ARRAY(subquery))``: the
+        subquery runs once, an init plan, and each row is an index lookup). With
+        ``IN (subquery)`` PostgreSQL planned a hash semi-join over a scan of the whole
+        table, every batch: a burst of 100,000 due at once cost a scan of 100,000 rows
+        per 1,000 claimed."""
         first = select(table).where(*where).order_by(order_by).limit(limit)
         if not self.locks_rows:
             return first
@@ -161,7 +167,7 @@ class Dialect:
         )
         return (
             select(table)
-            .where(key.in_(earliest.scalar_subquery()), *where)
+            .where(key == func.any(func.array(earliest.scalar_subquery())), *where)
             .order_by(key)
             .with_for_update(skip_locked=True)
         )
