@@ -166,6 +166,7 @@ class Claims(Role):
         with self.write(notify=False) as conn:
             if _paused_all(conn):
                 return [], 0
+            self.dialect.walk_in_order(conn)
             stmt = _claim_select(self.dialect, leave_alerts)
             rems = []
             rows = conn.execute(stmt, {"horizon": horizon_us, "batch": limit}).all()
@@ -374,6 +375,7 @@ class Claims(Role):
             if _paused_all(conn):
                 due = None
             else:
+                self.dialect.walk_in_order(conn)
                 due = conn.execute(_NEXT_DUE_NO_ALERTS if leave_alerts else _NEXT_DUE).scalar()
             lease = conn.execute(_NEXT_LEASE).scalar()
         return due, lease
