@@ -131,6 +131,74 @@ def _claim_update():
     )
 
 
+# PostgreSQL: a claim's occurrence rows as one array per column, unnested by the server.
+# SQLAlchemy's executemany with RETURNING renders a statement of 13 parameters a row
+# (13,000 for a batch of 1,000), which cost 100-300 ms to build, send and parse; the
+# arrays cost 20-50 ms.
+_OCC_COLUMNS = (
+    ("reminder_id", "text"),
+    ("due_at", "bigint"),
+    ("session_id", "text"),
+    ("state", "text"),
+    ("owner", "text"),
+    ("token", "text"),
+    ("lease_until", "bigint"),
+    ("fired_at", "bigint"),
+    ("missed", "integer"),
+    ("position", "integer"),
+    ("attempts", "integer"),
+    ("error", "text"),
+    ("alert", "text"),
+)
+_INSERT_UNNEST = (
+    f"INSERT INTO occurrences ({', '.join(c for c, _ in _OCC_COLUMNS)}) "
+    f"SELECT * FROM unnest({', '.join(f'%s::{ty}[]' for _, ty in _OCC_COLUMNS)}) "
+    "ON CONFLICT (reminder_id, due_at) DO NOTHING "
+    "RETURNING id, reminder_id, due_at, state"
+)
+
+
+def _insert_occurrences(
+    conn: Connection, dialect: Dialect, rows: list[dict[str, Any]]
+) -> list[tuple[int, str, int, str]]:
+    """Insert claimed (and skipped) occurrence rows, leaving any that exist; returns
+    (id, reminder_id, due_at, state) of those inserted."""
+    if not dialect.locks_rows:
+        return [tuple(r) for r in conn.execute(_claim_insert(dialect), rows).all()]  # type: ignore[misc]
+    columns = [[row[c] for row in rows] for c, _ty in _OCC_COLUMNS]
+    return [tuple(r) for r in dialect.fetch(conn, _INSERT_UNNEST, columns)]  # type: ignore[misc]
+
+
+_REM_COLUMNS = (
+    ("b_id", "text"),
+    ("b_version", "integer"),
+    ("next_fire_at", "bigint"),
+    ("state", "text"),
+    ("fired_count", "integer"),
+    ("snoozed", "boolean"),
+    ("version", "integer"),
+    ("updated_at", "bigint"),
+)
+_UPDATE_UNNEST = (
+    "UPDATE reminders SET next_fire_at = u.next_fire_at, state = u.state, "
+    "fired_count = u.fired_count, snoozed = u.snoozed, version = u.version, "
+    "updated_at = u.updated_at "
+    f"FROM unnest({', '.join(f'%s::{ty}[]' for _, ty in _REM_COLUMNS)}) "
+    f"AS u({', '.join(c for c, _ in _REM_COLUMNS)}) "
+    f"WHERE reminders.id = u.b_id AND reminders.version = u.b_version "
+    f"AND reminders.state = '{ACTIVE}'"
+)
+
+
+def _update_claimed(conn: Connection, dialect: Dialect, rows: list[dict[str, Any]]) -> None:
+    """Advance the claimed reminders (compare-and-set on their version); on PostgreSQL
+    in one statement over arrays, as :func:`_insert_occurrences` inserts."""
+    if not dialect.locks_rows:
+        conn.execute(_claim_update(), rows)
+        return
+    dialect.run(conn, _UPDATE_UNNEST, [[row[c] for row in rows] for c, _ty in _REM_COLUMNS])
+
+
 class _Rollback(Exception):
     """Raised to roll back a transaction that was run only to compile its statements."""
 
@@ -246,11 +314,11 @@ class Claims(Role):
                 for row in occ_rows:
                     row.setdefault("error", None)
                     row.setdefault("fired_at", None)
-                inserted = conn.execute(_claim_insert(self.dialect), occ_rows).all()
+                inserted = _insert_occurrences(conn, self.dialect, occ_rows)
             else:
                 inserted = []
             if rem_updates:
-                conn.execute(_claim_update(), sorted(rem_updates, key=lambda row: row["b_id"]))
+                _update_claimed(conn, self.dialect, sorted(rem_updates, key=lambda r: r["b_id"]))
             failpoints.hit("in_claim_txn")
             skipped_keys = {(rid, due) for _i, rid, due, st in inserted if st == "skipped"}
             write_events(
@@ -448,8 +516,9 @@ class Claims(Role):
                     "error": None,
                     "fired_at": None,
                 }
-                conn.execute(
-                    _claim_update(),
+                _update_claimed(
+                    conn,
+                    self.dialect,
                     [
                         {
                             "b_id": "",
@@ -463,7 +532,7 @@ class Claims(Role):
                         }
                     ],
                 )
-                conn.execute(_claim_insert(self.dialect), [row, {**row, "due_at": 1}]).all()
+                _insert_occurrences(conn, self.dialect, [row, {**row, "due_at": 1}])
                 raise _Rollback
         except Exception as exc:
             log.debug("warming the store's statements failed: %s", exc)
