@@ -52,16 +52,21 @@ def drop_schema(raw: str, schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def pg_burst(n: int, engines: int = 4, env: dict[str, str] | None = None) -> dict[str, Any]:
+def pg_burst(
+    n: int, engines: int = 4, env: dict[str, str] | None = None, lead: float | None = None
+) -> dict[str, Any]:
     """``n`` due at once on ``engines`` engines: duplicates, lost, drain time, per
-    engine, and the deadlocks PostgreSQL counted meanwhile."""
+    engine, and the deadlocks PostgreSQL counted meanwhile. ``lead``: seconds from
+    the start of the import to the due time (by default 6 + n / 8,000; a busy machine
+    needs more: ``loaded_before_due`` says whether it was enough)."""
     import psycopg
 
     py = sys.executable
     schema, raw, url = pg_schema()
     with psycopg.connect(raw, autocommit=True) as conn:
         before = _deadlocks(conn)
-    lead = 6 + n / 8_000  # the import of n lines must be done before they are due
+    if lead is None:
+        lead = 6 + n / 8_000  # the import of n lines must be done before they are due
     run_s = lead + 25 + n / 5_000
     try:
         d = Path(tempfile.mkdtemp(prefix="rk-bench-pg-"))
@@ -110,3 +115,18 @@ def pg_burst(n: int, engines: int = 4, env: dict[str, str] | None = None) -> dic
         }
     finally:
         drop_schema(raw, schema)
+
+
+def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("n", type=int, nargs="?", default=100_000, help="reminders due at once")
+    ap.add_argument("--engines", type=int, default=4)
+    ap.add_argument("--lead", type=float, help="seconds from the import's start to the due time")
+    args = ap.parse_args()
+    print(json.dumps(pg_burst(args.n, args.engines, lead=args.lead)))
+
+
+if __name__ == "__main__":
+    main()

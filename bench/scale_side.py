@@ -97,7 +97,8 @@ def _fill_sqlite(path: Path, n: int, per_session: int, now_us: int, sessions: li
         f"INSERT INTO sessions ({', '.join(SESSION_COLUMNS)}) VALUES ({', '.join('?' * 6)})",
         [tuple(s[c] for c in SESSION_COLUMNS) for s in sessions],
     )
-    rem_sql = f"INSERT INTO reminders ({REMINDER_COLUMNS}) VALUES ({', '.join('?' * 23)})"
+    marks = ", ".join("?" * len(REMINDER_COLUMNS.split(",")))
+    rem_sql = f"INSERT INTO reminders ({REMINDER_COLUMNS}) VALUES ({marks})"
     ev_sql = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES ({', '.join('?' * 7)})"
     batch_r: list = []
     batch_e: list = []
