@@ -15,7 +15,8 @@ import functools
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any
+from enum import Enum
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -137,12 +138,14 @@ def write_outcomes(
     # were taken over or cancelled: refused.
     held: dict[int, Any] = {}
     ids = [r["b_id"] for r in rows]
-    q = _HELD_LOCKED if dialect.locks_rows else _HELD
-    for chunk in chunks(ids):
-        held.update((row[0], row) for row in conn.execute(q, {"ids": list(chunk)}))
+    if dialect.locks_rows:  # one statement over an array, locking in id order
+        held.update((row[0], _Held(*row)) for row in dialect.fetch(conn, _HELD_PG, [ids]))
+    else:
+        for chunk in chunks(ids):
+            held.update((row[0], row) for row in conn.execute(_HELD, {"ids": list(chunk)}))
     ok = [r for r in rows if (h := held.get(r["b_id"])) is not None and h.token == r["b_token"]]
     if ok:
-        dialect.run_many(conn, _FINISH, ok)
+        _finish(conn, dialect, ok)
         stamps = [v for r in ok for v in (r["b_fired"], r["b_delivered"]) if v is not None]
         settle(conn, [r["b_id"] for r in ok], max(stamps) if stamps else None)
         pausing = {item.occurrence_id: item.error for item in outcomes if item.pause}
@@ -163,19 +166,22 @@ def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) 
     """A reminder whose final occurrence has now ended (delivered, failed, skipped,
     cancelled) is done. One whose final fire still waits for its session stays
     active: listed, and cancellable until its turn starts."""
-    locks = Dialect.of(conn).locks_rows
+    dialect = Dialect.of(conn)
+    if dialect.locks_rows:
+        # One statement over an array each: the reminders locked in id order, as
+        # every writer of reminders locks them, then those still final are done.
+        occ = list(occurrence_ids)
+        if not occ:
+            return
+        rids = [r[0] for r in dialect.fetch(conn, _SETTLE_LOCK_PG, [occ, occ])]
+        if rids:
+            dialect.run(conn, _SETTLE_LOCKED_PG, [now_us, rids, occ])
+        return
     for chunk in chunks(occurrence_ids):
-        params: dict[str, Any] = {"occ": list(chunk), "now": now_us}
-        if locks:  # lock in id order, as every writer of reminders does
-            ids = [r[0] for r in conn.execute(_SETTLE_LOCK, params)]
-            if not ids:
-                continue
-            conn.execute(_SETTLE_LOCKED, {**params, "rids": ids})
-        else:
-            conn.execute(_SETTLE, params)
+        conn.execute(_SETTLE, {"occ": list(chunk), "now": now_us})
 
 
-def _settle_statements() -> tuple[Any, Any, Any]:
+def _settle_statements() -> Any:
     o, c = t.occurrences.c, t.reminders.c
     ended = t.occurrences.alias("ended")
     final = [
@@ -201,18 +207,32 @@ def _settle_statements() -> tuple[Any, Any, Any]:
         "version": c.version + 1,
         "updated_at": func.coalesce(bindparam("now", type_=BigInteger), c.updated_at),
     }
-    lock = select(c.id).where(*final).order_by(c.id).with_for_update()
-    plain = update(t.reminders).where(*final).values(**values)
-    locked = (
-        update(t.reminders)
-        .where(c.id.in_(bindparam("rids", expanding=True)), *final)
-        .values(**values)
-    )
-    return lock, plain, locked
+    return update(t.reminders).where(*final).values(**values)
 
 
 # Built once: settle() runs with every batch of outcomes.
-_SETTLE_LOCK, _SETTLE, _SETTLE_LOCKED = _settle_statements()
+_SETTLE = _settle_statements()
+
+# PostgreSQL: settle()'s statements over arrays, the same conditions as
+# _settle_statements(). The reminders are found by key (``= ANY(ARRAY(...))``, an
+# init plan and index lookups; ``IN (subquery)`` may be planned as a semi-join over
+# a scan of the table), the ``FOR UPDATE`` above the sort locks them in id order.
+_FINAL_PG = (
+    f"(reminders.state || '') IN ('{ACTIVE}', '{PAUSED}') "
+    "AND EXISTS (SELECT 1 FROM occurrences o WHERE o.reminder_id = reminders.id "
+    "AND o.due_at = reminders.next_fire_at AND o.id = ANY(%(occ)s::integer[]) "
+    f"AND o.fired_at IS NOT NULL AND o.state NOT IN ('{CLAIMED}', '{WAITING}'))"
+)
+_SETTLE_LOCK_PG = (
+    "SELECT reminders.id FROM reminders WHERE reminders.id = ANY(ARRAY("
+    "SELECT ended.reminder_id FROM occurrences ended WHERE ended.id = ANY(%(occ)s::integer[])"
+    f")) AND {_FINAL_PG} ORDER BY reminders.id FOR UPDATE"
+).replace("%(occ)s", "%s")
+_SETTLE_LOCKED_PG = (
+    f"UPDATE reminders SET state = '{DONE}', next_fire_at = NULL, version = reminders.version + 1, "
+    "updated_at = coalesce(%s::bigint, reminders.updated_at) "
+    f"WHERE reminders.id = ANY(%s::text[]) AND {_FINAL_PG}"
+).replace("%(occ)s", "%s")
 
 
 def pause_failed(
@@ -354,7 +374,80 @@ _HELD = (
     .where(_O.id.in_(bindparam("ids", expanding=True)), _O.state == CLAIMED)
     .order_by(_O.id)
 )
-_HELD_LOCKED = _HELD.with_for_update()
+
+
+class _Held(NamedTuple):
+    """A claimed occurrence as :data:`_HELD_PG` returns it (the fields of :data:`_HELD`)."""
+
+    id: int
+    token: str | None
+    fired_at: int | None
+    reminder_id: str
+    session_id: str | None
+    due_at: int
+    error: str | None
+
+
+# PostgreSQL: _HELD over an array, locked in id order (the lock is taken above the sort).
+_HELD_PG = (
+    "SELECT id, token, fired_at, reminder_id, session_id, due_at, error FROM occurrences "
+    f"WHERE id = ANY(%s::integer[]) AND state = '{CLAIMED}' ORDER BY id FOR UPDATE"
+)
+
+# PostgreSQL: _FINISH for every outcome at once, its parameters one array per column.
+# The rows it updates are those _HELD_PG locked (their token matched), so it waits
+# for no lock.
+_FINISH_COLUMNS = (
+    ("b_id", "integer"),
+    ("b_token", "text"),
+    ("state", "text"),
+    ("error", "text"),
+    ("b_fired", "bigint"),
+    ("b_delivered", "bigint"),
+    ("b_to", "text"),
+    ("b_alert", "text"),
+    ("b_keep", "boolean"),
+    ("b_wait", "text"),
+    ("b_handed", "bigint"),
+)
+_FINISH_PG = (
+    "UPDATE occurrences SET state = u.state, error = u.error, "
+    "fired_at = coalesce(occurrences.fired_at, u.b_fired), "
+    "delivered_at = coalesce(u.b_delivered, occurrences.delivered_at), "
+    "delivered_to = coalesce(u.b_to, occurrences.delivered_to), "
+    "alert = coalesce(u.b_alert, occurrences.alert), "
+    "wait_for = u.b_wait, "
+    "handed_at = coalesce(u.b_handed, occurrences.handed_at), "
+    "owner = CASE WHEN u.b_keep THEN occurrences.owner END, "
+    "token = CASE WHEN u.b_keep THEN occurrences.token END, "
+    "lease_until = CASE WHEN u.b_keep THEN occurrences.lease_until END "
+    f"FROM unnest({', '.join(f'%s::{ty}[]' for _, ty in _FINISH_COLUMNS)}) "
+    f"AS u({', '.join(c for c, _ in _FINISH_COLUMNS)}) "
+    "WHERE occurrences.id = u.b_id AND occurrences.token = u.b_token "
+    f"AND occurrences.state = '{CLAIMED}'"
+)
+
+
+def _finish(conn: Connection, dialect: Dialect, ok: list[dict[str, Any]]) -> None:
+    """Write the outcomes whose claim is held (``ok``, in id order): on PostgreSQL in
+    one statement over arrays, where each id appears once (an ``UPDATE ... FROM``
+    applies one row of the join to each target row; a repeated id keeps the
+    statement per row, which applies each in turn)."""
+    if dialect.locks_rows and len({r["b_id"] for r in ok}) == len(ok):
+        dialect.run(
+            conn,
+            _FINISH_PG,
+            [[_plain(r[c]) for r in ok] for c, _ty in _FINISH_COLUMNS],
+        )
+    else:
+        dialect.run_many(conn, _FINISH, ok)
+
+
+def _plain(value: Any) -> Any:
+    """A str enum (states, alerts, what a fire waits for) as its str value, for arrays."""
+    return str(value) if isinstance(value, Enum) else value
+
+
 _UNFIRED = select(_O.id, _O.token, _O.reminder_id, _O.session_id, _O.due_at).where(
     _O.id.in_(bindparam("ids", expanding=True)), _O.fired_at.is_(None)
 )
