@@ -180,9 +180,9 @@ def _insert_occurrences(
     """Insert claimed (and skipped) occurrence rows, leaving any that exist; returns
     (id, reminder_id, due_at, state) of those inserted."""
     if not dialect.locks_rows:
-        return [tuple(r) for r in conn.execute(_claim_insert(dialect), rows).all()]  # type: ignore[misc]
+        return [tuple(r) for r in conn.execute(_claim_insert(dialect), rows).all()]
     columns = [[row[c] for row in rows] for c, _ty in _OCC_COLUMNS]
-    return [tuple(r) for r in dialect.fetch(conn, _INSERT_UNNEST, columns)]  # type: ignore[misc]
+    return [tuple(r) for r in dialect.fetch(conn, _INSERT_UNNEST, columns)]
 
 
 _REM_COLUMNS = (
@@ -357,8 +357,8 @@ class Claims(Role):
             )
             by_id = {r.id: r for r in rems}
             by_key = {(row["reminder_id"], row["due_at"]): row for row in occ_rows}
-            for occ_id, rid, due_us, state in inserted:
-                if state != CLAIMED:
+            for occ_id, rid, due_us, occ_state in inserted:
+                if occ_state != CLAIMED:
                     continue
                 rem = by_id[rid]
                 row = by_key[(rid, due_us)]
