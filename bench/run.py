@@ -53,13 +53,28 @@ PG = os.environ.get("REMINDKIT_BENCH_PG", "postgresql+psycopg://postgres@127.0.0
 SYNC = os.environ.get("REMINDKIT_SQLITE_SYNC", "FULL").upper()
 # --remindkit: the checkout whose remindkit the remindkit side imports (PYTHONPATH)
 SOURCE: list[str] = []
+# Every side's bytecode cache, a folder of this run (main() fills it first): each side
+# loads compiled modules, as an installed package has them, even where
+# PYTHONDONTWRITEBYTECODE is set. Otherwise an editable remindkit was compiled from
+# source in every side process while APScheduler, installed, loaded its .pyc files:
+# about 2 MB of the remindkit side's peak RSS and its import time were the compiler's.
+PYCACHE: list[str] = []
 TABLE = Table()
 REPEAT = int(os.environ.get("REMINDKIT_BENCH_REPEAT", "2"))  # runs of each lateness side
 
 
+def side_env() -> dict[str, str]:
+    """The environment of every side: bytecode cached in the run's folder."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if PYCACHE:
+        env["PYTHONPYCACHEPREFIX"] = PYCACHE[0]
+    return env
+
+
 def source_env() -> dict[str, str]:
     """The environment of a remindkit side: with --remindkit, its checkout first on the path."""
-    env = dict(os.environ)
+    env = side_env()
     if SOURCE:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (SOURCE[0], env.get("PYTHONPATH")) if p)
     return env
@@ -69,7 +84,7 @@ def side(script: str, *args: object, timeout: float = 900) -> dict:
     # The pages the workload before left dirty are written first: a side's fsyncs
     # (a create's commit) would otherwise wait behind their writeback.
     os.sync()
-    env = source_env() if script == "remindkit_side.py" else None
+    env = source_env() if script == "remindkit_side.py" else side_env()
     proc = subprocess.run(
         [PY, str(HERE / script), *map(str, args)],
         capture_output=True,
@@ -359,6 +374,23 @@ BENCHES = {
 }
 
 
+def compile_sides() -> None:
+    """Fill the run's bytecode cache (PYCACHE) before any side is measured: what each
+    side imports, and the whole remindkit package (the modules it imports on first use)."""
+    put = f"import sys; sys.path.insert(0, {str(HERE)!r}); "
+    for code, env in (
+        (
+            put + "import remindkit_side, compileall, os, remindkit; "
+            "compileall.compile_dir(os.path.dirname(remindkit.__file__), quiet=1)",
+            source_env(),
+        ),
+        (put + "import apscheduler_side, floor_side", side_env()),
+    ):
+        subprocess.run(
+            [PY, "-c", code], env=env, cwd=tempfile.gettempdir(), check=True, capture_output=True
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -371,6 +403,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.remindkit:
         SOURCE.append(str(args.remindkit.resolve()))
+    PYCACHE.append(tempfile.mkdtemp(prefix="rk-bench-pycache-"))
+    compile_sides()
     import apscheduler
     import sqlalchemy
 
