@@ -16,13 +16,19 @@ claims are taken over by their lease alone).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import stat
-import tempfile
 from pathlib import Path
+from typing import Any
 
-log = logging.getLogger(__name__)
+# logging and tempfile load on first use: a command handed to the engine imports this
+# module, and the two cost it about a tenth of its start-up (shutil, random, bz2, lzma)
+
+
+def _warn(msg: str, *args: Any) -> None:
+    import logging
+
+    logging.getLogger(__name__).warning(msg, *args)
 
 
 def process_alive(pid: int, *, others: bool) -> bool:
@@ -65,6 +71,12 @@ def runtime_base() -> Path:
             and os.access(base, os.W_OK)
         ):
             return Path(base)
+    # where tempfile.gettempdir() looks first: the variables, then /tmp
+    for tmp in (*(os.environ.get(n) for n in ("TMPDIR", "TEMP", "TMP")), "/tmp"):
+        if tmp and os.path.isdir(tmp) and os.access(tmp, os.W_OK | os.X_OK):
+            return Path(os.path.abspath(tmp))
+    import tempfile
+
     return Path(tempfile.gettempdir())
 
 
@@ -143,14 +155,14 @@ def _tighten(path: Path, too_open: int, mode: int) -> None:
         shared = bool(st.st_mode & stat.S_ISVTX)  # /tmp and the like: shared on purpose, left alone
         if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & too_open and not shared:
             os.fchmod(fd, mode)
-            log.warning(
+            _warn(
                 "%s was %s; made it %s (remindkit keeps its store private)",
                 path,
                 oct(stat.S_IMODE(st.st_mode)),
                 oct(mode),
             )
     except OSError as exc:
-        log.warning("cannot make %s private: %s", path, exc)
+        _warn("cannot make %s private: %s", path, exc)
     finally:
         os.close(fd)
 
