@@ -191,6 +191,8 @@ def test_quickstart_in_jupyterlab(lab: Lab, tmp_path: Path) -> None:
             oven = page.locator(".rk-pill[data-label='oven']")
             sync_api.expect(oven).to_be_visible(timeout=90_000)
             left = oven.locator(".rk-left")
+            # the pill shows before its first tick writes the countdown
+            wait_for(lambda: left.inner_text()[:1].isdigit(), timeout=15)
             t0 = time.monotonic()
             first = _seconds(left.inner_text())
             t1 = time.monotonic()
