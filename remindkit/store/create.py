@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..audit import EventKind, Surface, detail_json
@@ -215,6 +215,32 @@ def cancel_pending(tx: Tx, reminder_ids: Sequence[str], *, now_us: int) -> None:
         chunk = ids[i : i + IN_CHUNK]
         sql = CANCEL_PENDING_SQL.format(ids=", ".join("?" * len(chunk)))
         tx.run(sql, (*chunk, now_us))
+
+
+@contextlib.contextmanager
+def transaction(conn: Any, *, dbapi: Any, mark: str, locks_rows: bool) -> Iterator[Tx]:
+    """One write transaction on a driver's connection (in autocommit mode: the
+    transaction is ours to begin): ``BEGIN IMMEDIATE`` on SQLite (PostgreSQL's driver
+    begins one with the first statement), committed when the block ends, rolled back
+    if it raises; a commit that fails is ``store_unavailable``. The store's pooled
+    connection (:meth:`remindkit.store.db.Db.driver_write`) and the command line's
+    SQLite file (:class:`remindkit.store.lite.LiteStore`) both write through it; each
+    hints engines after it."""
+    tx = Tx(conn, dbapi=dbapi, mark=mark, locks_rows=locks_rows)
+    if not locks_rows:
+        tx.run("BEGIN IMMEDIATE")
+    try:
+        yield tx
+    except BaseException:
+        with contextlib.suppress(Exception):
+            conn.rollback()
+        raise
+    try:
+        conn.commit()
+    except dbapi.Error as exc:
+        with contextlib.suppress(Exception):
+            conn.rollback()
+        raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
 
 
 def add_reminder(

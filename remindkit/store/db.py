@@ -30,7 +30,7 @@ from sqlalchemy.pool import NullPool, QueuePool
 from ..errors import StoreError
 from ..runtime import make_private_file
 from ..settings import Settings
-from .create import Tx
+from .create import Tx, transaction
 from .dialect import Dialect
 from .lite import sqlite_sync as sqlite_sync  # re-exported
 from .wake import Wake, make_wake
@@ -290,6 +290,15 @@ class Db:
         if notify:
             self.wake.notify(getattr(self._origin, "name", ""), added_due_us=added_due_us)
 
+    def _raw_connection(self) -> Any:
+        """A pooled connection of the driver's own (``close`` gives it back)."""
+        try:
+            return self.engine.raw_connection()
+        except DBAPIError as exc:
+            raise StoreError(
+                f"the store is unavailable: {exc.orig}", code="store_unavailable"
+            ) from exc
+
     @contextlib.contextmanager
     def driver_write(self) -> Iterator[Tx]:
         """One write transaction on a pooled connection through the driver alone
@@ -298,36 +307,15 @@ class Db:
         one with the first statement), a commit on success, a rollback otherwise, and
         engines hinted after the commit. For a create, where SQLAlchemy's checkout,
         begin and commit cost more than SQLite's own work bar the sync."""
+        raw = self._raw_connection()
         try:
-            raw = self.engine.raw_connection()
-        except DBAPIError as exc:
-            raise StoreError(
-                f"the store is unavailable: {exc.orig}", code="store_unavailable"
-            ) from exc
-        dbapi = self.engine.dialect.loaded_dbapi
-        tx = Tx(
-            raw.driver_connection,
-            dbapi=dbapi,
-            mark=self.dialect.placeholder,
-            locks_rows=self.dialect.locks_rows,
-        )
-        try:
-            if not self.dialect.locks_rows:
-                tx.run("BEGIN IMMEDIATE")
-            try:
+            with transaction(
+                raw.driver_connection,
+                dbapi=self.engine.dialect.loaded_dbapi,
+                mark=self.dialect.placeholder,
+                locks_rows=self.dialect.locks_rows,
+            ) as tx:
                 yield tx
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    raw.rollback()
-                raise
-            try:
-                raw.commit()
-            except dbapi.Error as exc:
-                with contextlib.suppress(Exception):
-                    raw.rollback()
-                raise StoreError(
-                    f"the store is unavailable: {exc}", code="store_unavailable"
-                ) from exc
         finally:
             raw.close()  # back to the pool
         self.wake.notify(getattr(self._origin, "name", ""), added_due_us=tx.added_due_us)
@@ -358,12 +346,7 @@ class Db:
         PostgreSQL alike. For the read every API request makes before anything else
         (:meth:`Projects.access`), where SQLAlchemy's BEGIN, execute and rows cost
         more than the lookups themselves."""
-        try:
-            raw = self.engine.raw_connection()
-        except DBAPIError as exc:
-            raise StoreError(
-                f"the store is unavailable: {exc.orig}", code="store_unavailable"
-            ) from exc
+        raw = self._raw_connection()
         try:
             cur = raw.cursor()
             try:

@@ -249,22 +249,10 @@ class LiteStore:
         """One write transaction (``BEGIN IMMEDIATE``, as the store's), committed when
         the block ends, rolled back if it raises; then the engines listening on the
         store are hinted, as ``remindkit.store.db.Db.driver_write`` hints them."""
-        from .create import Tx
+        from .create import transaction
 
-        tx = Tx(self.conn, dbapi=sqlite3, mark="?", locks_rows=False)
-        tx.run("BEGIN IMMEDIATE")
-        try:
+        with transaction(self.conn, dbapi=sqlite3, mark="?", locks_rows=False) as tx:
             yield tx
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                self.conn.execute("ROLLBACK")
-            raise
-        try:
-            self.conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                self.conn.execute("ROLLBACK")
-            raise StoreError(f"the store is unavailable: {exc}", code="store_unavailable") from exc
         self.wake.notify("", added_due_us=tx.added_due_us)
 
     @property
