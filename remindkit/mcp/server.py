@@ -190,6 +190,7 @@ class RemindkitMcp:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._unattached: str | None = None  # a session whose attach failed: the watch retries
         self._lease_until = 0
         self._bindings_stamp: tuple[int, int] | None = None
         self._outliving: tuple[float, bool] = (-ARMED_FRESH_S, False)
@@ -245,7 +246,7 @@ class RemindkitMcp:
         if connected:
             if sid != old:
                 self._detach(old)
-            self._attach(sid)
+            self._try_attach(sid)
 
     def _define_session(self, sid: str) -> None:
         try:  # only a session of our own kind and project: never one another party made first
@@ -306,6 +307,20 @@ class RemindkitMcp:
             "yes" if self.hooks else "no",
         )
 
+    def _try_attach(self, sid: str) -> None:
+        """Attach ``sid``; a failure (the store busy or away) is logged and retried by the
+        watch every :data:`WATCH_EVERY_S`, never taken out on the connection."""
+        try:
+            self._attach(sid)
+        except Exception as exc:
+            with self._lock:
+                self._unattached = sid
+            log.warning("could not attach session %s yet (%s): retrying", sid, exc)
+        else:
+            with self._lock:
+                if self._unattached == sid:
+                    self._unattached = None
+
     def _detach(self, sid: str, *, gone: bool = False) -> None:
         adapter = self.adapter
         if adapter is not None:
@@ -341,8 +356,10 @@ class RemindkitMcp:
             try:
                 self.refresh_identity()
                 with self._lock:
-                    sid, connected = self.session_id, self._connected
-                if connected:
+                    sid, connected, unattached = self.session_id, self._connected, self._unattached
+                if connected and unattached == sid:
+                    self._try_attach(sid)
+                elif connected:
                     self._hold_lease(sid)
             except Exception:
                 log.exception("session watch failed")
@@ -417,7 +434,7 @@ class RemindkitMcp:
             self._connected = self.session_for is None
             sid = self.session_id
         if self.session_for is None:
-            tg.start_soon(anyio.to_thread.run_sync, self._attach, sid)
+            tg.start_soon(anyio.to_thread.run_sync, self._try_attach, sid)
 
     # -- MCP handlers --------------------------------------------------------------------
 
@@ -612,7 +629,7 @@ def run_stdio(graph: Graph, **kwargs: Any) -> int:
         graph.store.url,
     )
 
-    def leave(why: str) -> None:
+    def leave(why: str, code: int = 0) -> None:
         started, cpu = time.monotonic(), time.process_time()
         closing = threading.Thread(target=server.close, name="remindkit-mcp-close", daemon=True)
         closing.start()
@@ -625,14 +642,16 @@ def run_stdio(graph: Graph, **kwargs: Any) -> int:
             "" if not closing.is_alive() else " (not finished: the leases run out)",
         )
         logging.shutdown()
-        os._exit(0)  # the thread blocked reading stdin would hold the interpreter open
+        os._exit(code)  # the thread blocked reading stdin would hold the interpreter open
 
     signal.signal(signal.SIGINT, lambda _n, _f: leave("SIGINT"))
     signal.signal(signal.SIGTERM, lambda _n, _f: leave("SIGTERM"))
     try:
         anyio.run(server.serve_stdio)
-    finally:
-        leave("stdin closed")
+    except BaseException:  # the host sees the server go: say why, and exit non-zero
+        log.exception("remindkit mcp: stopped on an error")
+        leave("stopped on an error", 1)
+    leave("stdin closed")
     return 0
 
 

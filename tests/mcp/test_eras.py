@@ -130,6 +130,57 @@ def test_handshake_attaches_without_initialized(db: str, home: Path) -> None:
         s.close_stdin_and_wait()
 
 
+def test_a_store_locked_at_the_first_request_delays_the_attach_not_the_server(
+    db: str, home: Path
+) -> None:
+    """Another process holds the SQLite store's write lock past the server's busy timeout
+    when the client's first request comes: the session cannot be written then. The
+    server answers anyway, says so on stderr, and attaches the session once the lock is
+    gone (its watch retries); it never leaves the client with a closed connection."""
+    import sqlite3
+
+    s = RawServer(
+        db,
+        home,
+        "--session",
+        "lk1",
+        "--resume-command",
+        "agent {session}",
+        env={"REMINDKIT_BUSY_TIMEOUT_MS": "200"},
+    )
+    lock = sqlite3.connect(db.removeprefix("sqlite:///"), isolation_level=None, timeout=60)
+    try:
+        # the server's engine is up (its start writes) before the lock is taken
+        wait_for(
+            lambda: [e for e in _engine_rows(db, home) if e.get("role") == "mcp"],
+            START_S,
+            "the server's engine registered",
+        )
+        lock.execute("BEGIN IMMEDIATE")
+        try:
+            s.initialize(capabilities={})
+            wait_for(
+                lambda: (
+                    "could not attach session lk1" in s.err.read_text() or s.proc.poll() is not None
+                ),
+                START_S,
+                "the failed attach logged",
+            )
+            assert s.proc.poll() is None, s.err.read_text()
+            listed = answer(s.request("tools/list")[1])  # it answers while the store is locked
+            assert "result" in listed, listed
+        finally:
+            lock.execute("ROLLBACK")
+        wait_for(lambda: holder(db, home, "lk1"), START_S, "the session attached after all")
+        assert (session_config(db, home, "lk1") or {}).get("argv") == ["agent", "{session}"]
+        listed = answer(s.request("tools/list")[1])
+        assert "result" in listed, listed
+        assert any(t["name"] == "schedule_create" for t in listed["result"]["tools"])
+    finally:
+        lock.close()
+        assert s.close_stdin_and_wait() == 0, s.err.read_text()[-3000:]
+
+
 def test_lines_that_are_not_json_rpc_get_errors(db: str, home: Path) -> None:
     s = RawServer(db, home, "--session", "b1")
     try:
