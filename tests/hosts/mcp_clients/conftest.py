@@ -158,13 +158,13 @@ class Driver:
                 event = self._q.get(timeout=max(left, 0.01))
             except queue.Empty:
                 raise AssertionError(
-                    f"no {name} within {timeout}s; stderr:\n{self.stderr()[-4000:]}"
+                    f"no {name} within {timeout}s; stderr:\n{self.excerpt()}"
                 ) from None
             if event is None:
                 self.proc.wait(30)
                 raise AssertionError(
                     f"the driver ended ({self.proc.returncode}) before {name}; "
-                    f"stderr:\n{self.stderr()[-4000:]}"
+                    f"stderr:\n{self.excerpt()}"
                 )
             self.events.append(event)
             if wanted(event):
@@ -179,6 +179,14 @@ class Driver:
     def stderr(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def excerpt(self, each: int = 3000) -> str:
+        """The start of stderr (where the servers a stdio client starts say why they
+        stopped) and its end (the client's own traceback)."""
+        text = self.stderr()
+        if len(text) <= 2 * each:
+            return text
+        return f"{text[:each]}\n[... {len(text) - 2 * each} characters ...]\n{text[-each:]}"
+
     def of(self, name: str, era: str | None = None) -> list[dict[str, Any]]:
         """The events ``name`` (of ``era``) seen so far."""
         return [
@@ -187,7 +195,7 @@ class Driver:
 
     def finish(self, timeout: float = 60) -> None:
         self.next("done", timeout)
-        assert self.proc.wait(timeout) == 0, self.stderr()[-4000:]
+        assert self.proc.wait(timeout) == 0, self.excerpt()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
