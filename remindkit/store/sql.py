@@ -21,7 +21,7 @@ import contextlib
 import logging
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError
 
 from ..errors import StoreError
 from ..settings import Settings
@@ -145,7 +145,7 @@ def open_store(
     except StoreError:
         dispose_quietly(engine)
         raise
-    except OperationalError as exc:
+    except DBAPIError as exc:  # not reachable, locked, or a file that is not a database
         dispose_quietly(engine)
         raise StoreError(
             f"cannot open the store at {engine.url!r}: {exc.orig}", code="store_unavailable"

@@ -228,6 +228,21 @@ def test_store_is_private(rk, tmp_path):
     assert oct((home / "remindkit.db").stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.parametrize("command", [("history",), ("ls",), ("remind", "x", "--in", "5m")])
+def test_a_file_that_is_not_a_store_is_refused(rk, tmp_path, command):
+    """A --db naming a file that is not a SQLite database: a refusal with its code, the
+    file left as it was (no traceback, nothing written into it)."""
+    bad = tmp_path / "notes.db"
+    body = b"SQLite format 3\x00" + b"not a database, only its magic" * 4
+    bad.write_bytes(body)
+    code, out, err = rk(*command, "--db", f"sqlite:///{bad}", "--json")
+    assert code == 1, (out, err)
+    error = json.loads(out)["error"]
+    assert error["code"] == "store_unavailable"
+    assert "file is not a database" in error["message"]
+    assert bad.read_bytes() == body
+
+
 def test_console_script_runs(tmp_path):
     env = {"REMINDKIT_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
