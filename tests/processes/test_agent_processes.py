@@ -46,8 +46,18 @@ def wait_for(check: Callable[[], Any], timeout: float = 20.0) -> Any:
     raise AssertionError("timed out")
 
 
-def history(env: dict[str, str]) -> list[dict[str, Any]]:
-    return json.loads(rk(env, "history", "--json", "--limit", "500").stdout)
+RETRY = {"store_unavailable", "conflict"}  # the codes that say "retry"
+
+
+def history(env: dict[str, str], *, polling: bool = False) -> list[dict[str, Any]]:
+    """``remindkit history --json``; while ``polling``, a refusal whose code says to retry
+    reads as nothing yet (the next poll asks again); any other refusal fails the test."""
+    got = rk(env, "history", "--json", "--limit", "500")
+    rows = json.loads(got.stdout)
+    if polling and isinstance(rows, dict) and rows.get("error", {}).get("code") in RETRY:
+        return []
+    assert isinstance(rows, list), f"history failed ({got.returncode}): {rows}\n{got.stderr}"
+    return rows
 
 
 def model(body: dict[str, Any]) -> Any:
@@ -107,8 +117,9 @@ def test_chat_and_two_engines_run_each_fired_turn_once(env: dict[str, str], serv
 
 
 def test_chat_shows_fired_turns_while_idle(env: dict[str, str]) -> None:
-    with ScriptedOpenAI(model) as server:
-        proc = subprocess.Popen(
+    with (
+        ScriptedOpenAI(model) as server,
+        subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -127,13 +138,20 @@ def test_chat_shows_fired_turns_while_idle(env: dict[str, str]) -> None:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-        )
-        assert proc.stdin is not None
-        proc.stdin.write("now use the tool\n")
-        proc.stdin.flush()
-        # idle: the reminder fires in the chat's own engine, and its turn is answered
-        wait_for(lambda: any(o["outcome"] == "delivered" for o in history(env)), 90)
-        out, err = proc.communicate("/quit\n", timeout=30)
+        ) as proc,
+    ):
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write("now use the tool\n")
+            proc.stdin.flush()
+            # idle: the reminder fires in the chat's own engine, and its turn is answered
+            wait_for(
+                lambda: any(o["outcome"] == "delivered" for o in history(env, polling=True)), 90
+            )
+            out, err = proc.communicate("/quit\n", timeout=30)
+        finally:
+            if proc.poll() is None:  # a failed check: the chat goes, its pipes are closed
+                proc.kill()
         assert proc.returncode == 0, err
         assert "⏰ reminder fired: by-tool" in out
         assert "agent> Reminder: by-tool" in out
@@ -157,7 +175,7 @@ def test_busy_session_holds_a_fire_until_idle(env: dict[str, str], serve, tmp_pa
     assert [o["outcome"] for o in history(env)] == ["waiting", "waiting"]
     assert not log.exists()
     assert rk(env, "session", "idle", "ext").returncode == 0
-    wait_for(lambda: all(o["outcome"] == "delivered" for o in history(env)))
+    wait_for(lambda: all(o["outcome"] == "delivered" for o in history(env, polling=True)))
     assert log.read_text().split() == ["2"]  # both in one turn
 
 
@@ -173,7 +191,7 @@ def test_command_agent_fresh_session_fallback(env: dict[str, str], serve, tmp_pa
     )
     serve()
     assert rk(env, "remind", "check back", "--session", "old", "--in", "1s").returncode == 0
-    hist = wait_for(lambda: [o for o in history(env) if o["outcome"] == "delivered"])
+    hist = wait_for(lambda: [o for o in history(env, polling=True) if o["outcome"] == "delivered"])
     fresh_id = hist[0]["delivered_to"]
     assert fresh_id.startswith("old~")
     sessions = {s["id"]: s for s in json.loads(rk(env, "session", "ls", "--json").stdout)}
@@ -203,10 +221,14 @@ def test_model_server_started_late_gets_the_waiting_turn(env: dict[str, str], se
     )
     serve(REMINDKIT_LEASE="2")  # looks for waiting fires every 0.5 s
     assert rk(env, "remind", "stretch your legs", "--session", "o", "--in", "1s").returncode == 0
-    waiting = wait_for(lambda: [o for o in history(env) if o["outcome"] == "waiting"], 20)
+    waiting = wait_for(
+        lambda: [o for o in history(env, polling=True) if o["outcome"] == "waiting"], 20
+    )
     assert "model_unreachable" in waiting[0]["error"]
     with ScriptedOpenAI(model, port=port) as server:
-        done = wait_for(lambda: [o for o in history(env) if o["outcome"] == "delivered"], 30)
+        done = wait_for(
+            lambda: [o for o in history(env, polling=True) if o["outcome"] == "delivered"], 30
+        )
         assert len(done) == 1 and not [o for o in history(env) if o["outcome"] == "failed"]
         assert len(server.fired_keys()) == 1
 
