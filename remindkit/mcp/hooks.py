@@ -60,10 +60,9 @@ EVENTS = {"start": "SessionStart", "prompt": "UserPromptSubmit", "stop": "Stop"}
 HOOK_LEASE_US = 20_000_000  # a hook's claim: its hand-in is printed well within this
 STORE_PATIENCE_S = 5.0  # a busy store is tried again this long before the hook gives up
 SEEN_PATIENCE_S = 2.0  # a channel event's fires the engine is still recording as waiting
-TAKE_LIMIT = 50
-HANDS_IN = frozenset(
-    {"claude-code"}
-)  # hosts whose hooks' output reaches the conversation  # fires handed in by one hook at most (the rest come with the next)
+TAKE_LIMIT = 50  # fires handed in by one hook at most (the rest come with the next)
+# hosts whose hooks' output reaches the conversation (and the agent CLIs of .hosts)
+HANDS_IN = frozenset({"claude-code"})
 # a remindkit channel event as Claude Code puts it in the prompt: <channel source="remindkit" … key="…" …>
 _CHANNEL = re.compile(r'<channel source="remindkit"([^>]*)>', re.ASCII)
 _KEY = re.compile(r'\skey="([^"<>]{1,300})"', re.ASCII)
