@@ -7,7 +7,7 @@ result with a stable code, never an exception: the ``schedule_*`` tools answer
 JSON (``{"ok": true, ...}`` or ``{"ok": false, "error": {"code", "message"}}``),
 ``set_callback`` answers in plain text (``Callback scheduled: …``, ``Error: …``).
 
->>> ctx = ToolContext(Reminders(store), "s1")                        # doctest: +SKIP
+>>> ctx = ToolContext(rk.build().api, "s1")                          # doctest: +SKIP
 >>> handle_tool_call(ctx, "schedule_create", {"prompt": "Stretch", "after": "25m"}).ok  # doctest: +SKIP
 True
 """
@@ -22,7 +22,7 @@ from ..clock import format_utc
 from ..error_codes import ErrorCode
 from ..errors import RemindkitError, error_body
 from ..models import BusyPolicy, Reminder, ReminderSpec, Source
-from ..protocol.tools import TOOL_NAMES
+from ..protocol.tools import SCHEDULE_CREATE, TOOL_NAMES
 from .callbacks import set_callback
 from .context import ToolContext, ToolResult, not_given_dropped
 
@@ -140,21 +140,7 @@ def reminder_spec(ctx: ToolContext, args: dict[str, Any]) -> ReminderSpec | Tool
     the refusal of what only a tool call can get wrong: arguments it does not take or
     of the wrong JSON type, more than one of after / at / every / cron (seed 002: one
     selector), a local ``at`` without ``time_zone``. The reminders API checks the rest."""
-    allowed = {
-        "prompt",
-        "label",
-        "after",
-        "at",
-        "every",
-        "cron",
-        "time_zone",
-        "repeat",
-        "until",
-        "alarm",
-        "announce",
-        "on_busy",
-    }
-    bad = _unknown(args, allowed)
+    bad = _unknown(args, set(SCHEDULE_CREATE.parameters["properties"]))
     if bad:
         return bad
     args = not_given_dropped(args, keep={"prompt"})
