@@ -81,6 +81,36 @@ def _chromium(pw, *rules: str):  # type: ignore[no-untyped-def]
     return pw.chromium.launch(executable_path=CHROMIUM, args=args)
 
 
+def test_a_name_given_with_allow_host_is_answered_and_no_other(api_server, sqlite_url):
+    """``--allow-host rk.home.arpa`` (a name in front of the server, e.g. a proxy's): a
+    request that names it is served as any other; a request naming another name is
+    refused before anything is read or changed, on the REST routes, the page and /mcp."""
+    srv = api_server(sqlite_url, args=("--allow-host", "rk.home.arpa"))
+    port = srv.base_url.rsplit(":", 1)[1]
+    path = f"{BASE}/proxied/reminders"
+    with httpx.Client(base_url=srv.base_url, headers=srv.headers, timeout=30) as http:
+        named = {"Host": f"rk.home.arpa:{port}"}
+        made = http.post(path, json={"prompt": "through the proxy", "in": "1h"}, headers=named)
+        assert made.status_code == 201, made.text
+        listed = http.get(path, headers=named)
+        assert listed.status_code == 200 and [r["text"] for r in listed.json()] == [
+            "through the proxy"
+        ]
+        assert http.get("/", headers={"Host": "rk.home.arpa"}).status_code == 200
+        for other in (f"evil.example:{port}", f"rk.home.arpa.evil.example:{port}", "home.arpa"):
+            for method, url, body in (
+                ("GET", path, None),
+                ("POST", path, {"prompt": "planted", "in": "1h"}),
+                ("GET", "/", None),
+                ("POST", "/mcp/", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            ):
+                got = http.request(method, url, json=body, headers={"Host": other})
+                assert got.status_code == 403, (other, method, url, got.text)
+                assert got.json()["error"]["code"] == "host_not_allowed", got.text
+        after = http.get(path, headers={"Host": f"rk.home.arpa:{port}"}).json()
+    assert [r["text"] for r in after] == ["through the proxy"]  # nothing planted
+
+
 def test_a_rebinding_page_in_chromium_is_refused(api_server, sqlite_url, tmp_path):
     """evil.example resolves to 127.0.0.1 (a host-resolver rule): its page, served first
     by the attacker, then reaches this server by its own name. Before: the open API
@@ -437,6 +467,50 @@ def test_revoking_a_token_or_turning_the_feature_off_ends_its_streams(
     assert _ended_within(kept, 1.5) is None  # the user's own goes on
     for s in (revoked, disabled, kept):
         s.close()
+
+
+def test_api_reset_shuts_out_the_old_credential_its_cookies_and_streams(
+    api_server, sqlite_url, tmp_path
+):
+    """`remindkit api reset` (a credential that leaked): the old bearer, a browser's
+    cookie from a login with it and its open event stream are refused; the new one
+    and the clients that read it from the home get in."""
+    srv = api_server(sqlite_url)
+    old = srv.credential
+    login = httpx.get(srv.login_url, follow_redirects=False, timeout=30)  # keeps no cookie
+    assert login.status_code in (302, 303, 307), login.text
+    assert login.cookies, login.headers
+    cookies = {"Cookie": "; ".join(f"{k}={v}" for k, v in login.cookies.items())}
+    with httpx.Client(base_url=srv.base_url, timeout=30) as http:
+        assert http.get("/v1/status", headers=cookies).status_code == 200
+        stream = _stream(srv.base_url, old)
+        assert _status(stream) == b"200"
+        reset = cli("api", "reset", "--json", db=sqlite_url, home=tmp_path)
+        assert reset.returncode == 0, reset.stderr
+        took = _ended_within(stream, 30)
+        stream.close()
+        print(f"the old credential's stream ended {took} s after the reset")
+        assert took is not None
+        from remindkit.credential import load_credential
+
+        new = load_credential(tmp_path)
+        assert new and new != old
+        bearer = {"Authorization": f"Bearer {old}"}
+        assert http.get("/v1/status", headers=bearer).status_code == 401
+        assert http.get("/v1/status", headers=cookies).status_code == 401
+        assert (
+            http.post(
+                f"{BASE}/x/reminders", json={"prompt": "p", "in": "1h"}, headers=bearer
+            ).status_code
+            == 401
+        )
+        fresh = {"Authorization": f"Bearer {new}"}
+        assert http.get("/v1/status", headers=fresh).status_code == 200
+    store = _store(sqlite_url, tmp_path)
+    try:
+        assert store.reminders.find_reminders(session="x") == []
+    finally:
+        store.close()
 
 
 ATTACKER = """
