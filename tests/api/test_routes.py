@@ -382,3 +382,26 @@ def test_session_ids_with_slashes(api_server, sqlite_url, tmp_path):
         assert paused["state"] == "paused"
         rems.remove(made["id"])
         assert rems.list() == []
+
+
+def test_a_fires_alert_reads_back_over_http(api_server, sqlite_url, tmp_path):
+    """A fire's history entry carries its alert (pending, playing, done, muted, failed):
+    this server runs with --no-alerts, so the alarm of a fire for the person alone (a
+    session with no agent) is recorded muted, and the fire waits, saying why, rather than
+    ending as alerted."""
+    import time
+
+    srv = api_server(sqlite_url)
+    base = "/v1/projects/default/sessions/alone/reminders"
+    with httpx.Client(base_url=srv.base_url, timeout=30, headers=srv.headers) as http:
+        made = http.post(base, json={"prompt": "stand up", "in": "1s", "alarm": True})
+        assert made.status_code == 201, made.text
+        deadline = time.monotonic() + 60  # from the moment it is due
+        fires: list = []
+        while time.monotonic() < deadline:
+            fires = http.get(f"{base}/{made.json()['id']}/history").json()
+            if fires and fires[0].get("alert") == "muted":
+                break
+            time.sleep(0.1)
+    assert fires and fires[0]["alert"] == "muted", fires
+    assert fires[0]["outcome"] == "waiting" and fires[0]["error"], fires
