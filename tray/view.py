@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from remindkit.models import ACTIVE, PAUSED, AlertState, Occurrence, Reminder
+from remindkit.models import ACTIVE, PAUSED, AlertState, Occurrence, Reminder, WaitFor
 from remindkit.schedules import format_countdown
 from remindkit.schedules.zones import get_zone
 
@@ -94,16 +94,31 @@ def tooltip(
     return text
 
 
+# why a fire waits, as a menu line says it (the occurrence's wait_for)
+WAITING_WHY = {
+    WaitFor.IDLE: "its session is busy",
+    WaitFor.REBASE: "its session is busy (re-based when idle)",
+    WaitFor.SESSION: "no way into its session yet",
+    WaitFor.RETRY: "retrying",
+}
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def fire_line(occ: Occurrence, name: str, tz: str | None = None) -> str:
     """``09:00:05 deploy — delivered`` (local time of the fire)."""
     when = occ.fired_at or occ.due_at
     local = when.astimezone(get_zone(tz)) if tz else when.astimezone()
     outcome: str = occ.state
     if occ.state == "failed" and occ.error:
-        reason = occ.error if len(occ.error) <= 40 else occ.error[:39] + "…"
-        outcome = f"failed: {reason}"
+        outcome = f"failed: {_short(occ.error)}"
     elif occ.state == "waiting":
-        outcome = "waiting for the session"
+        why = WAITING_WHY.get(occ.wait_for) if occ.wait_for else None
+        if occ.wait_for == WaitFor.RETRY and occ.error:
+            why = f"retrying: {_short(occ.error)}"
+        outcome = f"waiting: {why}" if why else "waiting for the session"
     if occ.alert == AlertState.FAILED:
         outcome += " (no sound)"
     return f"{local:%H:%M:%S} {name} — {outcome}"

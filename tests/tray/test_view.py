@@ -10,7 +10,7 @@ import pytest
 
 from remindkit import FakeClock, Reminders
 from remindkit.clock import parse_utc
-from remindkit.models import Occurrence
+from remindkit.models import Occurrence, WaitFor
 from remindkit.store import SqlStore
 from remindkit.tray.view import build_view, countdown, fire_line, reminder_name, tooltip
 
@@ -74,6 +74,24 @@ def test_fire_lines_and_the_failed_badge(api: Reminders) -> None:
     view = build_view(api.list(), [ok, bad], now=NOW, paused_all=True, muted=False, tz="UTC")
     assert view.badge.failed and view.badge.paused and view.failed == 1
     assert view.fires[0].endswith("deploy — delivered")
+
+
+def test_a_waiting_fire_says_why(api: Reminders) -> None:
+    rem = api.create("Deploy", label="deploy", in_="1m")
+
+    def waiting(wait_for: WaitFor | None, error: str | None = None) -> str:
+        occ = Occurrence(3, rem.id, NOW, "waiting", fired_at=NOW, wait_for=wait_for, error=error)
+        return fire_line(occ, "deploy", "UTC")
+
+    assert waiting(WaitFor.IDLE) == "09:00:00 deploy — waiting: its session is busy"
+    assert waiting(WaitFor.SESSION, "session s1 has no delivery adapter: …") == (
+        "09:00:00 deploy — waiting: no way into its session yet"
+    )
+    assert waiting(WaitFor.REBASE).endswith("waiting: its session is busy (re-based when idle)")
+    assert waiting(WaitFor.RETRY, "model_unreachable: connection refused at 127.0.0.1") == (
+        "09:00:00 deploy — waiting: retrying: model_unreachable: connection refused a…"
+    )
+    assert waiting(None) == "09:00:00 deploy — waiting for the session"
 
 
 def test_a_view_is_the_same_for_the_same_moment(api: Reminders) -> None:
