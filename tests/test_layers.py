@@ -177,3 +177,62 @@ def _is_parent(package: str, module: str) -> bool:
     """A module importing its own package's ``__init__`` (re-exports) is not a cycle
     worth reporting; the package importing the module is how packages work."""
     return module.startswith(package + ".")
+
+
+# The reminders API and the engine are built by the composition root (remindkit.wiring),
+# which attaches the alerter, the hints and the settings every surface shares; these
+# places build them otherwise, each for a reason of its own.
+BUILT_ELSEWHERE = {
+    # the command line's readers and writer through the SQLite driver alone (no graph:
+    # its cost is the import of SQLAlchemy that ``ls`` and ``remind`` avoid)
+    ("remindkit.cli.context", "remindkit.reminders.Reminders"),
+    # an Engine given no reminders API (built without the root): its own, from its store
+    ("remindkit.sessions.registry", "remindkit.reminders.Reminders"),
+}
+BUILT_BY_THE_ROOT = ("remindkit.reminders.Reminders", "remindkit.engine.core.Engine")
+# the names the packages hand them on under
+ALIASES = {
+    "remindkit.engine.Engine": "remindkit.engine.core.Engine",
+    "remindkit.Reminders": "remindkit.reminders.Reminders",
+    "remindkit.Engine": "remindkit.engine.core.Engine",
+}
+
+
+def _constructions() -> set[tuple[str, str]]:
+    """(module, class) for every call of a root-built class in the package, the class
+    known by what the module imported under the called name."""
+    found = set()
+    for path, module in _sources():
+        is_pkg = path.name == "__init__.py"
+        package = module if is_pkg else module.rsplit(".", 1)[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:
+                    names[alias.asname or alias.name] = f"{target}.{alias.name}"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                full = names.get(node.func.id)
+                full = ALIASES.get(full, full) if full is not None else None
+                if full is None and module in ("remindkit.reminders", "remindkit.engine.core"):
+                    full = f"{module}.{node.func.id}"  # the class's own module
+                if full in BUILT_BY_THE_ROOT:
+                    found.add((module, full))
+    return found
+
+
+def test_the_api_and_the_engine_are_built_by_the_composition_root() -> None:
+    built = _constructions()
+    assert ("remindkit.wiring", "remindkit.reminders.Reminders") in built  # the scan sees it
+    assert ("remindkit.wiring", "remindkit.engine.core.Engine") in built
+    others = {b for b in built if b[0] != "remindkit.wiring"} - BUILT_ELSEWHERE
+    assert not others, (
+        f"built outside remindkit.wiring: {sorted(others)}; take them from rk.build() "
+        "(a Graph), or say in BUILT_ELSEWHERE why not"
+    )
