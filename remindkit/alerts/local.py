@@ -56,7 +56,7 @@ class AlertRecord:
     key: str
     reminder_id: str
     label: str | None
-    state: str
+    state: AlertState
     silence: Silence
     notify: NotifyResult | None = None
     alarm: PlayResult | None = None
