@@ -87,19 +87,26 @@ def _sources() -> list[tuple[Path, str]]:
     return found
 
 
+def _package_of(path: Path, module: str) -> str:
+    return module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def _from_target(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from … import`` names, relative imports resolved in ``package``."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = defaultdict(set)
     known = {name for _, name in _sources()}
     for path, module in _sources():
-        is_pkg = path.name == "__init__.py"
-        package = module if is_pkg else module.rsplit(".", 1)[0]
+        package = _package_of(path, module)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
+                target = _from_target(node, package)
                 if not target.startswith("remindkit"):
                     continue
                 for alias in node.names:  # from pkg import mod: the module itself
@@ -203,17 +210,12 @@ def _constructions() -> set[tuple[str, str]]:
     known by what the module imported under the called name."""
     found = set()
     for path, module in _sources():
-        is_pkg = path.name == "__init__.py"
-        package = module if is_pkg else module.rsplit(".", 1)[0]
+        package = _package_of(path, module)
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names: dict[str, str] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
+                target = _from_target(node, package)
                 for alias in node.names:
                     names[alias.asname or alias.name] = f"{target}.{alias.name}"
         for node in ast.walk(tree):
