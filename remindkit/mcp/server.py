@@ -71,6 +71,10 @@ CHANNEL_METHOD = "notifications/claude/channel"
 PUSH_TIMEOUT_S = 10.0
 WATCH_EVERY_S = 1.0
 CLOSE_BUDGET_S = 0.08  # from SIGINT, SIGTERM or a closed stdin to the process's end
+# no quiet collection this long after the engine starts or a client connects: the first
+# one walks everything imported (100-190 ms of CPU on a small machine), and a host that
+# quits at once would see the exit overrun CLOSE_BUDGET_S behind it
+OPENING_GC_HOLD_S = 2.0
 ARMED_FRESH_S = 2.0  # how long "an engine that outlives this server runs" is believed
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT = "io.modelcontextprotocol/clientInfo"
@@ -278,6 +282,7 @@ class RemindkitMcp:
         if self.engine is None:
             self.engine = self.graph.engine(role="mcp", can_alert=False)
             self._own_engine = True
+            self.engine.collector.hold(OPENING_GC_HOLD_S)
             self.engine.start()
         return self.engine
 
@@ -433,6 +438,8 @@ class RemindkitMcp:
             self.pushes = pushes
             self._connected = self.session_for is None
             sid = self.session_id
+        if self._own_engine and self.engine is not None:
+            self.engine.collector.hold(OPENING_GC_HOLD_S)
         if self.session_for is None:
             tg.start_soon(anyio.to_thread.run_sync, self._try_attach, sid)
 
