@@ -219,38 +219,48 @@ def serve(env: dict[str, str], tmp_path: Path, name: str = "e", **more: str) -> 
     return engine
 
 
-def test_an_untrusted_import_of_a_webhook_session_sends_nothing(
-    tmp_path: Path, receiver: Receiver
-) -> None:
-    env = store_env(tmp_path)
+def untrusted_import(
+    env: dict[str, str], tmp_path: Path, lines: list[str], sid: str, **engine_env: str
+) -> tuple[str, dict[str, Any]]:
+    """Import ``lines`` (a session ``sid`` and its due reminder) without
+    --trust-sessions, then run an engine until the reminder's fire waits on the disabled
+    session: what the import reported, and the session's config as stored."""
     file = tmp_path / "shared.jsonl"
-    file.write_text(
-        "\n".join(export_lines({"url": receiver.url(), "secret_env": "AWS_SECRET_ACCESS_KEY"}))
-        + "\n"
-    )
+    file.write_text("\n".join(lines) + "\n")
     done = cli(env, "import", str(file), "--json")
     assert done.returncode == 0, done.stderr
-    assert "url" in done.stdout and "secret_env" in done.stdout  # the import says what it left out
-    # an engine that would sign with that variable and may reach loopback: only the
-    # import's own check stands between the file and a request
-    engine = serve(
-        env,
-        tmp_path,
-        AWS_SECRET_ACCESS_KEY=SECRET,
-        REMINDKIT_WEBHOOK_SECRET_ENVS="AWS_SECRET_ACCESS_KEY",
-        REMINDKIT_WEBHOOK_HOSTS="127.0.0.1",
-    )
+    engine = serve(env, tmp_path, **engine_env)
     try:
         waits = wait_for(
             lambda: [o for o in history(env, "rem_webhook0001") if o.state == "waiting"], 60
         )
         assert waits and "disabled" in (waits[0].error or ""), waits
         listed = json.loads(cli(env, "session", "ls", "--json").stdout)
-        [hook] = [s for s in listed if s["id"] == "hook"]
-        assert "url" not in hook["config"] and "secret_env" not in hook["config"]
-        assert receiver.got == []
+        [session] = [s for s in listed if s["id"] == sid]
     finally:
         engine.stop()
+    return done.stdout, session["config"]
+
+
+def test_an_untrusted_import_of_a_webhook_session_sends_nothing(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    env = store_env(tmp_path)
+    lines = export_lines({"url": receiver.url(), "secret_env": "AWS_SECRET_ACCESS_KEY"})
+    # an engine that would sign with that variable and may reach loopback: only the
+    # import's own check stands between the file and a request
+    report, config = untrusted_import(
+        env,
+        tmp_path,
+        lines,
+        "hook",
+        AWS_SECRET_ACCESS_KEY=SECRET,
+        REMINDKIT_WEBHOOK_SECRET_ENVS="AWS_SECRET_ACCESS_KEY",
+        REMINDKIT_WEBHOOK_HOSTS="127.0.0.1",
+    )
+    assert "url" in report and "secret_env" in report  # the import says what it left out
+    assert "url" not in config and "secret_env" not in config
+    assert receiver.got == []
     record(
         "`import` of a webhook session aimed at a loopback receiver, `secret_env=AWS_SECRET_ACCESS_KEY`",
         "the engine POSTed the fired turn there, signed with that key, and carried out the reply's tags",
@@ -265,23 +275,11 @@ def test_an_untrusted_import_of_a_telegram_thread_sends_nothing(tmp_path: Path) 
     turn and queues no message for that chat."""
     env = store_env(tmp_path)
     route = {"bot": "attackers_bot", "chat": 4242, "thread": None}
-    file = tmp_path / "shared.jsonl"
     config = {"agent": "openai", "model": "any", "route": route}
-    file.write_text("\n".join(export_lines(config, sid="tg:4242", adapter="telegram")) + "\n")
-    done = cli(env, "import", str(file), "--json")
-    assert done.returncode == 0, done.stderr
-    assert "route" in done.stdout  # the import says what it left out
-    engine = serve(env, tmp_path)
-    try:
-        waits = wait_for(
-            lambda: [o for o in history(env, "rem_webhook0001") if o.state == "waiting"], 60
-        )
-        assert waits and "disabled" in (waits[0].error or ""), waits
-        listed = json.loads(cli(env, "session", "ls", "--json").stdout)
-        [thread] = [s for s in listed if s["id"] == "tg:4242"]
-        assert "route" not in thread["config"] and thread["config"]["model"] == "any"
-    finally:
-        engine.stop()
+    lines = export_lines(config, sid="tg:4242", adapter="telegram")
+    report, stored = untrusted_import(env, tmp_path, lines, "tg:4242")
+    assert "route" in report  # the import says what it left out
+    assert "route" not in stored and stored["model"] == "any"
     store = open_store(env["REMINDKIT_DB"])
     try:
         with store.engine.connect() as conn:
