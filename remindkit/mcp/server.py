@@ -71,9 +71,10 @@ CHANNEL_METHOD = "notifications/claude/channel"
 PUSH_TIMEOUT_S = 10.0
 WATCH_EVERY_S = 1.0
 CLOSE_BUDGET_S = 0.08  # from SIGINT, SIGTERM or a closed stdin to the process's end
-# no quiet collection this long after the engine starts or a client connects: the first
-# one walks everything imported (100-190 ms of CPU on a small machine), and a host that
-# quits at once would see the exit overrun CLOSE_BUDGET_S behind it
+# no quiet collection this long after the engine starts or a client connects: a host
+# that quits at once must not find its exit (CLOSE_BUDGET_S) behind one. The engine's
+# first only freezes (engine/collector.py); one right after a connect walks all that the
+# connection made
 OPENING_GC_HOLD_S = 2.0
 ARMED_FRESH_S = 2.0  # how long "an engine that outlives this server runs" is believed
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
