@@ -257,13 +257,16 @@ class Db:
     @contextlib.contextmanager
     def write(self, *, notify: bool = True, durable: bool = True) -> Iterator[Connection]:
         """One write transaction; commits on success, hints engines afterwards.
-        ``durable=False``: on SQLite, this commit is not synced to disk
-        (``synchronous=NORMAL`` for it: other processes see it at once, and the next
-        synced commit syncs it too; a power cut may lose it, never corrupt the
-        store). For an engine's heartbeat and lease renewals, which an idle engine
-        writes every few seconds and a power cut makes moot: their fsync was most of
-        an idle engine's CPU."""
+        ``durable=False``: this commit is not synced to disk; on SQLite
+        ``synchronous=NORMAL`` for it (other processes see it at once, and the next
+        synced commit syncs it too), on PostgreSQL ``synchronous_commit`` off for it (the
+        server writes it out within a moment). A power cut, or on PostgreSQL a crash of
+        the server, may lose it, never corrupt the store. For what a power cut makes
+        moot: an engine's heartbeat and lease renewals, which an idle engine writes
+        every few seconds (their fsync was most of an idle engine's CPU), and a fire's
+        time when no outcome is written with it (``Outcomes.finish``)."""
         relaxed = not durable and not self.dialect.locks_rows and self.sync != "NORMAL"
+        unsynced_pg = not durable and self.dialect.locks_rows
         added_due_us: int | None = None
         try:
             with self.engine.connect().execution_options(**{WRITE: True}) as conn:
@@ -272,6 +275,8 @@ class Db:
                 try:
                     with conn.begin():
                         conn.info.pop(DEFERRED_EVENTS, None)  # a rolled-back transaction's
+                        if unsynced_pg:  # this transaction only
+                            conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
                         yield conn
                 finally:
                     added_due_us = conn.info.pop(_ADDED_DUE, None)

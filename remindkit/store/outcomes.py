@@ -66,11 +66,21 @@ class Outcomes(Role):
         still on their way (``mark_fired``), in one transaction, each with its event
         (``fired`` the first time a fire time is recorded, then the outcome; a fire
         that keeps waiting for the same reason adds none). Returns the ids whose
-        token no longer matched (the lease was taken over): those writes are refused."""
+        token no longer matched (the lease was taken over): those writes are refused.
+
+        Fire times, and fires that wait without having been handed to anyone, are
+        committed without a sync to disk (``durable=False``; the next synced commit
+        syncs them too). A power cut that loses them loses their events too, and
+        leaves the claims as they were: taken over, they fire again, as they would
+        had the cut come before the fire, and nothing was delivered in between. What
+        a repeat would make wrong (a delivery, a hand-over to a turn, a failure, an
+        end) is synced before this returns. The sync cost every fire's event on its
+        way to the streams 2-4 ms here (``bench/api_speed.py``)."""
         if not outcomes and not fired:
             return []
         # Other engines need a hint only when a fire now waits for delivery; UIs re-read.
-        with self.write(notify=bool(fired) or any(o.state == WAITING for o in outcomes)) as conn:
+        notify = bool(fired) or any(o.state == WAITING for o in outcomes)
+        with self.write(notify=notify, durable=any(map(_repeat_is_wrong, outcomes))) as conn:
             if fired:
                 self._mark_fired(conn, fired)
             return write_outcomes(conn, self.dialect, outcomes, now_us)
@@ -296,6 +306,12 @@ _OUTCOME_KINDS = {
 
 
 @functools.lru_cache(maxsize=4096)  # fires of a burst share their due times
+def _repeat_is_wrong(o: Outcome) -> bool:
+    """Whether firing ``o``'s occurrence again, had its write been lost, would be wrong:
+    anything but a wait of a fire that nobody took (see ``Outcomes.finish``)."""
+    return o.state != WAITING or o.handed_at_us is not None or o.pause or o.reply is not None
+
+
 def _due_json(due_us: int) -> str:
     return '{"due_at":' + f'"{format_utc(from_us(due_us))}"'
 
