@@ -305,13 +305,13 @@ _OUTCOME_KINDS = {
 }
 
 
-@functools.lru_cache(maxsize=4096)  # fires of a burst share their due times
 def _repeat_is_wrong(o: Outcome) -> bool:
     """Whether firing ``o``'s occurrence again, had its write been lost, would be wrong:
     anything but a wait of a fire that nobody took (see ``Outcomes.finish``)."""
     return o.state != WAITING or o.handed_at_us is not None or o.pause or o.reply is not None
 
 
+@functools.lru_cache(maxsize=4096)  # fires of a burst share their due times
 def _due_json(due_us: int) -> str:
     return '{"due_at":' + f'"{format_utc(from_us(due_us))}"'
 
