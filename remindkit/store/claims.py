@@ -244,10 +244,16 @@ class Claims(Role):
 
         ``leave_alerts``: another engine holds the alerter lease, so reminders
         with an alarm or an announcement are left for it.
+
+        The claim is committed without a sync to disk (``durable=False``): lost to a
+        power cut, its reminders are due again and are claimed again, as if the cut
+        had come before it. What the fires then lead to (a delivery, a hand-over, an
+        alert's turn) is synced, and that sync takes this claim with it. An overdue
+        fire no longer waits for a sync before it goes out.
         """
         token = uuid.uuid4().hex
         fires: list[Fire] = []
-        with self.write(notify=False) as conn:
+        with self.write(notify=False, durable=False) as conn:
             if _paused_all(conn):
                 return [], 0
             self.dialect.walk_in_order(conn)

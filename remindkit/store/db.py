@@ -263,8 +263,9 @@ class Db:
         server writes it out within a moment). A power cut, or on PostgreSQL a crash of
         the server, may lose it, never corrupt the store. For what a power cut makes
         moot: an engine's heartbeat and lease renewals, which an idle engine writes
-        every few seconds (their fsync was most of an idle engine's CPU), and a fire's
-        time when no outcome is written with it (``Outcomes.finish``)."""
+        every few seconds (their fsync was most of an idle engine's CPU), a claim
+        (``Claims.claim_due``), and a fire's time or wait that a repeat would leave
+        right (``Outcomes.finish``)."""
         relaxed = not durable and not self.dialect.locks_rows and self.sync != "NORMAL"
         unsynced_pg = not durable and self.dialect.locks_rows
         added_due_us: int | None = None

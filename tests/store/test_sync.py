@@ -111,3 +111,22 @@ def test_a_repeat_that_would_be_wrong_is_synced_and_nothing_else(store, clock, s
         d.occurrence_id: WAITING,
         e.occurrence_id: FAILED,
     }
+
+
+def test_a_claim_is_not_synced_and_the_outcome_after_it_is(store, clock, settings, seen):
+    """Lost to a power cut, a claim leaves its reminders due, to be claimed again; the
+    delivery after it is synced, and syncs the claim with it."""
+    if store.claims.db.dialect.locks_rows is False and store.claims.db.sync == "NORMAL":
+        pytest.skip("this store runs every commit unsynced (REMINDKIT_SQLITE_SYNC=NORMAL)")
+    (fire,) = claimed(store, clock, settings, 1)
+    assert seen[-1] is False  # the claim's transaction
+    (occ,) = store.reminders.history()
+    assert occ.state == "claimed" and occ.id == fire.occurrence_id
+    now = clock.now_us()
+    store.outcomes.finish(
+        [Outcome(fire.occurrence_id, fire.token, DELIVERED, fired_at_us=now, delivered_at_us=now)],
+        now_us=now,
+    )
+    assert seen[-1] is True
+    (occ,) = store.reminders.history()
+    assert occ.state == DELIVERED
