@@ -248,7 +248,7 @@ class Claims(Role):
         The claim is committed without a sync to disk (``durable=False``): lost to a
         power cut, its reminders are due again and are claimed again, as if the cut
         had come before it. What the fires then lead to (a delivery, a hand-over, an
-        alert's turn) is synced, and that sync takes this claim with it. An overdue
+        alert's state) is synced, and that sync takes this claim with it. An overdue
         fire no longer waits for a sync before it goes out.
         """
         token = uuid.uuid4().hex
