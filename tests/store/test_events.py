@@ -18,6 +18,8 @@ from remindkit.models import WAITING, Session
 from remindkit.reminders import Reminders
 from remindkit.store import Outcome, open_store
 
+from .test_contract import claim
+
 
 @pytest.fixture
 def api(store, clock, settings):
@@ -29,19 +31,6 @@ def kinds(store, reminder_id=None):
         (str(e.kind), str(e.surface))
         for e in store.events.recent_events(limit=READ_MAX, reminder_id=reminder_id)
     ]
-
-
-def claim(store, clock, owner="e1"):
-    now = clock.now()
-    fires, _n = store.claims.claim_due(
-        now_us=to_us(now),
-        horizon_us=to_us(now),
-        owner=owner,
-        lease_us=30_000_000,
-        limit=100,
-        plan=lambda r: plan_fire(r, now),
-    )
-    return fires
 
 
 def test_every_change_is_recorded_with_its_surface(api, store, clock):

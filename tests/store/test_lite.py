@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from remindkit.clock import to_us
-from remindkit.engine.plan import plan_fire
 from remindkit.models import DELIVERED, FAILED, WAITING, Session
 from remindkit.reminders import Reminders
 from remindkit.store import Outcome, SqlStore, open_store
 from remindkit.store.db import head_revision as store_head
 from remindkit.store.lite import head_revision, open_lite, sqlite_file
+
+from .test_contract import claim
 
 
 @pytest.fixture
@@ -36,16 +36,7 @@ def _fill(api: Reminders, store: SqlStore, clock: Any) -> None:
     fail = api.create("fails", session="s3", in_="1m")
     done = api.create("done", session="s3", in_="1m")
     clock.advance(61)
-    now = clock.now()
-    fires, _n = store.claims.claim_due(
-        now_us=to_us(now),
-        horizon_us=to_us(now),
-        owner="e1",
-        lease_us=30_000_000,
-        limit=100,
-        plan=lambda r: plan_fire(r, now),
-    )
-    by = {f.reminder_id: f for f in fires}
+    by = {f.reminder_id: f for f in claim(store, clock)}
     t = clock.now_us()
     store.outcomes.finish(
         [

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from remindkit.clock import to_us
-from remindkit.engine.plan import plan_fire
 from remindkit.models import DELIVERED, FAILED, WAITING, WaitFor
 from remindkit.reminders import Reminders
 from remindkit.store import Outcome
+
+from .test_contract import claim
 
 
 def synced(conn: Any, locks_rows: bool) -> bool:
@@ -46,15 +46,7 @@ def claimed(store: Any, clock: Any, settings: Any, n: int) -> list[Any]:
     for i in range(n):
         api.create(f"r{i}", session="s1", in_="1m")
     clock.advance(61)
-    now = clock.now()
-    fires, _ = store.claims.claim_due(
-        now_us=to_us(now),
-        horizon_us=to_us(now),
-        owner="e1",
-        lease_us=30_000_000,
-        limit=100,
-        plan=lambda r: plan_fire(r, now),
-    )
+    fires = claim(store, clock)
     assert len(fires) == n
     return sorted(fires, key=lambda f: f.occurrence_id)
 
