@@ -173,12 +173,13 @@ def test_fire_after_quit_arrives_through_the_resume_command(
         (rid,) = _set(cc, "remind me in 8s to review the notes")
         cc.quit()
         wait_for(lambda: cc.lease() is None, START_S, "the server gone with Claude Code")
-        # Claude Code ended its server with SIGINT and saw it leave: never killed
+        # Claude Code ended its server with SIGINT and saw it leave before its SIGTERM: it
+        # polls every 50 ms ("exited cleanly") and at 100 ms sends SIGTERM if the process is
+        # still there; an exit between the 50 ms poll and that check it takes without a line
         ending = cc.server_ending()
         print(f"\nClaude Code ending remindkit's server: {ending}")
         assert any("Sending SIGINT to MCP server process" in ln for ln in ending), cc.log()
-        assert any("exited cleanly" in ln for ln in ending), ending
-        assert not any("SIGKILL" in ln for ln in ending), ending
+        assert not any("SIGTERM" in ln or "SIGKILL" in ln for ln in ending), ending
         (req,) = wait_for(
             lambda: carried(api, rid), TURN_S, "the resumed turn carrying the fire", cc.log
         )
