@@ -28,6 +28,46 @@ _WALK_IN_ORDER = (
 T = TypeVar("T")
 
 
+_ARRAY_ESCAPE = str.maketrans({"\\": "\\\\", '"': '\\"'})
+
+
+def pg_array(values: Sequence[Any], of: str) -> str:
+    """``values`` as a PostgreSQL array literal (``{1,NULL,2}``, ``{"a","b \\"c\\""}``),
+    bound as one string and cast by the statement (``%s::bigint[]``): the server parses
+    it in C, where psycopg's list dumper formats element by element in Python (a third
+    of the engines' time in a burst of 100,000 fires on PostgreSQL). ``of``: the
+    element type, ``text`` (each quoted, ``\\`` and ``"`` escaped, so that commas,
+    braces, spaces and the word NULL stay text), ``boolean``, or an integer type.
+    None is NULL; a str enum is its value. A column without NULLs, or of NULLs only,
+    is joined in C."""
+    nulls = values.count(None) if None in values else 0
+    if nulls == len(values):
+        return "{" + ",".join(["NULL"] * nulls) + "}"
+    if of == "text":
+        if not nulls:
+            try:
+                body = '","'.join(values)  # a str enum joins as its value
+            except TypeError:
+                pass
+            else:
+                # (the separators hold 2 quotes each: any more are the values')
+                if body.count('"') != 2 * (len(values) - 1) or "\\" in body:
+                    body = '","'.join([v.translate(_ARRAY_ESCAPE) for v in values])
+                return '{"' + body + '"}'
+        return (
+            "{"
+            + ",".join(
+                "NULL" if v is None else '"' + str(v).translate(_ARRAY_ESCAPE) + '"' for v in values
+            )
+            + "}"
+        )
+    if of == "boolean":
+        return "{" + ",".join("NULL" if v is None else ("t" if v else "f") for v in values) + "}"
+    if nulls:
+        return "{" + ",".join("NULL" if v is None else str(int(v)) for v in values) + "}"
+    return "{" + ",".join(map(str, map(int, values))) + "}"
+
+
 def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
     """``items`` in slices of at most ``size``."""
     for i in range(0, len(items), size):

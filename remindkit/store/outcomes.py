@@ -15,7 +15,7 @@ import functools
 import json
 import logging
 from collections.abc import Sequence
-from enum import Enum
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -45,7 +45,7 @@ from ..models import (
     Outcome,
 )
 from . import schema as t
-from .dialect import Dialect, chunks
+from .dialect import Dialect, chunks, pg_array
 from .events import EventRow, event_row, write_events
 from .role import Role
 
@@ -149,7 +149,10 @@ def write_outcomes(
     held: dict[int, Any] = {}
     ids = [r["b_id"] for r in rows]
     if dialect.locks_rows:  # one statement over an array, locking in id order
-        held.update((row[0], _Held(*row)) for row in dialect.fetch(conn, _HELD_PG, [ids]))
+        held.update(
+            (row[0], _Held(*row))
+            for row in dialect.fetch(conn, _HELD_PG, [pg_array(ids, "integer")])
+        )
     else:
         for chunk in chunks(ids):
             held.update((row[0], row) for row in conn.execute(_HELD, {"ids": list(chunk)}))
@@ -180,12 +183,12 @@ def settle(conn: Connection, occurrence_ids: Sequence[int], now_us: int | None) 
     if dialect.locks_rows:
         # One statement over an array each: the reminders locked in id order, as
         # every writer of reminders locks them, then those still final are done.
-        occ = list(occurrence_ids)
-        if not occ:
+        if not occurrence_ids:
             return
+        occ = pg_array(occurrence_ids, "integer")
         rids = [r[0] for r in dialect.fetch(conn, _SETTLE_LOCK_PG, [occ, occ])]
         if rids:
-            dialect.run(conn, _SETTLE_LOCKED_PG, [now_us, rids, occ])
+            dialect.run(conn, _SETTLE_LOCKED_PG, [now_us, pg_array(rids, "text"), occ])
         return
     for chunk in chunks(occurrence_ids):
         conn.execute(_SETTLE, {"occ": list(chunk), "now": now_us})
@@ -453,15 +456,10 @@ def _finish(conn: Connection, dialect: Dialect, ok: list[dict[str, Any]]) -> Non
         dialect.run(
             conn,
             _FINISH_PG,
-            [[_plain(r[c]) for r in ok] for c, _ty in _FINISH_COLUMNS],
+            [pg_array(list(map(itemgetter(c), ok)), ty) for c, ty in _FINISH_COLUMNS],
         )
     else:
         dialect.run_many(conn, _FINISH, ok)
-
-
-def _plain(value: Any) -> Any:
-    """A str enum (states, alerts, what a fire waits for) as its str value, for arrays."""
-    return str(value) if isinstance(value, Enum) else value
 
 
 _UNFIRED = select(_O.id, _O.token, _O.reminder_id, _O.session_id, _O.due_at).where(
