@@ -21,7 +21,6 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import (
@@ -44,7 +43,7 @@ from ..clock import format_utc, from_us
 from ..models import ACTIVE, CLAIMED, DONE, AlertState, Fire, Plan, Reminder
 from . import schema as t
 from .coordination import PAUSED_ALL
-from .dialect import Dialect, chunks, pg_array
+from .dialect import Dialect, chunks, pg_columns
 from .events import event_row, write_events
 from .projects import disabled_projects_sessions
 from .quarantine import quarantine, readable_fire
@@ -182,8 +181,7 @@ def _insert_occurrences(
     (id, reminder_id, due_at, state) of those inserted."""
     if not dialect.locks_rows:
         return [tuple(r) for r in conn.execute(_claim_insert(dialect), rows).all()]
-    columns = [pg_array(list(map(itemgetter(c), rows)), ty) for c, ty in _OCC_COLUMNS]
-    return [tuple(r) for r in dialect.fetch(conn, _INSERT_UNNEST, columns)]
+    return [tuple(r) for r in dialect.fetch(conn, _INSERT_UNNEST, pg_columns(rows, _OCC_COLUMNS))]
 
 
 _REM_COLUMNS = (
@@ -213,11 +211,7 @@ def _update_claimed(conn: Connection, dialect: Dialect, rows: list[dict[str, Any
     if not dialect.locks_rows:
         conn.execute(_claim_update(), rows)
         return
-    dialect.run(
-        conn,
-        _UPDATE_UNNEST,
-        [pg_array(list(map(itemgetter(c), rows)), ty) for c, ty in _REM_COLUMNS],
-    )
+    dialect.run(conn, _UPDATE_UNNEST, pg_columns(rows, _REM_COLUMNS))
 
 
 class _Rollback(Exception):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Select, Table, func, select, text
@@ -66,6 +67,12 @@ def pg_array(values: Sequence[Any], of: str) -> str:
     if nulls:
         return "{" + ",".join("NULL" if v is None else str(int(v)) for v in values) + "}"
     return "{" + ",".join(map(str, map(int, values))) + "}"
+
+
+def pg_columns(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> list[str]:
+    """One :func:`pg_array` per (column, element type) of ``columns``, over ``rows``: the
+    parameters of a statement that unnests them side by side."""
+    return [pg_array(list(map(itemgetter(c), rows)), of) for c, of in columns]
 
 
 def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:

@@ -15,7 +15,6 @@ import functools
 import json
 import logging
 from collections.abc import Sequence
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -45,7 +44,7 @@ from ..models import (
     Outcome,
 )
 from . import schema as t
-from .dialect import Dialect, chunks, pg_array
+from .dialect import Dialect, chunks, pg_array, pg_columns
 from .events import EventRow, event_row, write_events
 from .role import Role
 
@@ -453,11 +452,7 @@ def _finish(conn: Connection, dialect: Dialect, ok: list[dict[str, Any]]) -> Non
     applies one row of the join to each target row; a repeated id keeps the
     statement per row, which applies each in turn)."""
     if dialect.locks_rows and len({r["b_id"] for r in ok}) == len(ok):
-        dialect.run(
-            conn,
-            _FINISH_PG,
-            [pg_array(list(map(itemgetter(c), ok)), ty) for c, ty in _FINISH_COLUMNS],
-        )
+        dialect.run(conn, _FINISH_PG, pg_columns(ok, _FINISH_COLUMNS))
     else:
         dialect.run_many(conn, _FINISH, ok)
 
