@@ -3,11 +3,13 @@ every value comes back from the real server as it went in, whatever its characte
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from remindkit.models import WaitFor
+from remindkit.store import open_store
 from remindkit.store.dialect import pg_array
 
 TEXTS = [
@@ -31,11 +33,14 @@ TEXTS = [
 _NO_NULL = [v for v in TEXTS if v is not None]
 
 
-def _server(store: Any) -> Any:
-    db = store.claims.db
-    if not db.dialect.locks_rows:
-        pytest.skip("PostgreSQL's array literals")
-    return db
+@pytest.fixture
+def db(pg_schema_url: str, settings: Any) -> Iterator[Any]:
+    """A store's database on the real PostgreSQL server (the literals are its syntax)."""
+    store = open_store(pg_schema_url, settings=settings)
+    try:
+        yield store.claims.db
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize(
@@ -56,16 +61,14 @@ def _server(store: Any) -> Any:
         ("integer", [], []),
     ],
 )
-def test_an_array_literal_comes_back_as_it_went_in(store, of, values, back):
-    db = _server(store)
+def test_an_array_literal_comes_back_as_it_went_in(db, of, values, back):
     with db.read() as conn:
         (row,) = db.dialect.fetch(conn, f"SELECT %s::{of}[]", [pg_array(values, of)])
     assert row[0] == back
 
 
-def test_unnest_keeps_rows_aligned_and_nulls_null(store):
+def test_unnest_keeps_rows_aligned_and_nulls_null(db):
     """The claim and outcome statements unnest several arrays side by side."""
-    db = _server(store)
     ids = [5, 6, 7, 8]
     texts = ["x", None, "y,z", '"w"']
     sql = "SELECT * FROM unnest(%s::integer[], %s::text[]) ORDER BY 1"
